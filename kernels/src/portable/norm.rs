@@ -1,0 +1,5 @@
+//! (to be written)
+
+use rbuild_runtime::KernelEntry;
+
+pub const KERNELS: &[KernelEntry] = &[];
