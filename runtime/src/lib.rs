@@ -8,7 +8,10 @@
 
 extern crate alloc;
 
+pub mod backend;
 pub mod buffer;
+pub mod executor;
+pub mod format;
 pub mod frame;
 #[cfg(feature = "harness")]
 pub mod harness;
@@ -17,6 +20,7 @@ pub mod scalar_type;
 pub mod tensor;
 pub mod value;
 
+pub use executor::{LoadError, Method, MethodError, Program};
 pub use kernel::{KernelArgs, KernelContext, KernelEntry, KernelError, KernelRegistry, KernelResult, TensorMut, TensorRef};
 pub use scalar_type::ScalarType;
 pub use value::{Scalar, Value};

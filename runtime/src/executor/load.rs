@@ -1,0 +1,336 @@
+//! ExecutionPlan → Method: values, planned arenas, constants, kernels, delegates.
+
+use alloc::boxed::Box;
+use alloc::collections::BTreeSet;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use super::method::{Instr, Method};
+use super::LoadError;
+use crate::backend::{BackendInitContext, BackendRegistry, CompileSpec};
+use crate::buffer::AlignedBuf;
+use crate::format::schema::{self, ExecutionPlan, InstructionArguments, KernelTypes};
+use crate::format::PteFile;
+use crate::frame::{Frame, FrameBuffer};
+use crate::tensor::{DimOrder, Dynamism, Shape, Storage, TensorImpl};
+use crate::value::Value;
+use crate::{KernelRegistry, ScalarType};
+
+/// The op the executor implements itself: it re-points a tensor at another's memory.
+pub(super) const ET_VIEW: &str = "executorch_prim::et_view.default";
+
+struct Loader<'a, 'p> {
+    file: &'a PteFile<'p>,
+    method: String,
+    frame: Frame<'p>,
+    /// Frame buffer index of each planned arena (memory_id - 1).
+    arenas: Vec<u32>,
+    /// Constant segment: frame buffer index and per-tensor offsets.
+    constants: Option<(u32, &'a [u64])>,
+    /// Deprecated inline constant buffers: frame buffer index per Program.constant_buffer entry.
+    inline_constants: Vec<Option<u32>>,
+}
+
+impl<'p> Loader<'_, 'p> {
+    fn invalid(&self, what: impl Into<String>) -> LoadError {
+        LoadError::Invalid { method: self.method.clone(), what: what.into() }
+    }
+
+    fn unsupported(&self, what: impl Into<String>) -> LoadError {
+        LoadError::NotSupported { method: self.method.clone(), what: what.into() }
+    }
+
+    fn push_buffer(&mut self, b: FrameBuffer<'p>) -> u32 {
+        self.frame.buffers.push(b);
+        (self.frame.buffers.len() - 1) as u32
+    }
+
+    fn tensor(&mut self, i: usize, t: &schema::Tensor<'p>) -> Result<TensorImpl, LoadError> {
+        let dtype = ScalarType::from_code(t.scalar_type as i64)
+            .ok_or_else(|| self.invalid(format!("value {i}: unknown scalar type {}", t.scalar_type)))?;
+        let sizes = t.sizes.as_deref().ok_or_else(|| self.invalid(format!("value {i}: tensor without sizes")))?;
+        let sizes: Vec<usize> = sizes
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| self.invalid(format!("value {i}: negative size {d}"))))
+            .collect::<Result<_, _>>()?;
+        let shape = Shape::new(&sizes).ok_or_else(|| self.invalid(format!("value {i}: rank {} above 16", sizes.len())))?;
+        let dim_order = match t.dim_order {
+            Some(d) => DimOrder::new(d).filter(|d| d.as_slice().len() == sizes.len()),
+            None => None,
+        }
+        .ok_or_else(|| self.invalid(format!("value {i}: dim_order {:?} does not fit rank {}", t.dim_order, sizes.len())))?;
+        let dynamism = match t.shape_dynamism {
+            0 => Dynamism::Static,
+            1 => Dynamism::DynamicBound,
+            2 => return Err(self.unsupported(format!("value {i}: DYNAMIC_UNBOUND tensor"))),
+            d => return Err(self.invalid(format!("value {i}: shape_dynamism {d}"))),
+        };
+        if t.storage_offset != 0 {
+            return Err(self.invalid(format!("value {i}: storage_offset must be 0")));
+        }
+        if t.extra_tensor_info.as_ref().is_some_and(|x| x.location == 1) {
+            return Err(self.unsupported(format!("value {i}: external (.ptd) tensor data")));
+        }
+        let nbytes = shape
+            .checked_numel()
+            .and_then(|n| n.checked_mul(dtype.size()))
+            .ok_or_else(|| self.invalid(format!("value {i}: tensor size overflows")))?;
+        let idx = t.data_buffer_idx as usize;
+        let storage = match (&t.allocation_info, idx) {
+            (Some(a), _) => {
+                let mem = a.memory_id as usize;
+                let arena = mem
+                    .checked_sub(1)
+                    .and_then(|m| self.arenas.get(m).copied())
+                    .ok_or_else(|| self.invalid(format!("value {i}: memory_id {mem} has no planned buffer")))?;
+                let offset = usize::try_from(a.offset()).map_err(|_| self.invalid("offset overflow"))?;
+                let len = self.frame.buffers[arena as usize].as_slice().len();
+                if offset.checked_add(nbytes).is_none_or(|e| e > len) {
+                    return Err(self.invalid(format!(
+                        "value {i}: {nbytes} bytes at offset {offset} exceed planned buffer {mem} of {len} bytes"
+                    )));
+                }
+                if idx > 0 {
+                    self.copy_mutable_init(i, idx, arena, offset, nbytes)?;
+                }
+                Storage::Buffer { index: arena, offset }
+            }
+            (None, 0) => {
+                // Unplanned: inputs bound later, or outputs the caller would provide.
+                let index = self.push_buffer(FrameBuffer::Owned(AlignedBuf::zeroed(nbytes)));
+                Storage::Buffer { index, offset: 0 }
+            }
+            (None, idx) => self.constant(i, idx, nbytes)?,
+        };
+        Ok(TensorImpl { dtype, shape, dim_order, dynamism, capacity: nbytes, storage })
+    }
+
+    fn constant(&self, i: usize, idx: usize, nbytes: usize) -> Result<Storage, LoadError> {
+        if let Some((index, offsets)) = self.constants {
+            let off = *offsets
+                .get(idx)
+                .ok_or_else(|| self.invalid(format!("value {i}: constant index {idx} out of range ({})", offsets.len())))?;
+            let len = self.frame.buffers[index as usize].as_slice().len() as u64;
+            if off.checked_add(nbytes as u64).is_none_or(|e| e > len) {
+                return Err(self.invalid(format!("value {i}: constant {idx} ({nbytes} bytes at {off}) exceeds the constant segment")));
+            }
+            return Ok(Storage::Buffer { index, offset: off as usize });
+        }
+        match self.inline_constants.get(idx).copied().flatten() {
+            Some(index) if self.frame.buffers[index as usize].as_slice().len() >= nbytes => {
+                Ok(Storage::Buffer { index, offset: 0 })
+            }
+            _ => Err(self.invalid(format!("value {i}: constant buffer {idx} missing or too small"))),
+        }
+    }
+
+    fn copy_mutable_init(&mut self, i: usize, idx: usize, arena: u32, offset: usize, nbytes: usize) -> Result<(), LoadError> {
+        let seg = self
+            .file
+            .program
+            .mutable_data_segments
+            .as_deref()
+            .and_then(|v| v.first())
+            .ok_or_else(|| self.invalid(format!("value {i}: initial data {idx} but no mutable data segment")))?;
+        let offsets = seg.offsets.as_deref().unwrap_or(&[]);
+        let off = *offsets.get(idx).ok_or_else(|| self.invalid(format!("value {i}: mutable data index {idx} out of range")))?;
+        let data = self.file.segment(seg.segment_index as usize)?;
+        let src = usize::try_from(off)
+            .ok()
+            .and_then(|o| data.get(o..o.checked_add(nbytes)?))
+            .ok_or_else(|| self.invalid(format!("value {i}: mutable data {idx} exceeds its segment")))?;
+        match &mut self.frame.buffers[arena as usize] {
+            FrameBuffer::Owned(b) => b.as_mut_slice()[offset..offset + nbytes].copy_from_slice(src),
+            FrameBuffer::Const(_) => return Err(self.invalid("mutable data targets constant memory")),
+        }
+        Ok(())
+    }
+
+    fn index(&self, i: usize, v: i64, n: usize) -> Result<u32, LoadError> {
+        usize::try_from(v)
+            .ok()
+            .filter(|&x| x < n)
+            .map(|x| x as u32)
+            .ok_or_else(|| self.invalid(format!("value {i}: reference to value {v} out of range ({n} values)")))
+    }
+
+    fn value(&mut self, i: usize, v: &schema::EValue<'p>, n: usize) -> Result<Value, LoadError> {
+        Ok(match &v.val {
+            None | Some(KernelTypes::Null) => Value::None,
+            Some(KernelTypes::Int(x)) => Value::Int(x.int_val),
+            Some(KernelTypes::Bool(x)) => Value::Bool(x.bool_val),
+            Some(KernelTypes::Double(x)) => Value::Double(x.double_val),
+            Some(KernelTypes::String(s)) => Value::String(s.string_val.unwrap_or("").to_string()),
+            Some(KernelTypes::IntList(l)) => Value::IntList(
+                l.items.as_deref().unwrap_or(&[]).iter().map(|&x| self.index(i, x, n)).collect::<Result<_, _>>()?,
+            ),
+            Some(KernelTypes::DoubleList(l)) => Value::DoubleList(l.items.clone().unwrap_or_default()),
+            Some(KernelTypes::BoolList(l)) => Value::BoolList(l.items.clone().unwrap_or_default()),
+            Some(KernelTypes::Tensor(t)) => Value::Tensor(self.tensor(i, t)?),
+            Some(KernelTypes::TensorList(l)) => Value::TensorList(
+                l.items.as_deref().unwrap_or(&[]).iter().map(|&x| self.index(i, x as i64, n)).collect::<Result<_, _>>()?,
+            ),
+            Some(KernelTypes::OptionalTensorList(l)) => Value::OptionalTensorList(
+                l.items
+                    .as_deref()
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|&x| if x == -1 { Ok(None) } else { self.index(i, x as i64, n).map(Some) })
+                    .collect::<Result<_, _>>()?,
+            ),
+        })
+    }
+}
+
+pub(super) fn load_method<'p>(
+    file: &PteFile<'p>,
+    plan: &ExecutionPlan<'p>,
+    kernels: &KernelRegistry,
+    backends: &BackendRegistry,
+) -> Result<Method<'p>, LoadError> {
+    let method = plan.name.unwrap_or("").to_string();
+    let mut l = Loader { file, method: method.clone(), frame: Frame::new(), arenas: Vec::new(), constants: None, inline_constants: Vec::new() };
+
+    // Constants: one segment viewed in place, or (deprecated) inline buffers.
+    if let Some((bytes, offsets)) = file.constant_segment()? {
+        let index = l.push_buffer(FrameBuffer::Const(bytes));
+        l.constants = Some((index, offsets));
+    } else if let Some(bufs) = &file.program.constant_buffer {
+        for b in bufs {
+            let index = b.storage.map(|s| l.push_buffer(FrameBuffer::Const(s)));
+            l.inline_constants.push(index);
+        }
+    }
+
+    // Planned arenas: non_const_buffer_sizes[0] is a placeholder; memory_id is 1-based.
+    let sizes = plan.non_const_buffer_sizes.as_deref().ok_or_else(|| l.invalid("non_const_buffer_sizes missing"))?;
+    for (k, &s) in sizes.iter().enumerate().skip(1) {
+        let s = usize::try_from(s).map_err(|_| l.invalid(format!("planned buffer {k} has negative size {s}")))?;
+        // Refuse absurd plans before allocating (they cannot be a real model on any target).
+        if s > (1usize << 40) {
+            return Err(l.invalid(format!("planned buffer {k} of {s} bytes is implausibly large")));
+        }
+        let index = l.push_buffer(FrameBuffer::Owned(AlignedBuf::zeroed(s)));
+        l.arenas.push(index);
+    }
+
+    let evalues = plan.values.as_deref().ok_or_else(|| l.invalid("values missing"))?;
+    let n = evalues.len();
+    for (i, v) in evalues.iter().enumerate() {
+        let value = l.value(i, v, n)?;
+        l.frame.values.push(value);
+    }
+
+    let io = |l: &Loader, list: &Option<Vec<i32>>, what: &str| -> Result<Vec<u32>, LoadError> {
+        list.as_deref()
+            .ok_or_else(|| l.invalid(format!("{what} missing")))?
+            .iter()
+            .map(|&x| l.index(0, x as i64, n))
+            .collect()
+    };
+    let inputs = io(&l, &plan.inputs, "inputs")?;
+    let outputs = io(&l, &plan.outputs, "outputs")?;
+
+    // Resolve kernels; every missing operator is collected before failing.
+    let operators = plan.operators.as_deref().unwrap_or(&[]);
+    let op_keys: Vec<String> = operators.iter().map(|o| o.key()).collect();
+    let mut missing = BTreeSet::new();
+    let mut chains = Vec::new();
+    for (c, chain) in plan.chains.as_deref().unwrap_or(&[]).iter().enumerate() {
+        let mut instrs = Vec::new();
+        for (k, ins) in chain.instructions.as_deref().ok_or_else(|| l.invalid(format!("chain {c} has no instructions")))?.iter().enumerate() {
+            let bad = |what: &str| l.invalid(format!("chain {c} instruction {k}: {what}"));
+            let checked = |x: i32| l.index(0, x as i64, n);
+            let instr = match &ins.instr_args {
+                Some(InstructionArguments::KernelCall(kc)) => {
+                    let op = usize::try_from(kc.op_index).ok().filter(|&o| o < op_keys.len()).ok_or_else(|| bad("operator index out of range"))?;
+                    let args = kc.args.as_deref().unwrap_or(&[]).iter().map(|&a| checked(a)).collect::<Result<Vec<_>, _>>()?;
+                    if op_keys[op] == ET_VIEW {
+                        Instr::View { op: op as u32, args }
+                    } else {
+                        match kernels.lookup(&op_keys[op]) {
+                            Some(kernel) => Instr::Kernel { op: op as u32, kernel, args },
+                            None => {
+                                missing.insert(op_keys[op].clone());
+                                continue;
+                            }
+                        }
+                    }
+                }
+                Some(InstructionArguments::DelegateCall(dc)) => {
+                    let d = usize::try_from(dc.delegate_index).map_err(|_| bad("delegate index negative"))?;
+                    let args = dc.args.as_deref().unwrap_or(&[]).iter().map(|&a| checked(a)).collect::<Result<Vec<_>, _>>()?;
+                    Instr::Delegate { delegate: d as u32, args }
+                }
+                Some(InstructionArguments::MoveCall(m)) => Instr::Move { from: checked(m.move_from)?, to: checked(m.move_to)? },
+                Some(InstructionArguments::JumpFalseCall(j)) => Instr::JumpFalse {
+                    cond: checked(j.cond_value_index)?,
+                    dest: u32::try_from(j.destination_instruction).map_err(|_| bad("negative jump destination"))?,
+                },
+                Some(InstructionArguments::FreeCall(f)) => Instr::Free { value: checked(f.value_index)? },
+                None => return Err(bad("instruction without arguments")),
+            };
+            instrs.push(instr);
+        }
+        chains.push(instrs);
+    }
+    if !missing.is_empty() {
+        return Err(LoadError::MissingOperators { method, ops: missing.into_iter().collect() });
+    }
+    for (c, instrs) in chains.iter().enumerate() {
+        for ins in instrs {
+            if let Instr::JumpFalse { dest, .. } = ins {
+                if *dest as usize > instrs.len() {
+                    return Err(l.invalid(format!("chain {c}: jump to {dest} past the end")));
+                }
+            }
+        }
+    }
+
+    // Delegates, initialized in order.
+    let mut delegates = Vec::new();
+    for d in plan.delegates.as_deref().unwrap_or(&[]) {
+        let id = d.id.unwrap_or("");
+        let backend = backends
+            .get(id)
+            .ok_or_else(|| LoadError::BackendNotAvailable { method: method.clone(), id: id.to_string() })?;
+        let blob = file.delegate_data(d)?;
+        let specs: Vec<CompileSpec> = d
+            .compile_specs
+            .as_deref()
+            .unwrap_or(&[])
+            .iter()
+            .map(|s| CompileSpec { key: s.key.unwrap_or(""), value: s.value.unwrap_or(&[]) })
+            .collect();
+        let named = |k: &str| file.named_data(k).ok().flatten();
+        let ctx = BackendInitContext { named_data: &named };
+        let handle = backend.init(&ctx, blob, &specs).map_err(|message| LoadError::BackendInit {
+            method: method.clone(),
+            id: id.to_string(),
+            message,
+        })?;
+        delegates.push(handle);
+    }
+    for instrs in &chains {
+        for ins in instrs {
+            if let Instr::Delegate { delegate, .. } = ins {
+                if *delegate as usize >= delegates.len() {
+                    return Err(l.invalid(format!("delegate call to {delegate} of {}", delegates.len())));
+                }
+            }
+        }
+    }
+
+    let input_set = alloc::vec![false; inputs.len()];
+    Ok(Method {
+        name: method,
+        frame: l.frame,
+        chains,
+        op_names: op_keys,
+        delegates: delegates.into_iter().map(|d: Box<_>| d).collect(),
+        inputs,
+        outputs,
+        input_set,
+    })
+}

@@ -1,0 +1,100 @@
+//! Loads methods of a parsed program into executable [`Method`]s and runs them.
+
+mod load;
+mod method;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+pub use method::{InputError, Method, MethodError};
+
+use crate::backend::BackendRegistry;
+use crate::format::schema::ExecutionPlan;
+use crate::format::{FormatError, PteFile};
+use crate::KernelRegistry;
+
+/// Why a program or method could not be loaded.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoadError {
+    Format(FormatError),
+    MethodNotFound { name: String, available: Vec<String> },
+    /// Every operator of the method without a kernel (`name.overload`), reported together.
+    MissingOperators { method: String, ops: Vec<String> },
+    /// A delegate id no registered backend handles.
+    BackendNotAvailable { method: String, id: String },
+    BackendInit { method: String, id: String, message: String },
+    /// The program is structurally valid flatbuffer but violates runtime rules.
+    Invalid { method: String, what: String },
+    NotSupported { method: String, what: String },
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Format(e) => write!(f, "{e}"),
+            LoadError::MethodNotFound { name, available } => {
+                write!(f, "method '{name}' not found (program has: {})", available.join(", "))
+            }
+            LoadError::MissingOperators { method, ops } => {
+                write!(f, "method '{method}': no kernel for {} operator(s): {}", ops.len(), ops.join(", "))
+            }
+            LoadError::BackendNotAvailable { method, id } => {
+                write!(f, "method '{method}': backend '{id}' is not available in this runtime")
+            }
+            LoadError::BackendInit { method, id, message } => {
+                write!(f, "method '{method}': backend '{id}' failed to initialize: {message}")
+            }
+            LoadError::Invalid { method, what } => write!(f, "method '{method}': invalid program: {what}"),
+            LoadError::NotSupported { method, what } => write!(f, "method '{method}': not supported: {what}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for LoadError {}
+
+impl From<FormatError> for LoadError {
+    fn from(e: FormatError) -> Self {
+        LoadError::Format(e)
+    }
+}
+
+/// A parsed program; methods are loaded from it on demand.
+pub struct Program<'p> {
+    pub file: PteFile<'p>,
+}
+
+impl<'p> Program<'p> {
+    /// Parses and validates the container. The bytes should be 16-aligned (constants are
+    /// viewed in place); misaligned constants are reported when a kernel reads them.
+    pub fn load(data: &'p [u8]) -> Result<Program<'p>, LoadError> {
+        Ok(Program { file: PteFile::parse(data)? })
+    }
+
+    pub fn plans(&self) -> &[ExecutionPlan<'p>] {
+        self.file.program.execution_plan.as_deref().unwrap_or(&[])
+    }
+
+    pub fn method_names(&self) -> Vec<&'p str> {
+        self.plans().iter().map(|p| p.name.unwrap_or("")).collect()
+    }
+
+    pub fn plan(&self, name: &str) -> Result<&ExecutionPlan<'p>, LoadError> {
+        self.plans().iter().find(|p| p.name == Some(name)).ok_or_else(|| LoadError::MethodNotFound {
+            name: name.into(),
+            available: self.method_names().into_iter().map(String::from).collect(),
+        })
+    }
+
+    /// Builds the method's values and planned memory, resolves every kernel (all missing ones
+    /// are reported together) and initializes its delegates.
+    pub fn load_method(
+        &self,
+        name: &str,
+        kernels: &KernelRegistry,
+        backends: &BackendRegistry,
+    ) -> Result<Method<'p>, LoadError> {
+        load::load_method(&self.file, self.plan(name)?, kernels, backends)
+    }
+}

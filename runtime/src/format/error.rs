@@ -1,0 +1,72 @@
+//! Typed errors for malformed programs: what is wrong and where.
+
+use core::fmt;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FormatErrorKind {
+    /// The file is shorter than a structure it must contain.
+    Truncated { needed: usize, available: usize },
+    /// Bytes 4..8 are not an `ET??` identifier.
+    BadIdentifier([u8; 4]),
+    /// An `ET??` identifier other than the supported `ET12`.
+    UnsupportedVersion([u8; 4]),
+    /// A flatbuffer offset points outside the buffer or backwards.
+    OffsetOutOfBounds { target: u64 },
+    /// A vtable is malformed (size, alignment or position).
+    BadVTable,
+    /// A string is not UTF-8 or lacks room for its length.
+    BadString,
+    /// A vector would extend past the buffer.
+    VectorOutOfBounds { len: u64 },
+    /// An extended-header field is inconsistent.
+    BadHeader(&'static str),
+    /// A segment reference is out of range or extends past the file.
+    BadSegment { index: u64 },
+    /// Decoding would take more steps than the file size allows (shared-subtree blowup).
+    TooComplex,
+    /// A field has a value the format does not allow.
+    InvalidValue(&'static str),
+}
+
+/// An error in a `.pte` file, with the byte offset and the table/field being read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FormatError {
+    pub kind: FormatErrorKind,
+    pub offset: usize,
+    pub context: &'static str,
+}
+
+impl FormatError {
+    pub fn new(kind: FormatErrorKind, offset: usize, context: &'static str) -> Self {
+        FormatError { kind, offset, context }
+    }
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use FormatErrorKind::*;
+        match &self.kind {
+            Truncated { needed, available } => {
+                write!(f, "file truncated: needs {needed} bytes, has {available}")?
+            }
+            BadIdentifier(id) => write!(f, "not an ExecuTorch program: identifier {:?} is not ET12", escape(id))?,
+            UnsupportedVersion(id) => write!(f, "unsupported program version {:?} (this runtime reads ET12)", escape(id))?,
+            OffsetOutOfBounds { target } => write!(f, "offset points outside the file (to {target})")?,
+            BadVTable => f.write_str("malformed flatbuffer vtable")?,
+            BadString => f.write_str("malformed string")?,
+            VectorOutOfBounds { len } => write!(f, "vector of {len} elements extends past the end of the file")?,
+            BadHeader(what) => write!(f, "bad extended header: {what}")?,
+            BadSegment { index } => write!(f, "segment {index} is missing or extends past the end of the file")?,
+            TooComplex => f.write_str("program structure is too large for the file size (cyclic or shared subtrees)")?,
+            InvalidValue(what) => write!(f, "invalid value: {what}")?,
+        }
+        write!(f, " at byte {} (reading {})", self.offset, self.context)
+    }
+}
+
+fn escape(id: &[u8; 4]) -> alloc::string::String {
+    id.iter().flat_map(|b| core::ascii::escape_default(*b)).map(char::from).collect()
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for FormatError {}

@@ -1,0 +1,126 @@
+//! `rbuild run PROGRAM.pte --inputs IO.safetensors`: bind `input.N`, execute, write `output.N`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use rbuild_runtime::backend::BackendRegistry;
+use rbuild_runtime::{KernelContext, Program, ScalarType, Value};
+
+use crate::error::{bail, CliResult, InFile};
+use crate::io::program::read_program;
+use crate::io::tensors::{numbered, read_safetensors, write_safetensors, HostTensor};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The .pte program.
+    pub program: PathBuf,
+    /// safetensors file with `input.0`, `input.1`, … in the method's dtypes and shapes.
+    #[arg(long)]
+    pub inputs: Option<PathBuf>,
+    /// Method to run.
+    #[arg(long, default_value = "forward")]
+    pub method: String,
+    /// Write `output.0`, `output.1`, … to this safetensors file.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Threads kernels may use.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Executions to time; the median is reported.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+}
+
+pub fn run(a: RunArgs) -> CliResult {
+    let bytes = read_program(&a.program)?;
+    let program = Program::load(bytes.as_slice()).in_file(&a.program)?;
+    let kernels = rbuild_kernels::registry();
+    let backends = BackendRegistry::new();
+    let t0 = Instant::now();
+    let mut method = program.load_method(&a.method, &kernels, &backends).in_file(&a.program)?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+
+    let inputs = match &a.inputs {
+        Some(p) => numbered(&read_safetensors(p)?, "input"),
+        None => Vec::new(),
+    };
+    let in_path = a.inputs.clone().unwrap_or_default();
+    let n_inputs = method.inputs().len();
+    if inputs.len() < n_inputs {
+        bail!(
+            "{}: method '{}' takes {n_inputs} input(s) but {} provides {} (named input.0, input.1, …)",
+            a.program.display(),
+            a.method,
+            if a.inputs.is_some() { in_path.display().to_string() } else { "no --inputs file".into() },
+            inputs.len()
+        );
+    }
+    for (i, t) in inputs.iter().take(n_inputs).enumerate() {
+        match method.input_value(i) {
+            Some(Value::Tensor(_)) => method.set_input_tensor(i, t.dtype, &t.shape, &t.data).in_file(&in_path)?,
+            Some(v) => {
+                let v = scalar_input(v, t).ok_or_else(|| {
+                    crate::error::CliError(format!("{}: input.{i} cannot be used as a {} input", in_path.display(), v.kind()))
+                })?;
+                method.set_input_value(i, v).in_file(&in_path)?;
+            }
+            None => unreachable!("input index checked above"),
+        }
+    }
+
+    let mut ctx = KernelContext { threads: a.threads.max(1) };
+    let mut times = Vec::with_capacity(a.repeat.max(1));
+    for _ in 0..a.repeat.max(1) {
+        let t = Instant::now();
+        method.execute(&mut ctx).in_file(&a.program)?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    println!(
+        "{} '{}': load {load_ms:.2} ms, {} run(s), median {median:.3} ms, min {:.3} ms, {} thread(s)",
+        a.program.display(),
+        a.method,
+        times.len(),
+        times[0],
+        ctx.threads
+    );
+
+    let mut outs = Vec::new();
+    for i in 0..method.outputs().len() {
+        let t = output_tensor(&method, i).ok_or_else(|| crate::error::CliError(format!("output {i} is not readable")))?;
+        println!("  output.{i}: {} {:?}", t.dtype, t.shape);
+        outs.push((format!("output.{i}"), t));
+    }
+    if let Some(p) = &a.output {
+        write_safetensors(p, &outs)?;
+        println!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// A scalar (Int/Double/Bool) input taken from a one-element tensor.
+fn scalar_input(kind: &Value, t: &HostTensor) -> Option<Value> {
+    let b = &t.data;
+    match (kind, t.dtype) {
+        (Value::Int(_), ScalarType::Long) if b.len() == 8 => Some(Value::Int(i64::from_le_bytes(b[..8].try_into().ok()?))),
+        (Value::Double(_), ScalarType::Double) if b.len() == 8 => Some(Value::Double(f64::from_le_bytes(b[..8].try_into().ok()?))),
+        (Value::Bool(_), ScalarType::Bool) if b.len() == 1 => Some(Value::Bool(b[0] != 0)),
+        _ => None,
+    }
+}
+
+/// Output `i` as a host tensor; scalar outputs become 0-d tensors.
+pub fn output_tensor(method: &rbuild_runtime::Method<'_>, i: usize) -> Option<HostTensor> {
+    Some(match method.output_value(i)? {
+        Value::Tensor(t) => HostTensor {
+            dtype: t.dtype,
+            shape: t.shape.as_slice().to_vec(),
+            data: method.output_bytes(i)?.to_vec(),
+        },
+        Value::Int(v) => HostTensor { dtype: ScalarType::Long, shape: vec![], data: v.to_le_bytes().to_vec() },
+        Value::Double(v) => HostTensor { dtype: ScalarType::Double, shape: vec![], data: v.to_le_bytes().to_vec() },
+        Value::Bool(v) => HostTensor { dtype: ScalarType::Bool, shape: vec![], data: vec![*v as u8] },
+        _ => return None,
+    })
+}

@@ -1,0 +1,156 @@
+//! Runs every non-delegated `.pte` case of ../shared/testdata (ops/ and models/) through
+//! `rbuild run` and compares each output with the PyTorch reference under the case's
+//! tolerance. New cases dropped into those folders are picked up without code changes.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use safetensors::{Dtype, SafeTensors};
+
+fn testdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata")
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<_> = rd.map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, out);
+        } else if p.extension().is_some_and(|x| x == "pte") {
+            out.push(p);
+        }
+    }
+}
+
+/// Elements of a tensor as f64 (bool/int exact in f64 for the ranges tests use).
+fn values(dtype: Dtype, data: &[u8]) -> Vec<f64> {
+    macro_rules! conv {
+        ($t:ty, $n:expr) => {
+            data.chunks_exact($n).map(|c| <$t>::from_le_bytes(c.try_into().unwrap()) as f64).collect()
+        };
+    }
+    match dtype {
+        Dtype::F32 => conv!(f32, 4),
+        Dtype::F64 => conv!(f64, 8),
+        Dtype::I64 => conv!(i64, 8),
+        Dtype::I32 => conv!(i32, 4),
+        Dtype::I16 => conv!(i16, 2),
+        Dtype::I8 => conv!(i8, 1),
+        Dtype::U8 | Dtype::BOOL => conv!(u8, 1),
+        Dtype::F16 => data.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64()).collect(),
+        Dtype::BF16 => data.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f64()).collect(),
+        d => panic!("dtype {d:?} not handled by the test"),
+    }
+}
+
+fn is_float(d: Dtype) -> bool {
+    matches!(d, Dtype::F32 | Dtype::F64 | Dtype::F16 | Dtype::BF16)
+}
+
+/// Compares one output; returns a description of the mismatch, if any.
+fn compare(name: &str, got: &SafeTensors, want: &SafeTensors, meta: &serde_json::Value) -> Option<String> {
+    let w = want.tensor(name).ok()?;
+    let g = match got.tensor(name) {
+        Ok(g) => g,
+        Err(_) => return Some(format!("{name} missing from our outputs")),
+    };
+    if g.dtype() != w.dtype() || g.shape() != w.shape() {
+        return Some(format!("{name}: got {:?} {:?}, want {:?} {:?}", g.dtype(), g.shape(), w.dtype(), w.shape()));
+    }
+    let (gv, wv) = (values(g.dtype(), g.data()), values(w.dtype(), w.data()));
+    if !is_float(w.dtype()) {
+        let bad = gv.iter().zip(&wv).filter(|(a, b)| a != b).count();
+        return (bad > 0).then(|| format!("{name}: {bad} of {} integer elements differ", wv.len()));
+    }
+    let atol = meta["atol"].as_f64().unwrap_or(1e-5);
+    let rtol = meta["rtol"].as_f64().unwrap_or(1e-5);
+    let mut worst = 0.0f64;
+    let mut bad = 0;
+    for (a, b) in gv.iter().zip(&wv) {
+        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
+        if !ok {
+            bad += 1;
+        }
+        if a.is_finite() && b.is_finite() {
+            worst = worst.max((a - b).abs());
+        }
+    }
+    if bad > 0 {
+        return Some(format!("{name}: {bad} of {} elements outside atol {atol} rtol {rtol} (max abs err {worst:.3e})", wv.len()));
+    }
+    // Quantized programs must also reach the case's SQNR against the eager reference.
+    if let Some(min_db) = meta["min_sqnr_db"].as_f64() {
+        let signal: f64 = wv.iter().map(|x| x * x).sum();
+        let noise: f64 = gv.iter().zip(&wv).map(|(a, b)| (a - b) * (a - b)).sum();
+        let db = 10.0 * (signal / noise.max(1e-30)).log10();
+        if db < min_db {
+            return Some(format!("{name}: SQNR {db:.1} dB below {min_db} dB"));
+        }
+    }
+    None
+}
+
+/// The case files are Python's JSON, which may contain bare Infinity/NaN.
+fn parse_json(text: &str) -> serde_json::Value {
+    let text = text.replace("-Infinity", "null").replace("Infinity", "null").replace("NaN", "null");
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn every_portable_case_matches_reference() {
+    let td = testdata();
+    let mut cases = Vec::new();
+    walk(&td.join("ops"), &mut cases);
+    walk(&td.join("models"), &mut cases);
+    assert!(cases.len() > 100, "testdata not found at {}", td.display());
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut passed, mut skipped) = (0, 0);
+    let mut failures = Vec::new();
+    for pte in &cases {
+        let stem = pte.file_stem().unwrap().to_str().unwrap();
+        let dir = pte.parent().unwrap();
+        let meta = match std::fs::read_to_string(dir.join(format!("{stem}.json"))) {
+            Ok(text) => parse_json(&text),
+            Err(_) => continue,
+        };
+        let io = dir.join(format!("{stem}.io.safetensors"));
+        let label = pte.strip_prefix(&td).unwrap().display().to_string();
+        let delegated = meta["delegates"].as_array().is_some_and(|d| !d.is_empty());
+        let out = tmp.path().join(format!("{}.safetensors", passed + failures.len() + skipped));
+        let run = Command::new(env!("CARGO_BIN_EXE_rbuild"))
+            .args(["run".as_ref(), pte.as_os_str(), "--inputs".as_ref(), io.as_os_str(), "--output".as_ref(), out.as_os_str()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+        if delegated {
+            // No backend for these here: the load must fail cleanly, naming the backend.
+            let id = meta["delegates"][0].as_str().unwrap_or("");
+            if run.status.success() || !stderr.contains(id) || stderr.contains("panicked") {
+                failures.push(format!("{label}: delegated program should fail naming {id}; got: {stderr}"));
+            } else {
+                skipped += 1;
+            }
+            continue;
+        }
+        if !run.status.success() {
+            failures.push(format!("{label}: {}", stderr.trim()));
+            continue;
+        }
+        let (got, want) = (std::fs::read(&out).unwrap(), std::fs::read(&io).unwrap());
+        let (got, want) = (SafeTensors::deserialize(&got).unwrap(), SafeTensors::deserialize(&want).unwrap());
+        let n_out = meta["outputs"].as_array().map_or(0, |o| o.len());
+        let errs: Vec<String> = (0..n_out).filter_map(|i| compare(&format!("output.{i}"), &got, &want, &meta)).collect();
+        if errs.is_empty() {
+            passed += 1;
+        } else {
+            failures.push(format!("{label}: {}", errs.join("; ")));
+        }
+    }
+    eprintln!("testdata: {passed} cases match, {skipped} delegated cases rejected cleanly, {} failed", failures.len());
+    for f in &failures {
+        eprintln!("  FAIL {f}");
+    }
+    assert!(failures.is_empty(), "{} of {} cases failed", failures.len(), cases.len());
+}
