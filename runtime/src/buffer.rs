@@ -1,21 +1,14 @@
-//! 16-byte aligned heap blocks (arenas, owned tensors, loaded program bytes).
+//! Aligned heap blocks (arenas, owned tensors, loaded program bytes).
 
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// Alignment every buffer start gets; ExecuTorch plans and pads to 16.
-pub const BUFFER_ALIGN: usize = 16;
+/// Buffers are allocated in u128 units: 16-byte aligned on x86-64 and AArch64 (ExecuTorch
+/// plans and pads to 16), 8 on 32-bit Arm, enough for every element type.
+type Chunk = u128;
+const CHUNK: usize = core::mem::size_of::<Chunk>();
 
-#[derive(Clone, Copy, Default)]
-#[repr(C, align(16))]
-struct Chunk([u8; BUFFER_ALIGN]);
-
-// SAFETY: Chunk is 16 plain bytes with no padding and no invalid bit patterns.
-unsafe impl bytemuck::Zeroable for Chunk {}
-// SAFETY: as above; repr(C) with a single [u8; 16] field, so size == align == 16 and no padding.
-unsafe impl bytemuck::Pod for Chunk {}
-
-/// A zero-initialised byte buffer whose start is 16-aligned.
+/// A zero-initialised byte buffer with an aligned start.
 #[derive(Clone, Default)]
 pub struct AlignedBuf {
     chunks: Vec<Chunk>,
@@ -23,8 +16,19 @@ pub struct AlignedBuf {
 }
 
 impl AlignedBuf {
+    /// Panics (aborts) if memory runs out; see [`AlignedBuf::try_zeroed`].
     pub fn zeroed(len: usize) -> AlignedBuf {
-        AlignedBuf { chunks: vec![Chunk::default(); len.div_ceil(BUFFER_ALIGN)], len }
+        AlignedBuf { chunks: vec![0; len.div_ceil(CHUNK)], len }
+    }
+
+    /// None when the allocator refuses `len` bytes (a hostile size in a program, say).
+    pub fn try_zeroed(len: usize) -> Option<AlignedBuf> {
+        let n = len.div_ceil(CHUNK);
+        // Probe first: `vec!` of zeros uses calloc (no page touching) but aborts on failure.
+        let mut probe: Vec<Chunk> = Vec::new();
+        probe.try_reserve_exact(n).ok()?;
+        drop(probe);
+        Some(AlignedBuf { chunks: vec![0; n], len })
     }
 
     pub fn from_bytes(bytes: &[u8]) -> AlignedBuf {

@@ -98,7 +98,9 @@ impl<'p> Loader<'_, 'p> {
             }
             (None, 0) => {
                 // Unplanned: inputs bound later, or outputs the caller would provide.
-                let index = self.push_buffer(FrameBuffer::Owned(AlignedBuf::zeroed(nbytes)));
+                let buf = AlignedBuf::try_zeroed(nbytes)
+                    .ok_or_else(|| self.invalid(format!("value {i}: {nbytes} bytes cannot be allocated")))?;
+                let index = self.push_buffer(FrameBuffer::Owned(buf));
                 Storage::Buffer { index, offset: 0 }
             }
             (None, idx) => self.constant(i, idx, nbytes)?,
@@ -207,11 +209,9 @@ pub(super) fn load_method<'p>(
     let sizes = plan.non_const_buffer_sizes.as_deref().ok_or_else(|| l.invalid("non_const_buffer_sizes missing"))?;
     for (k, &s) in sizes.iter().enumerate().skip(1) {
         let s = usize::try_from(s).map_err(|_| l.invalid(format!("planned buffer {k} has negative size {s}")))?;
-        // Refuse absurd plans before allocating (they cannot be a real model on any target).
-        if s > (1usize << 40) {
-            return Err(l.invalid(format!("planned buffer {k} of {s} bytes is implausibly large")));
-        }
-        let index = l.push_buffer(FrameBuffer::Owned(AlignedBuf::zeroed(s)));
+        let buf = AlignedBuf::try_zeroed(s)
+            .ok_or_else(|| l.invalid(format!("planned buffer {k} of {s} bytes cannot be allocated")))?;
+        let index = l.push_buffer(FrameBuffer::Owned(buf));
         l.arenas.push(index);
     }
 

@@ -34,16 +34,15 @@ pub struct RunArgs {
 pub fn run(a: RunArgs) -> CliResult {
     let bytes = read_program(&a.program)?;
     let program = Program::load(bytes.as_slice()).in_file(&a.program)?;
+    let inputs = match &a.inputs {
+        Some(p) => numbered(&read_safetensors(p)?, "input"),
+        None => Vec::new(),
+    };
     let kernels = rbuild_kernels::registry();
     let backends = BackendRegistry::new();
     let t0 = Instant::now();
     let mut method = program.load_method(&a.method, &kernels, &backends).in_file(&a.program)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-
-    let inputs = match &a.inputs {
-        Some(p) => numbered(&read_safetensors(p)?, "input"),
-        None => Vec::new(),
-    };
     let in_path = a.inputs.clone().unwrap_or_default();
     let n_inputs = method.inputs().len();
     if inputs.len() < n_inputs {

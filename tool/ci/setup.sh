@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what rbuild's tests need on a fresh Debian machine: Rust targets, and a Python 3.12
+# venv (.venv) with ExecuTorch 1.3.1's runtime (executorch-numpy-runtime) as the oracle.
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+# no_std check target (Cortex-M55).
+if ! rustup target list --installed | grep -qx thumbv8m.main-none-eabihf; then
+  rustup target add thumbv8m.main-none-eabihf
+fi
+
+# Python 3.12 for executorch-numpy-runtime (needs >= 3.12).
+find_python312() {
+  if command -v python3.12 >/dev/null 2>&1; then command -v python3.12; return; fi
+  if command -v pyenv >/dev/null 2>&1; then
+    for p in "$(pyenv root)"/versions/3.12*/bin/python3.12; do
+      [ -x "$p" ] && { echo "$p"; return; }
+    done
+  fi
+  return 1
+}
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import executorch_numpy_runtime, safetensors, numpy' 2>/dev/null; then
+  PY=$(find_python312) || { echo "error: Python 3.12 not found (install python3.12 or pyenv 3.12)" >&2; exit 1; }
+  rm -rf .venv
+  "$PY" -m venv .venv
+  .venv/bin/pip install --quiet --disable-pip-version-check executorch-numpy-runtime numpy safetensors
+fi
+echo "setup: rust targets and .venv ($(.venv/bin/python --version)) ready"
