@@ -148,6 +148,9 @@ fn cast<T: Element>(dtype: ScalarType, bytes: &[u8]) -> KernelResult<&[T]> {
     if !T::accepts(dtype) {
         return Err(kerr!("tensor of dtype {dtype} read as {}", core::any::type_name::<T>()));
     }
+    if bytes.is_empty() {
+        return Ok(&[]);
+    }
     bytemuck::try_cast_slice(bytes)
         .map_err(|e| kerr!("tensor data of dtype {dtype} is not usable ({e:?}): misaligned storage"))
 }
@@ -155,6 +158,9 @@ fn cast<T: Element>(dtype: ScalarType, bytes: &[u8]) -> KernelResult<&[T]> {
 fn cast_mut<T: Element>(dtype: ScalarType, bytes: &mut [u8]) -> KernelResult<&mut [T]> {
     if !T::accepts(dtype) {
         return Err(kerr!("tensor of dtype {dtype} written as {}", core::any::type_name::<T>()));
+    }
+    if bytes.is_empty() {
+        return Ok(&mut []);
     }
     bytemuck::try_cast_slice_mut(bytes)
         .map_err(|e| kerr!("tensor data of dtype {dtype} is not usable ({e:?}): misaligned storage"))

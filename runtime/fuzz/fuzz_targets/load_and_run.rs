@@ -1,0 +1,44 @@
+//! Fuzzes the whole path a program takes: parse, rewrite, load every method with every kernel,
+//! bind zero inputs, execute. Any panic, hang or out-of-bounds access is a bug.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use rbuild_runtime::backend::BackendRegistry;
+use rbuild_runtime::buffer::AlignedBuf;
+use rbuild_runtime::format::{rewrite, PteFile};
+use rbuild_runtime::{KernelContext, Program, Value};
+
+/// Methods planning more than this are skipped (a valid but huge plan is not a bug).
+const MAX_PLANNED: i64 = 64 << 20;
+
+fuzz_target!(|data: &[u8]| {
+    let buf = AlignedBuf::from_bytes(data);
+    let Ok(file) = PteFile::parse(buf.as_slice()) else { return };
+    // The writer must accept whatever the reader accepted, and reach the same tables.
+    let written = rewrite(&file).expect("rewrite of a parsed file");
+    let again = PteFile::parse(&written).expect("re-parse of our own output");
+    assert_eq!(file.program, again.program);
+
+    let Ok(program) = Program::load(buf.as_slice()) else { return };
+    let kernels = rbuild_kernels::registry();
+    let backends = BackendRegistry::new();
+    for plan in program.plans() {
+        let planned: i64 = plan.non_const_buffer_sizes.as_deref().unwrap_or(&[]).iter().map(|&s| s.max(0)).sum();
+        if planned > MAX_PLANNED {
+            continue;
+        }
+        let Some(name) = plan.name else { continue };
+        let Ok(mut method) = program.load_method(name, &kernels, &backends) else { continue };
+        for i in 0..method.inputs().len() {
+            if let Some(Value::Tensor(t)) = method.input_value(i) {
+                let (dtype, sizes) = (t.dtype, t.shape.as_slice().to_vec());
+                if t.nbytes() > MAX_PLANNED as usize {
+                    return;
+                }
+                let zeros = vec![0u8; t.nbytes()];
+                let _ = method.set_input_tensor(i, dtype, &sizes, &zeros);
+            }
+        }
+        let _ = method.execute(&mut KernelContext::default());
+    }
+});
