@@ -725,6 +725,7 @@ mod tests {
 
     use half::f16;
     use rbuild_runtime::harness::OpHarness;
+    use rbuild_runtime::kernel::KernelFn;
     use rbuild_runtime::ScalarType;
 
     #[test]
@@ -1019,7 +1020,7 @@ mod tests {
         let x = h.f32(&[2, 3], &[1., 2., 3., 0., 2., 5.]);
         let y = h.f32(&[3], &[1., 2., 4.]);
         let o = h.out(ScalarType::Bool, &[2, 3]);
-        let cases: [(super::KernelFnT, [bool; 6]); 6] = [
+        let cases: [(KernelFn, [bool; 6]); 6] = [
             (super::eq_tensor_out, [true, true, false, false, true, false]),
             (super::ne_tensor_out, [false, false, true, true, false, true]),
             (super::lt_tensor_out, [false, false, true, true, false, false]),
@@ -1032,7 +1033,7 @@ mod tests {
             assert_eq!(h.read_bool(o), want.to_vec());
         }
         let two = h.int(2);
-        let cases: [(super::KernelFnT, [bool; 6]); 6] = [
+        let cases: [(KernelFn, [bool; 6]); 6] = [
             (super::eq_scalar_out, [false, true, false, false, true, false]),
             (super::ne_scalar_out, [true, false, true, true, false, true]),
             (super::lt_scalar_out, [true, false, false, true, false, false]),
@@ -1115,6 +1116,3 @@ mod tests {
         assert_eq!(h.read::<f32>(o), vec![1., 2., 3., 2., 4., 6.]);
     }
 }
-
-#[cfg(test)]
-type KernelFnT = rbuild_runtime::kernel::KernelFn;
