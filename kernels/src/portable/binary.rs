@@ -372,7 +372,7 @@ fn mul_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult 
 
 /// Python/PyTorch floor division of floats, derived from fmod so that the quotient is exact
 /// where `floor(a / b)` would round up (e.g. `1 // 0.1 == 9`).
-fn floor_div_f64(a: f64, b: f64) -> f64 {
+pub(super) fn floor_div_f64(a: f64, b: f64) -> f64 {
     if b == 0.0 {
         return a / b;
     }
