@@ -170,7 +170,9 @@ pub(super) fn broadcast_plan(ops: &[Operand<'_>], out: &TensorMut<'_>) -> Kernel
     }
     let tensors = || ops.iter().filter_map(|o| if let Operand::Tensor(t) = o { Some(t) } else { None });
     let contiguous = out.dim_order.is_contiguous() && tensors().all(|t| t.dim_order.is_contiguous());
-    if !contiguous && !tensors().all(|t| t.numel() == 1 || (t.sizes() == sizes.as_slice() && t.dim_order == out.dim_order)) {
+    if !contiguous
+        && !tensors().all(|t| t.numel() == 1 || (t.sizes() == sizes.as_slice() && t.dim_order == out.dim_order))
+    {
         return Err(kerr!(
             "broadcasting with non-contiguous dim orders is not supported (out dim order {:?}, inputs {:?})",
             out.dim_order,
@@ -331,9 +333,19 @@ fn add_sub(args: &KernelArgs<'_>, other: Operand<'_>, negate: bool, name: &str) 
     if negate && a.is_bool() && other.is_bool() {
         return Err(kerr!("{name}: subtraction of bool tensors is not supported"));
     }
-    let (af, ai) = if negate { (-alpha.to_f64(), alpha.to_i64().wrapping_neg()) } else { (alpha.to_f64(), alpha.to_i64()) };
+    let (af, ai) =
+        if negate { (-alpha.to_f64(), alpha.to_i64().wrapping_neg()) } else { (alpha.to_f64(), alpha.to_i64()) };
     let af32 = af as f32;
-    arith(args, a, other, 3, name, |x, y| x + af * y, |x, y| Some(x.wrapping_add(ai.wrapping_mul(y))), |x, y| x + af32 * y)
+    arith(
+        args,
+        a,
+        other,
+        3,
+        name,
+        |x, y| x + af * y,
+        |x, y| Some(x.wrapping_add(ai.wrapping_mul(y))),
+        |x, y| x + af32 * y,
+    )
 }
 
 /// `add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out)`: [self, other, alpha, out, out].
@@ -385,7 +397,11 @@ pub(super) fn floor_div_f64(a: f64, b: f64) -> f64 {
         return libm::copysign(0.0, a / b);
     }
     let fl = libm::floor(d);
-    if d - fl > 0.5 { fl + 1.0 } else { fl }
+    if d - fl > 0.5 {
+        fl + 1.0
+    } else {
+        fl
+    }
 }
 
 /// Integer floor division (rounds toward -inf, as Python); None on division by zero.
@@ -419,9 +435,9 @@ fn div(args: &KernelArgs<'_>, other: Operand<'_>, mode: Option<&str>, out: usize
             |x, y| if y == 0 { None } else { Some(x.wrapping_div(y)) },
             |x, y| libm::truncf(x / y),
         ),
-        Some("floor") => {
-            arith(args, a, other, out, name, floor_div_f64, floor_div_i64, |x, y| floor_div_f64(x as f64, y as f64) as f32)
-        }
+        Some("floor") => arith(args, a, other, out, name, floor_div_f64, floor_div_i64, |x, y| {
+            floor_div_f64(x as f64, y as f64) as f32
+        }),
         Some(m) => Err(kerr!("{name}: unknown rounding_mode {m:?} (expected \"trunc\", \"floor\" or None)")),
     }
 }
@@ -436,7 +452,11 @@ pub(super) fn out_dtype(args: &KernelArgs<'_>, i: usize) -> KernelResult<ScalarT
 }
 
 fn opt_string<'a>(args: &KernelArgs<'a>, i: usize) -> KernelResult<Option<&'a str>> {
-    if args.is_none(i)? { Ok(None) } else { args.string(i).map(Some) }
+    if args.is_none(i)? {
+        Ok(None)
+    } else {
+        args.string(i).map(Some)
+    }
 }
 
 /// `div.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
@@ -464,7 +484,13 @@ fn pow_i64(base: i64, exp: i64) -> i64 {
     if exp < 0 {
         return match base {
             1 => 1,
-            -1 => if exp % 2 == 0 { 1 } else { -1 },
+            -1 => {
+                if exp % 2 == 0 {
+                    1
+                } else {
+                    -1
+                }
+            }
             _ => 0,
         };
     }
@@ -675,10 +701,19 @@ comparison_kernels! {
 
 /// Same-dtype select on raw elements of width `T` (so one loop serves every dtype); false if
 /// the bytes cannot be viewed as `T` (then the caller takes the converting path).
-fn select_raw<T: bytemuck::Pod>(sizes: &[usize], st: &[Vec<usize>], c: &[u8], x: &[u8], y: &[u8], o: &mut [u8]) -> bool {
-    let (Ok(x), Ok(y), Ok(o)) =
-        (bytemuck::try_cast_slice::<u8, T>(x), bytemuck::try_cast_slice::<u8, T>(y), bytemuck::try_cast_slice_mut::<u8, T>(o))
-    else {
+fn select_raw<T: bytemuck::Pod>(
+    sizes: &[usize],
+    st: &[Vec<usize>],
+    c: &[u8],
+    x: &[u8],
+    y: &[u8],
+    o: &mut [u8],
+) -> bool {
+    let (Ok(x), Ok(y), Ok(o)) = (
+        bytemuck::try_cast_slice::<u8, T>(x),
+        bytemuck::try_cast_slice::<u8, T>(y),
+        bytemuck::try_cast_slice_mut::<u8, T>(o),
+    ) else {
         return false;
     };
     for_each_broadcast(sizes, [&st[0], &st[1], &st[2]], |k, [i, j, l]| o[k] = if c[i] != 0 { x[j] } else { y[l] });
@@ -713,7 +748,11 @@ fn where_self_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult 
     let (ex, ey) = (Elems::of(&x)?, Elems::of(&y)?);
     let mut eo = ElemsMut::of(&mut to)?;
     for_each_broadcast(&sizes, [&st[0], &st[1], &st[2]], |k, [i, j, l]| {
-        if cd[i] != 0 { eo.copy_from(k, &ex, j) } else { eo.copy_from(k, &ey, l) }
+        if cd[i] != 0 {
+            eo.copy_from(k, &ex, j)
+        } else {
+            eo.copy_from(k, &ey, l)
+        }
     });
     Ok(())
 }
@@ -1103,6 +1142,20 @@ mod tests {
 
         let bad = h.f32(&[2], &[1., 0.]);
         assert!(h.call(super::where_self_out, &[bad, a, b, oi, oi]).is_err());
+    }
+
+    #[test]
+    fn empty_tensors() {
+        let mut h = OpHarness::new();
+        let a = h.f32(&[0, 3], &[]);
+        let b = h.f32(&[3], &[1., 2., 3.]);
+        let o = h.out(ScalarType::Float, &[0, 3]);
+        h.call(super::mul_out, &[a, b, o, o]).unwrap();
+        let ob = h.out(ScalarType::Bool, &[0, 3]);
+        h.call(super::lt_tensor_out, &[a, b, ob, ob]).unwrap();
+        let c = h.bool_tensor(&[0, 1], &[]);
+        h.call(super::where_self_out, &[c, a, b, o, o]).unwrap();
+        assert_eq!(h.sizes(o), vec![0, 3]);
     }
 
     #[test]

@@ -116,7 +116,11 @@ fn mod_i64(a: i64, b: i64) -> Option<i64> {
 /// Python's `%` on floats: the result takes the divisor's sign.
 fn mod_f64(a: f64, b: f64) -> f64 {
     let r = libm::fmod(a, b);
-    if r != 0.0 && ((r < 0.0) != (b < 0.0)) { r + b } else { r }
+    if r != 0.0 && ((r < 0.0) != (b < 0.0)) {
+        r + b
+    } else {
+        r
+    }
 }
 
 macro_rules! prim_kernels {
@@ -252,7 +256,9 @@ mod tests {
 
     #[test]
     fn floordiv_and_mod_follow_python() {
-        for (a, b, q, r) in [(7, 2, 3, 1), (-7, 2, -4, 1), (7, -2, -4, -1), (-7, -2, 3, -1), (6, 3, 2, 0), (-6, 3, -2, 0)] {
+        for (a, b, q, r) in
+            [(7, 2, 3, 1), (-7, 2, -4, 1), (7, -2, -4, -1), (-7, -2, 3, -1), (6, 3, 2, 0), (-6, 3, -2, 0)]
+        {
             assert_eq!(call(super::floordiv, &[I(a), I(b)]), Ok(I(q)), "{a} // {b}");
             assert_eq!(call(super::modulo, &[I(a), I(b)]), Ok(I(r)), "{a} % {b}");
         }

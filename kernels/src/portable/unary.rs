@@ -220,7 +220,14 @@ fn clamp_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResul
 fn leaky_relu_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let slope = args.scalar(1)?.to_f64();
     let s32 = slope as f32;
-    unary(args, 2, "leaky_relu.out", |x| if x > 0.0 { x } else { x * slope }, None, |x| if x > 0.0 { x } else { x * s32 })
+    unary(
+        args,
+        2,
+        "leaky_relu.out",
+        |x| if x > 0.0 { x } else { x * slope },
+        None,
+        |x| if x > 0.0 { x } else { x * s32 },
+    )
 }
 
 /// `gelu.out(Tensor self, *, str approximate="none", Tensor(a!) out)`: exact (erf) or tanh form.
@@ -307,7 +314,17 @@ mod tests {
         close(&run_f32(super::tanh_out, &x), &xs.iter().map(|v| v.tanh()).collect::<Vec<_>>(), 1e-6);
         close(&run_f32(super::sin_out, &x), &xs.iter().map(|v| v.sin()).collect::<Vec<_>>(), 1e-6);
         close(&run_f32(super::cos_out, &x), &xs.iter().map(|v| v.cos()).collect::<Vec<_>>(), 1e-6);
-        close(&run_f32(super::erf_out, &x), &[-0.995_322_265_018_952_7, -0.520_499_877_813_046_5, 0.0, 0.842_700_792_949_714_9, 0.999_977_909_503_001_4], 1e-6);
+        close(
+            &run_f32(super::erf_out, &x),
+            &[
+                -0.995_322_265_018_952_7,
+                -0.520_499_877_813_046_5,
+                0.0,
+                0.842_700_792_949_714_9,
+                0.999_977_909_503_001_4,
+            ],
+            1e-6,
+        );
         close(&run_f32(super::neg_out, &x), &[2.0, 0.5, 0.0, -1.0, -3.0], 0.0);
         close(&run_f32(super::relu_out, &x), &[0.0, 0.0, 0.0, 1.0, 3.0], 0.0);
         close(&run_f32(super::abs_out, &x), &[2.0, 0.5, 0.0, 1.0, 3.0], 0.0);
