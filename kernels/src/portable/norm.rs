@@ -1,5 +1,332 @@
-//! (to be written)
+//! Normalization: layer norm (with its mean/rstd outputs) and inference-mode batch norm.
+//!
+//! Statistics are computed in f64; f32 tensors take direct loops that apply the normalization
+//! in f32, other float dtypes go through the dtype-erased path.
 
-use rbuild_runtime::KernelEntry;
+use alloc::vec::Vec;
 
-pub const KERNELS: &[KernelEntry] = &[];
+use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
+use rbuild_runtime::{kerr, KernelEntry, ScalarType};
+
+use super::util::{require_contiguous, to_sizes, Elems, ElemsMut};
+
+pub const KERNELS: &[KernelEntry] = &[
+    KernelEntry { op: "aten::native_layer_norm.out", kernel: native_layer_norm_out },
+    KernelEntry { op: "aten::_native_batch_norm_legit_no_training.out", kernel: batch_norm_no_training_out },
+];
+
+fn require_contiguous_out(out: &TensorMut<'_>, what: &str) -> KernelResult {
+    if out.dim_order.is_contiguous() {
+        Ok(())
+    } else {
+        Err(kerr!("{what}: output dim order {:?} is not supported (contiguous only)", out.dim_order))
+    }
+}
+
+fn require_floating(dtype: ScalarType, what: &str, name: &str) -> KernelResult {
+    if dtype.is_floating() {
+        Ok(())
+    } else {
+        Err(kerr!("{what}: {name} must be a floating tensor, got {dtype}"))
+    }
+}
+
+/// An optional per-feature parameter (weight/bias), checked to hold `n` elements.
+fn param<'a>(t: Option<TensorRef<'a>>, n: usize, what: &str, name: &str) -> KernelResult<Option<Elems<'a>>> {
+    let Some(t) = t else { return Ok(None) };
+    if t.numel() != n {
+        return Err(kerr!("{what}: {name} has {} elements, expected {n}", t.numel()));
+    }
+    require_floating(t.dtype, what, name)?;
+    Elems::of(&t).map(Some)
+}
+
+fn f32_of<'a>(e: &Option<Elems<'a>>) -> Option<&'a [f32]> {
+    match e {
+        Some(Elems::F32(s)) => Some(s),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layer norm
+// ---------------------------------------------------------------------------------------------
+
+/// Mean and 1/sqrt(var + eps) of one row (biased variance, two passes in f64).
+fn row_stats(row: impl Iterator<Item = f64> + Clone, n: usize, eps: f64) -> (f64, f64) {
+    let mean = row.clone().sum::<f64>() / n as f64;
+    let var = row.map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
+    (mean, 1.0 / libm::sqrt(var + eps))
+}
+
+/// `native_layer_norm.out(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias,
+/// float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2)`: args = [input,
+/// normalized_shape, weight, bias, eps, out0, out1, out2, (out0, out1, out2)]. out1/out2 (mean,
+/// rstd) have shape input.shape[:axis] + [1] * len(normalized_shape).
+fn native_layer_norm_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    const WHAT: &str = "native_layer_norm";
+    let inp = args.tensor(0)?;
+    let ns = to_sizes(&args.int_list(1)?)?;
+    let eps = args.double(4)?;
+    require_contiguous(&inp, WHAT)?;
+    require_floating(inp.dtype, WHAT, "input")?;
+    let rank = inp.dim();
+    if ns.len() > rank || inp.sizes()[rank - ns.len()..] != ns[..] {
+        return Err(kerr!("{WHAT}: normalized_shape {ns:?} does not match the trailing dims of input {:?}", inp.sizes()));
+    }
+    let axis = rank - ns.len();
+    let m: usize = inp.sizes()[..axis].iter().product();
+    let n: usize = ns.iter().product();
+    let weight = param(args.opt_tensor(2)?, n, WHAT, "weight")?;
+    let bias = param(args.opt_tensor(3)?, n, WHAT, "bias")?;
+
+    let mut out = args.out(5)?;
+    let mut mean_out = args.out(6)?;
+    let mut rstd_out = args.out(7)?;
+    let mut stat_sizes: Vec<usize> = inp.sizes()[..axis].to_vec();
+    stat_sizes.resize(rank, 1);
+    for (o, sizes) in [(&mut out, inp.sizes()), (&mut mean_out, &stat_sizes[..]), (&mut rstd_out, &stat_sizes[..])] {
+        require_contiguous_out(o, WHAT)?;
+        require_floating(o.dtype, WHAT, "output")?;
+        o.resize(sizes)?;
+    }
+
+    if n == 0 {
+        // Nothing to normalize: PyTorch reports mean 0 and rstd NaN.
+        let mut em = ElemsMut::of(&mut mean_out)?;
+        let mut er = ElemsMut::of(&mut rstd_out)?;
+        for i in 0..m {
+            em.set_f64(i, 0.0);
+            er.set_f64(i, f64::NAN);
+        }
+        return Ok(());
+    }
+
+    let all_f32 = [inp.dtype, out.dtype, mean_out.dtype, rstd_out.dtype].iter().all(|&d| d == ScalarType::Float)
+        && weight.as_ref().is_none_or(|w| matches!(w, Elems::F32(_)))
+        && bias.as_ref().is_none_or(|b| matches!(b, Elems::F32(_)));
+    if all_f32 {
+        let x: &[f32] = inp.data()?;
+        let (w, b) = (f32_of(&weight), f32_of(&bias));
+        let mo: &mut [f32] = mean_out.data_mut()?;
+        let ro: &mut [f32] = rstd_out.data_mut()?;
+        let y: &mut [f32] = out.data_mut()?;
+        for (r, (xr, yr)) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)).enumerate() {
+            let (mean, rstd) = row_stats(xr.iter().map(|&v| v as f64), n, eps);
+            let (mf, rf) = (mean as f32, rstd as f32);
+            for (k, (yv, &xv)) in yr.iter_mut().zip(xr).enumerate() {
+                let mut v = (xv - mf) * rf;
+                if let Some(w) = w {
+                    v *= w[k];
+                }
+                if let Some(b) = b {
+                    v += b[k];
+                }
+                *yv = v;
+            }
+            mo[r] = mf;
+            ro[r] = rf;
+        }
+        return Ok(());
+    }
+
+    let x = Elems::of(&inp)?;
+    let mut y = ElemsMut::of(&mut out)?;
+    let mut em = ElemsMut::of(&mut mean_out)?;
+    let mut er = ElemsMut::of(&mut rstd_out)?;
+    for r in 0..m {
+        let base = r * n;
+        let (mean, rstd) = row_stats((0..n).map(|k| x.f64(base + k)), n, eps);
+        for k in 0..n {
+            let mut v = (x.f64(base + k) - mean) * rstd;
+            if let Some(w) = &weight {
+                v *= w.f64(k);
+            }
+            if let Some(b) = &bias {
+                v += b.f64(k);
+            }
+            y.set_f64(base + k, v);
+        }
+        em.set_f64(r, mean);
+        er.set_f64(r, rstd);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batch norm (inference)
+// ---------------------------------------------------------------------------------------------
+
+/// `_native_batch_norm_legit_no_training.out(Tensor input, Tensor? weight, Tensor? bias,
+/// Tensor running_mean, Tensor running_var, float momentum, float eps, *, Tensor(a!) out0,
+/// Tensor(b!) out1, Tensor(c!) out2)`: args = [input, weight, bias, running_mean, running_var,
+/// momentum, eps, out0, out1, out2, (out0, out1, out2)].
+///
+/// y = (x - mean[c]) / sqrt(var[c] + eps) * w[c] + b[c] over channel dim 1 ([N, C, ...]).
+/// out1/out2 are the (empty) saved statistics: they are resized to [0] when their planned
+/// shape allows it and otherwise left untouched.
+fn batch_norm_no_training_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    const WHAT: &str = "_native_batch_norm_legit_no_training";
+    let inp = args.tensor(0)?;
+    require_contiguous(&inp, WHAT)?;
+    require_floating(inp.dtype, WHAT, "input")?;
+    if inp.dim() < 2 {
+        return Err(kerr!("{WHAT}: input must have at least 2 dims ([N, C, ...]), got {:?}", inp.sizes()));
+    }
+    let sizes = inp.sizes();
+    let c = sizes[1];
+    let inner: usize = sizes[2..].iter().product();
+    let weight = param(args.opt_tensor(1)?, c, WHAT, "weight")?;
+    let bias = param(args.opt_tensor(2)?, c, WHAT, "bias")?;
+    let mean = param(Some(args.tensor(3)?), c, WHAT, "running_mean")?.ok_or_else(|| kerr!("{WHAT}: running_mean missing"))?;
+    let var = param(Some(args.tensor(4)?), c, WHAT, "running_var")?.ok_or_else(|| kerr!("{WHAT}: running_var missing"))?;
+    let eps = args.double(6)?;
+
+    let mut out = args.out(7)?;
+    require_contiguous_out(&out, WHAT)?;
+    require_floating(out.dtype, WHAT, "output")?;
+    out.resize(sizes)?;
+    for i in [8, 9] {
+        // Saved statistics are empty in inference; a differently planned output is left as is.
+        let mut o = args.out(i)?;
+        let _ = o.resize(&[0]);
+    }
+
+    // Per channel: y = (x - mean) * scale + shift with scale = w / sqrt(var + eps), shift = b.
+    let per_channel: Vec<(f64, f64, f64)> = (0..c)
+        .map(|ch| {
+            let inv = 1.0 / libm::sqrt(var.f64(ch) + eps);
+            let w = weight.as_ref().map_or(1.0, |w| w.f64(ch));
+            let b = bias.as_ref().map_or(0.0, |b| b.f64(ch));
+            (mean.f64(ch), inv * w, b)
+        })
+        .collect();
+    if inner == 0 {
+        return Ok(());
+    }
+    if inp.dtype == ScalarType::Float && out.dtype == ScalarType::Float {
+        let x: &[f32] = inp.data()?;
+        let y: &mut [f32] = out.data_mut()?;
+        for (k, (xs, ys)) in x.chunks_exact(inner).zip(y.chunks_exact_mut(inner)).enumerate() {
+            let (m, s, b) = per_channel[k % c];
+            let (m, s, b) = (m as f32, s as f32, b as f32);
+            for (yv, &xv) in ys.iter_mut().zip(xs) {
+                *yv = (xv - m) * s + b;
+            }
+        }
+        return Ok(());
+    }
+    let x = Elems::of(&inp)?;
+    let mut y = ElemsMut::of(&mut out)?;
+    for i in 0..x.len() {
+        let (m, s, b) = per_channel[(i / inner) % c];
+        y.set_f64(i, (x.f64(i) - m) * s + b);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rbuild_runtime::harness::OpHarness;
+
+    fn close(a: &[f32], b: &[f32], tol: f32) {
+        assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() <= tol, "{a:?} vs {b:?}");
+        }
+    }
+
+    #[test]
+    fn layer_norm_last_dim_with_affine() {
+        let mut h = OpHarness::new();
+        // Rows [1, 2, 3] and [2, 4, 6]: means 2 and 4, biased variances 2/3 and 8/3.
+        let x = h.f32(&[2, 3], &[1., 2., 3., 2., 4., 6.]);
+        let ns = h.int_list(&[3]);
+        let w = h.f32(&[3], &[1., 2., 3.]);
+        let b = h.f32(&[3], &[0., 1., -1.]);
+        let eps = h.double(0.0);
+        let (o0, o1, o2) = (h.out(ScalarType::Float, &[2, 3]), h.out(ScalarType::Float, &[2, 1]), h.out(ScalarType::Float, &[2, 1]));
+        let list = h.tensor_list(&[o0, o1, o2]);
+        h.call(native_layer_norm_out, &[x, ns, w, b, eps, o0, o1, o2, list]).unwrap();
+        let r = (1.5f32).sqrt(); // 1/sqrt(2/3)
+        close(&h.read::<f32>(o0), &[-r, 1., 3. * r - 1., -r, 1., 3. * r - 1.], 1e-6);
+        close(&h.read::<f32>(o1), &[2., 4.], 1e-6);
+        close(&h.read::<f32>(o2), &[r, r / 2.], 1e-6);
+    }
+
+    #[test]
+    fn layer_norm_two_dims_double_without_affine() {
+        let mut h = OpHarness::new();
+        let x = h.tensor::<f64>(ScalarType::Double, &[1, 2, 2], &[0., 2., 4., 6.]);
+        let ns = h.int_list(&[2, 2]);
+        let none = h.none();
+        let eps = h.double(1e-12);
+        let (o0, o1, o2) = (h.out(ScalarType::Double, &[1, 2, 2]), h.out(ScalarType::Double, &[1, 1, 1]), h.out(ScalarType::Double, &[1, 1, 1]));
+        let list = h.tensor_list(&[o0, o1, o2]);
+        h.call(native_layer_norm_out, &[x, ns, none, none, eps, o0, o1, o2, list]).unwrap();
+        // mean 3, var 5
+        let s = 5f64.sqrt();
+        let got = h.read::<f64>(o0);
+        for (g, w) in got.iter().zip([-3. / s, -1. / s, 1. / s, 3. / s]) {
+            assert!((g - w).abs() < 1e-9, "{got:?}");
+        }
+        assert_eq!(h.read::<f64>(o1), vec![3.]);
+    }
+
+    #[test]
+    fn layer_norm_rejects_shape_mismatch() {
+        let mut h = OpHarness::new();
+        let x = h.f32(&[2, 3], &[0.; 6]);
+        let ns = h.int_list(&[2]);
+        let none = h.none();
+        let eps = h.double(1e-5);
+        let (o0, o1, o2) = (h.out(ScalarType::Float, &[2, 3]), h.out(ScalarType::Float, &[2, 1]), h.out(ScalarType::Float, &[2, 1]));
+        let list = h.tensor_list(&[o0, o1, o2]);
+        let e = h.call(native_layer_norm_out, &[x, ns, none, none, eps, o0, o1, o2, list]).unwrap_err();
+        assert!(e.message.contains("normalized_shape"), "{e}");
+    }
+
+    #[test]
+    fn batch_norm_nchw_and_ncl() {
+        let mut h = OpHarness::new();
+        // [N=2, C=2, L=2]
+        let x = h.f32(&[2, 2, 2], &[1., 3., 10., 20., 5., 7., 30., 40.]);
+        let w = h.f32(&[2], &[2., 1.]);
+        let b = h.f32(&[2], &[1., -1.]);
+        let mean = h.f32(&[2], &[3., 20.]);
+        let var = h.f32(&[2], &[4., 100.]);
+        let (mom, eps) = (h.double(0.1), h.double(0.0));
+        let (o0, o1, o2) = (h.out(ScalarType::Float, &[2, 2, 2]), h.out(ScalarType::Float, &[0]), h.out(ScalarType::Float, &[0]));
+        let list = h.tensor_list(&[o0, o1, o2]);
+        h.call(batch_norm_no_training_out, &[x, w, b, mean, var, mom, eps, o0, o1, o2, list]).unwrap();
+        // c0: (x-3)/2*2+1 = x-2 ; c1: (x-20)/10 - 1
+        close(&h.read::<f32>(o0), &[-1., 1., -2., -1., 3., 5., 0., 1.], 1e-6);
+        assert_eq!(h.sizes(o1), vec![0]);
+
+        // 4-D NCHW without affine, f64 path via Half input
+        let xh = h.tensor::<half::f16>(ScalarType::Half, &[1, 2, 1, 2], &[1., 2., 3., 4.].map(half::f16::from_f32));
+        let none = h.none();
+        let mean2 = h.tensor::<half::f16>(ScalarType::Half, &[2], &[1., 3.].map(half::f16::from_f32));
+        let var2 = h.tensor::<half::f16>(ScalarType::Half, &[2], &[1., 4.].map(half::f16::from_f32));
+        let (p0, p1, p2) = (h.out(ScalarType::Half, &[1, 2, 1, 2]), h.out(ScalarType::Half, &[0]), h.out(ScalarType::Half, &[0]));
+        let list2 = h.tensor_list(&[p0, p1, p2]);
+        h.call(batch_norm_no_training_out, &[xh, none, none, mean2, var2, mom, eps, p0, p1, p2, list2]).unwrap();
+        let got: Vec<f32> = h.read::<half::f16>(p0).iter().map(|v| v.to_f32()).collect();
+        assert_eq!(got, vec![0., 1., 0., 0.5]);
+    }
+
+    #[test]
+    fn batch_norm_rejects_wrong_channel_count() {
+        let mut h = OpHarness::new();
+        let x = h.f32(&[1, 3, 2], &[0.; 6]);
+        let none = h.none();
+        let mean = h.f32(&[2], &[0.; 2]);
+        let var = h.f32(&[2], &[1.; 2]);
+        let (mom, eps) = (h.double(0.1), h.double(1e-5));
+        let (o0, o1, o2) = (h.out(ScalarType::Float, &[1, 3, 2]), h.out(ScalarType::Float, &[0]), h.out(ScalarType::Float, &[0]));
+        let list = h.tensor_list(&[o0, o1, o2]);
+        let e = h.call(batch_norm_no_training_out, &[x, none, none, mean, var, mom, eps, o0, o1, o2, list]).unwrap_err();
+        assert!(e.message.contains("running_mean"), "{e}");
+    }
+}
