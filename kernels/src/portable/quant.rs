@@ -69,11 +69,24 @@ fn scalar_zero_point(t: &TensorRef<'_>, what: &str) -> KernelResult<i64> {
 // Quantize
 // ---------------------------------------------------------------------------------------------
 
+/// Round half to even (C's `nearbyint` in the default rounding mode).
+#[inline]
+fn round_half_even(v: f32) -> f32 {
+    // Adding and removing 1.5 * 2^23 leaves an integer rounded ties-to-even, exactly for
+    // |v| < 2^22; far cheaper than the bit-level libm routine, which covers the rest (and NaN).
+    const MAGIC: f32 = 12_582_912.0;
+    if v > -4_194_304.0 && v < 4_194_304.0 {
+        (v + MAGIC) - MAGIC
+    } else {
+        libm::roundevenf(v)
+    }
+}
+
 /// ExecuTorch's `quantize_val` after the scaling: `scaled` is `float(x * inv_scale)`.
 #[inline]
 fn quantize_scaled(scaled: f32, zp: i64, qmin: i64, qmax: i64) -> i64 {
     // int32 zero point + float → float, then truncation to int64 (exact for in-range values).
-    let q = (zp as i32 as f32 + libm::roundevenf(scaled)) as i64;
+    let q = (zp as i32 as f32 + round_half_even(scaled)) as i64;
     q.clamp(qmin, qmax)
 }
 
@@ -344,6 +357,22 @@ mod tests {
         let out = h.out(ScalarType::Char, &[8]);
         h.call(quantize_per_tensor_out, &[x, s, zp, lo, hi, dt, out, out]).unwrap();
         assert_eq!(h.read::<i8>(out), vec![0, 2, 2, 0, -2, 127, -128, 0]);
+    }
+
+    #[test]
+    fn fast_rounding_agrees_with_libm() {
+        let mut v = -5_000_000.0f32;
+        while v < 5_000_000.0 {
+            for d in [0.0f32, 0.25, 0.5, 0.75] {
+                let x = v + d;
+                assert_eq!(round_half_even(x), libm::roundevenf(x), "{x}");
+            }
+            v += 977.0;
+        }
+        for x in [0.5f32, 1.5, 2.5, -0.5, -2.5, 4_194_303.5, -4_194_302.5, 1e10, f32::INFINITY] {
+            assert_eq!(round_half_even(x), libm::roundevenf(x), "{x}");
+        }
+        assert!(round_half_even(f32::NAN).is_nan());
     }
 
     #[test]
