@@ -413,6 +413,20 @@ mod tests {
     }
 
     #[test]
+    fn index_higher_rank_indices_broadcast() {
+        // The causal-mask pattern of LLM exports: a [1, 3] table indexed by [1,1,1,1] and
+        // [1,1,3,1] index tensors gives a [1,1,3,1] result.
+        let mut h = OpHarness::new();
+        let x = h.i64(&[1, 3], &[10, 20, 30]);
+        let i = h.i64(&[1, 1, 1, 1], &[0]);
+        let j = h.i64(&[1, 1, 3, 1], &[2, 0, 1]);
+        let list = h.opt_tensor_list(&[Some(i), Some(j)]);
+        let out = h.out(ScalarType::Long, &[1, 1, 3, 1]);
+        h.call(index_tensor_out, &[x, list, out, out]).unwrap();
+        assert_eq!(h.read::<i64>(out), vec![30, 10, 20]);
+    }
+
+    #[test]
     fn index_out_of_range_errors() {
         let mut h = OpHarness::new();
         let x = h.f32(&[3], &[1., 2., 3.]);

@@ -248,7 +248,7 @@ fn infer_view_sizes(size: &[i64], numel: usize) -> KernelResult<Vec<usize>> {
     }
     let mut out: Vec<usize> = size.iter().map(|&s| s.max(0) as usize).collect();
     if let Some(i) = infer {
-        if known == 0 || numel % known != 0 {
+        if known == 0 || numel / known * known != numel {
             return Err(kerr!("view size {size:?} is invalid for {numel} elements"));
         }
         out[i] = numel / known;
