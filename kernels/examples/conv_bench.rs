@@ -101,6 +101,7 @@ fn main() {
         ("dw 3x3 s1 144 @56", Layer { c_in: 144, c_out: 144, hw: 56, k: 3, stride: 1, groups: 144 }),
         ("dw 3x3 s2 144 @56", Layer { c_in: 144, c_out: 144, hw: 56, k: 3, stride: 2, groups: 144 }),
         ("dw 3x3 s1 32 @112", Layer { c_in: 32, c_out: 32, hw: 112, k: 3, stride: 1, groups: 32 }),
+        ("dw 3x3 s1 960 @7", Layer { c_in: 960, c_out: 960, hw: 7, k: 3, stride: 1, groups: 960 }),
         ("1x1 320->1280 @7", Layer { c_in: 320, c_out: 1280, hw: 7, k: 1, stride: 1, groups: 1 }),
     ];
     // FILTER=substring runs only the matching named layers (for profiling one shape).

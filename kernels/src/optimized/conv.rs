@@ -78,6 +78,7 @@ fn gemm_conv(threads: usize, g: &ConvGeom, x: &[f32], w: &[f32], bias: Option<&[
 }
 
 /// Output positions `o` in `0..n` with `0 <= o*stride + offset < len`, as `lo..hi`.
+#[inline]
 pub(crate) fn valid_range(n: usize, stride: usize, offset: isize, len: usize) -> (usize, usize) {
     let s = stride as isize;
     let lo = if offset >= 0 { 0 } else { ((-offset + s - 1) / s) as usize };
@@ -87,6 +88,7 @@ pub(crate) fn valid_range(n: usize, stride: usize, offset: isize, len: usize) ->
 }
 
 /// Writes `dst[j] = src[j*stride + offset]` where that index is inside `src`, 0 elsewhere.
+#[inline]
 pub(crate) fn gather_row(dst: &mut [f32], src: &[f32], stride: usize, offset: isize) {
     let (lo, hi) = valid_range(dst.len(), stride, offset, src.len());
     dst[..lo].fill(0.0);

@@ -1,7 +1,7 @@
 //! Channel-wise (depthwise) f32 convolution: one input channel per group, any multiplier.
 //!
 //! Memory-bound, with small planes late in a network, so each plane is computed as ONE long
-//! contiguous loop the compiler vectorizes, with no per-row or border work:
+//! contiguous loop the compiler vectorizes, with no border cases:
 //!
 //! - The input plane is copied into zero-padded "phase planes" `Ph[qy][qx][R][J] =
 //!   P[R·sh + qy][J·sw + qx]` (P = padded input), each with row pitch `qw`. Tap (ky, kx) then
@@ -11,11 +11,11 @@
 //!
 //! A stride-1 unpadded convolution reads the input plane directly (pitch `iw`).
 
+use alloc::vec;
 use alloc::vec::Vec;
 
 use rbuild_runtime::kernel::KernelResult;
 
-use super::conv::gather_row;
 use super::gemm::{par_units, PAR_MIN_WORK};
 use crate::portable::conv::ConvGeom;
 
@@ -30,6 +30,8 @@ struct Plan {
     offsets: Vec<usize>,
     /// Length of the wide output run: `(oh - 1)·pitch + ow`.
     wide_len: usize,
+    /// Scratch for the phase planes plus one padded input row.
+    phases_len: usize,
 }
 
 impl Plan {
@@ -48,7 +50,8 @@ impl Plan {
                 }
             })
             .collect();
-        Plan { direct, qh, pitch, offsets, wide_len: (oh - 1) * pitch + ow }
+        let phases_len = sh * sw * qh * pitch + sw * pitch;
+        Plan { direct, qh, pitch, offsets, wide_len: (oh - 1) * pitch + ow, phases_len }
     }
 }
 
@@ -60,7 +63,9 @@ pub(crate) fn conv(threads: usize, g: &ConvGeom, x: &[f32], w: &[f32], bias: Opt
     let plan = Plan::new(g);
     let threads = if o.len().saturating_mul(taps) < PAR_MIN_WORK { 1 } else { threads };
     par_units(threads, o, ohw, |first, planes| {
-        let (mut phases, mut wide) = (Vec::new(), Vec::new());
+        // Zeroed once per worker: fill_phases only ever rewrites input positions.
+        let mut phases = if plan.direct { Vec::new() } else { vec![0.0; plan.phases_len] };
+        let mut wide = Vec::new();
         for (i, out) in planes.chunks_mut(ohw).enumerate() {
             let p = first + i;
             let (b, oc) = (p / g.c_out, p % g.c_out);
@@ -74,7 +79,7 @@ pub(crate) fn conv(threads: usize, g: &ConvGeom, x: &[f32], w: &[f32], bias: Opt
 
 /// One output plane: `out[oy, ox] = bias + Σ w[ky, kx] · x[oy·sh + ky·dh - ph, ox·sw + kx·dw - pw]`.
 #[allow(clippy::too_many_arguments)]
-fn plane(g: &ConvGeom, plan: &Plan, x: &[f32], w: &[f32], bias: f32, out: &mut [f32], phases: &mut Vec<f32>, wide: &mut Vec<f32>) {
+fn plane(g: &ConvGeom, plan: &Plan, x: &[f32], w: &[f32], bias: f32, out: &mut [f32], phases: &mut [f32], wide: &mut Vec<f32>) {
     let ow = g.out_hw[1];
     let src: &[f32] = if plan.direct {
         x
@@ -93,37 +98,53 @@ fn plane(g: &ConvGeom, plan: &Plan, x: &[f32], w: &[f32], bias: f32, out: &mut [
     }
 }
 
-/// Builds the `sh·sw` zero-padded phase planes of input plane `x` (see the module docs).
-fn fill_phases(g: &ConvGeom, plan: &Plan, x: &[f32], phases: &mut Vec<f32>) {
+/// Copies input plane `x` into the phase planes (see the module docs). Only positions that
+/// hold input values are written: `phases` was zeroed once for this plan and its padding stays
+/// zero from plane to plane, so there is no per-plane border work.
+fn fill_phases(g: &ConvGeom, plan: &Plan, x: &[f32], phases: &mut [f32]) {
     let ([ih, iw], [sh, sw], [ph, pw]) = (g.in_hw, g.stride, g.padding);
     let (qh, qw) = (plan.qh, plan.pitch);
     let plane_len = qh * qw;
     // [phase planes | one padded input row, split from there into the sw column phases]
-    phases.resize(sh * sw * plane_len + sw * qw, 0.0);
     let (planes, prow) = phases.split_at_mut(sh * sw * plane_len);
     for (qy, block) in planes.chunks_mut(sw * plane_len).enumerate() {
         for r in 0..qh {
-            let iy = (r * sh + qy).checked_sub(ph).filter(|&iy| iy < ih);
-            // Stride 1: the padded row is the only phase; write it in place.
-            let padded: &mut [f32] = if sw == 1 { &mut block[r * qw..][..qw] } else { prow };
-            match iy {
-                Some(iy) => gather_row(padded, &x[iy * iw..][..iw], 1, -(pw as isize)),
-                None => padded.fill(0.0),
+            let Some(iy) = (r * sh + qy).checked_sub(ph).filter(|&iy| iy < ih) else { continue };
+            let row = &x[iy * iw..][..iw];
+            if sw == 1 {
+                copy_at(&mut block[r * qw..][..qw], row, pw); // the padded row is the only phase
+            } else {
+                copy_at(prow, row, pw);
+                split_phases(prow, block, r * qw, qw, sw, plane_len);
             }
-            if sw == 2 {
-                // De-interleave pairs: a tight loop without strided indexing.
-                let (even, odd) = block.split_at_mut(plane_len);
-                let (even, odd) = (&mut even[r * qw..][..qw], &mut odd[r * qw..][..qw]);
-                for ((e, o), pair) in even.iter_mut().zip(odd.iter_mut()).zip(prow.chunks_exact(2)) {
-                    *e = pair[0];
-                    *o = pair[1];
-                }
-            } else if sw > 2 {
-                for qx in 0..sw {
-                    for (j, d) in block[qx * plane_len + r * qw..][..qw].iter_mut().enumerate() {
-                        *d = prow[j * sw + qx];
-                    }
-                }
+        }
+    }
+}
+
+/// `dst[at + j] = src[j]` for the `j` that fit in `dst`.
+#[inline]
+fn copy_at(dst: &mut [f32], src: &[f32], at: usize) {
+    if let Some(d) = dst.get_mut(at..) {
+        let n = d.len().min(src.len());
+        d[..n].copy_from_slice(&src[..n]);
+    }
+}
+
+/// De-interleaves padded row `prow` into row `start..start + len` of each of the `stride`
+/// column-phase planes in `block`: `phase[q][j] = prow[j·stride + q]`.
+fn split_phases(prow: &[f32], block: &mut [f32], start: usize, len: usize, stride: usize, plane_len: usize) {
+    if stride == 2 {
+        // A tight pairwise loop; strided indexing would be much slower.
+        let (even, odd) = block.split_at_mut(plane_len);
+        let (even, odd) = (&mut even[start..][..len], &mut odd[start..][..len]);
+        for ((e, o), pair) in even.iter_mut().zip(odd.iter_mut()).zip(prow.chunks_exact(2)) {
+            *e = pair[0];
+            *o = pair[1];
+        }
+    } else {
+        for q in 0..stride {
+            for (j, d) in block[q * plane_len + start..][..len].iter_mut().enumerate() {
+                *d = prow[j * stride + q];
             }
         }
     }
