@@ -6,18 +6,16 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
-use rbuild_runtime::{KernelEntry, ScalarType};
+use rbuild_runtime::ScalarType;
 
 use super::depthwise;
 use super::gemm::{par_sgemm, Mat};
 use super::linalg::all_f32_contiguous;
 use crate::portable::conv::{self as reference, conv_call, ConvGeom};
 
-pub const KERNELS: &[KernelEntry] = &[KernelEntry { op: "aten::convolution.out", kernel: convolution_out }];
-
 /// `convolution.out(input, weight, bias?, stride, padding, dilation, transposed,
 /// output_padding, groups, *, out)`: args = [.., out(9), out].
-fn convolution_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub(crate) fn convolution_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let call = conv_call(args)?;
     let bias_ok = match &call.bias {
         None => true,
@@ -97,6 +95,16 @@ pub(crate) fn gather_row(dst: &mut [f32], src: &[f32], stride: usize, offset: is
         let start = (lo as isize * stride as isize + offset) as usize;
         if stride == 1 {
             dst[lo..hi].copy_from_slice(&src[start..start + (hi - lo)]);
+        } else if stride == 2 {
+            // Pairwise (vectorizable) except possibly a last element without its pair.
+            let (s, n) = (&src[start..], hi - lo);
+            let paired = n.min(s.len() / 2);
+            for (d, pair) in dst[lo..lo + paired].iter_mut().zip(s.chunks_exact(2)) {
+                *d = pair[0];
+            }
+            if paired < n {
+                dst[lo + paired] = s[2 * paired];
+            }
         } else {
             // A plain indexed loop: `step_by` iterators compile to a call per element here.
             for (j, d) in dst[lo..hi].iter_mut().enumerate() {

@@ -2,16 +2,10 @@
 //! portable reference.
 
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
-use rbuild_runtime::{kerr, KernelEntry, ScalarType};
+use rbuild_runtime::{kerr, ScalarType};
 
 use super::gemm::{par_sgemm, par_units, sgemm, Mat, PAR_MIN_WORK};
 use crate::portable::linalg::{self as reference, bias_strides, mat_dims, result_sizes, MatDims};
-
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "aten::mm.out", kernel: mm_out },
-    KernelEntry { op: "aten::bmm.out", kernel: bmm_out },
-    KernelEntry { op: "aten::addmm.out", kernel: addmm_out },
-];
 
 /// Whether every argument in `ids` is a contiguous f32 tensor, judged from metadata only (so
 /// outputs are not borrowed before the fallback decision).
@@ -26,7 +20,7 @@ pub(crate) fn all_f32_contiguous(args: &KernelArgs<'_>, ids: &[usize]) -> Kernel
 }
 
 /// `mm.out(self, mat2, *, out)`: args = [self, mat2, out, out].
-fn mm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub(crate) fn mm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     if !all_f32_contiguous(args, &[0, 1, 2])? {
         return reference::mm_out(ctx, args);
     }
@@ -34,7 +28,7 @@ fn mm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
 }
 
 /// `bmm.out(self, mat2, *, out)`: args = [self, mat2, out, out].
-fn bmm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub(crate) fn bmm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     if !all_f32_contiguous(args, &[0, 1, 2])? {
         return reference::bmm_out(ctx, args);
     }
@@ -74,7 +68,7 @@ pub(crate) fn gemm_batches(threads: usize, d: MatDims, a: &[f32], b: &[f32], c: 
 
 /// `addmm.out(self, mat1, mat2, *, beta, alpha, out)`: args = [self, mat1, mat2, beta, alpha,
 /// out, out]. `beta·self` (broadcast) initialises C, then sgemm adds `alpha·mat1@mat2`.
-fn addmm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub(crate) fn addmm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     if !all_f32_contiguous(args, &[0, 1, 2, 5])? {
         return reference::addmm_out(ctx, args);
     }

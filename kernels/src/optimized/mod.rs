@@ -14,11 +14,33 @@ mod gemm;
 mod linalg;
 
 pub const KERNELS: &[KernelEntry] = &[
-    linalg::KERNELS[0],
-    linalg::KERNELS[1],
-    linalg::KERNELS[2],
-    conv::KERNELS[0],
+    KernelEntry { op: "aten::mm.out", kernel: linalg::mm_out },
+    KernelEntry { op: "aten::bmm.out", kernel: linalg::bmm_out },
+    KernelEntry { op: "aten::addmm.out", kernel: linalg::addmm_out },
+    KernelEntry { op: "aten::convolution.out", kernel: conv::convolution_out },
 ];
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn registry_has_every_linalg_conv_and_pool_op() {
+        let r = crate::registry();
+        for op in [
+            "aten::mm.out",
+            "aten::mm.dtype_out",
+            "aten::bmm.out",
+            "aten::bmm.dtype_out",
+            "aten::addmm.out",
+            "aten::addmm.dtype_out",
+            "aten::convolution.out",
+            "aten::avg_pool2d.out",
+            "aten::max_pool2d_with_indices.out",
+            "aten::_adaptive_avg_pool2d.out",
+        ] {
+            assert!(r.lookup(op).is_some(), "{op} missing");
+        }
+    }
+}
 
 #[cfg(test)]
 mod test_util {
