@@ -47,7 +47,7 @@ impl Acc for f64 {
         self / n as f64
     }
     fn is_nan(self) -> bool {
-        self != self
+        f64::is_nan(self)
     }
     fn store(o: &mut ElemsMut<'_>, i: usize, v: f64) {
         o.set_f64(i, v)
@@ -214,7 +214,10 @@ pub(crate) fn conv_call<'a>(args: &KernelArgs<'a>) -> KernelResult<ConvCall<'a>>
             if out_pad[d] >= stride[d] && out_pad[d] >= dilation[d] {
                 return Err(kerr!("transposed convolution: output_padding {out_pad:?} must be smaller than stride or dilation"));
             }
-            let full = (in_hw[d].max(1) - 1) * stride[d] + span + out_pad[d];
+            let full = (in_hw[d].max(1) - 1)
+                .checked_mul(stride[d])
+                .and_then(|v| v.checked_add(span + out_pad[d]))
+                .ok_or_else(|| kerr!("transposed convolution: output size overflows (stride {stride:?})"))?;
             if in_hw[d] == 0 || full <= 2 * padding[d] {
                 return Err(kerr!("transposed convolution: padding {padding:?} leaves no output for input {is:?}"));
             }
