@@ -322,6 +322,9 @@ pub(super) fn load_method<'p>(
         }
     }
 
+    let io: Vec<u32> = inputs.iter().chain(&outputs).copied().collect();
+    let folded_bytes = super::fold::fold_constants(&mut l.frame, &mut chains, &op_keys, &io);
+
     let input_set = alloc::vec![false; inputs.len()];
     Ok(Method {
         name: method,
@@ -332,5 +335,6 @@ pub(super) fn load_method<'p>(
         inputs,
         outputs,
         input_set,
+        folded_bytes,
     })
 }

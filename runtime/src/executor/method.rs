@@ -25,6 +25,18 @@ pub(super) enum Instr {
     Free { value: u32 },
 }
 
+/// Sees each kernel or delegate call of an execution (name = `name.overload` or `delegate N`).
+pub trait Observer {
+    fn begin(&mut self, name: &str);
+    fn end(&mut self, name: &str);
+}
+
+/// No observation.
+impl Observer for () {
+    fn begin(&mut self, _: &str) {}
+    fn end(&mut self, _: &str) {}
+}
+
 /// A failure while executing: which instruction and why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MethodError {
@@ -71,9 +83,20 @@ pub struct Method<'p> {
     pub(super) inputs: Vec<u32>,
     pub(super) outputs: Vec<u32>,
     pub(super) input_set: Vec<bool>,
+    pub(super) folded_bytes: usize,
 }
 
 impl<'p> Method<'p> {
+    /// Memory holding results of constant calls folded at load (see `fold`).
+    pub fn folded_bytes(&self) -> usize {
+        self.folded_bytes
+    }
+
+    /// Instructions left to execute.
+    pub fn instruction_count(&self) -> usize {
+        self.chains.iter().map(|c| c.len()).sum()
+    }
+
     pub fn inputs(&self) -> &[u32] {
         &self.inputs
     }
@@ -147,6 +170,12 @@ impl<'p> Method<'p> {
 
     /// Runs every chain. Fails if a tensor input was never set.
     pub fn execute(&mut self, ctx: &mut KernelContext) -> Result<(), MethodError> {
+        self.execute_observed(ctx, &mut ())
+    }
+
+    /// As `execute`, telling `obs` when each kernel or delegate call starts and ends
+    /// (profiling without a std dependency here).
+    pub fn execute_observed(&mut self, ctx: &mut KernelContext, obs: &mut dyn Observer) -> Result<(), MethodError> {
         let err = |m: &Method, chain: usize, instruction: usize, what: String, message: String| MethodError {
             method: m.name.clone(),
             chain,
@@ -171,7 +200,10 @@ impl<'p> Method<'p> {
                 let mut next = pc + 1;
                 match &self.chains[c][pc] {
                     Instr::Kernel { op, kernel, args } => {
-                        if let Err(e) = Frame::call_with(&mut self.frame.values, &raws, *kernel, ctx, args) {
+                        obs.begin(&self.op_names[*op as usize]);
+                        let r = Frame::call_with(&mut self.frame.values, &raws, *kernel, ctx, args);
+                        obs.end(&self.op_names[*op as usize]);
+                        if let Err(e) = r {
                             return Err(err(self, c, pc, self.op_names[*op as usize].clone(), e.message));
                         }
                     }

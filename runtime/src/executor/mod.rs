@@ -1,5 +1,6 @@
 //! Loads methods of a parsed program into executable [`Method`]s and runs them.
 
+mod fold;
 mod load;
 mod method;
 
@@ -7,7 +8,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-pub use method::{InputError, Method, MethodError};
+pub use method::{InputError, Method, MethodError, Observer};
 
 use crate::backend::BackendRegistry;
 use crate::format::schema::ExecutionPlan;

@@ -29,6 +29,29 @@ pub struct RunArgs {
     /// Executions to time; the median is reported.
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
+    /// Print time per operator (summed over all runs).
+    #[arg(long)]
+    pub profile: bool,
+}
+
+/// Per-operator wall time.
+#[derive(Default)]
+struct Profile {
+    started: Option<Instant>,
+    per_op: std::collections::BTreeMap<String, (usize, f64)>,
+}
+
+impl rbuild_runtime::executor::Observer for Profile {
+    fn begin(&mut self, _: &str) {
+        self.started = Some(Instant::now());
+    }
+    fn end(&mut self, name: &str) {
+        if let Some(t) = self.started.take() {
+            let e = self.per_op.entry(name.to_string()).or_default();
+            e.0 += 1;
+            e.1 += t.elapsed().as_secs_f64() * 1e3;
+        }
+    }
 }
 
 pub fn run(a: RunArgs) -> CliResult {
@@ -54,37 +77,44 @@ pub fn run(a: RunArgs) -> CliResult {
             inputs.len()
         );
     }
-    for (i, t) in inputs.iter().take(n_inputs).enumerate() {
-        match method.input_value(i) {
-            Some(Value::Tensor(_)) => method.set_input_tensor(i, t.dtype, &t.shape, &t.data).in_file(&in_path)?,
-            Some(v) => {
-                let v = scalar_input(v, t).ok_or_else(|| {
-                    crate::error::CliError(format!("{}: input.{i} cannot be used as a {} input", in_path.display(), v.kind()))
-                })?;
-                method.set_input_value(i, v).in_file(&in_path)?;
-            }
-            None => unreachable!("input index checked above"),
-        }
-    }
-
     let mut ctx = KernelContext { threads: a.threads.max(1) };
     let mut times = Vec::with_capacity(a.repeat.max(1));
+    let mut profile = Profile::default();
     for _ in 0..a.repeat.max(1) {
+        // Inputs are re-bound every run: planned memory may reuse an input's bytes once it is
+        // dead, so a second execute without set_input would read garbage (as in ExecuTorch).
         let t = Instant::now();
-        method.execute(&mut ctx).in_file(&a.program)?;
+        bind_inputs(&mut method, &inputs, &in_path)?;
+        if a.profile {
+            method.execute_observed(&mut ctx, &mut profile).in_file(&a.program)?;
+        } else {
+            method.execute(&mut ctx).in_file(&a.program)?;
+        }
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
     times.sort_by(f64::total_cmp);
     let median = times[times.len() / 2];
     println!(
-        "{} '{}': load {load_ms:.2} ms, {} run(s), median {median:.3} ms, min {:.3} ms, {} thread(s)",
+        "{} '{}': load {load_ms:.2} ms ({} instructions, {} bytes of constants folded), {} run(s), median {median:.3} ms, min {:.3} ms, {} thread(s)",
         a.program.display(),
         a.method,
+        method.instruction_count(),
+        method.folded_bytes(),
         times.len(),
         times[0],
         ctx.threads
     );
 
+    if a.profile {
+        let total: f64 = profile.per_op.values().map(|v| v.1).sum();
+        let mut rows: Vec<_> = profile.per_op.iter().collect();
+        rows.sort_by(|x, y| y.1 .1.total_cmp(&x.1 .1));
+        println!("  {:<50} {:>7} {:>10} {:>6}", "operator", "calls", "ms/run", "share");
+        for (name, (calls, ms)) in rows {
+            let runs = times.len() as f64;
+            println!("  {name:<50} {:>7} {:>10.3} {:>5.1}%", *calls as f64 / runs, ms / runs, 100.0 * ms / total.max(1e-9));
+        }
+    }
     let mut outs = Vec::new();
     for i in 0..method.outputs().len() {
         let t = output_tensor(&method, i).ok_or_else(|| crate::error::CliError(format!("output {i} is not readable")))?;
@@ -94,6 +124,23 @@ pub fn run(a: RunArgs) -> CliResult {
     if let Some(p) = &a.output {
         write_safetensors(p, &outs)?;
         println!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// Binds `input.N` tensors to the method's inputs (scalar inputs from one-element tensors).
+fn bind_inputs(method: &mut rbuild_runtime::Method<'_>, inputs: &[HostTensor], in_path: &std::path::Path) -> CliResult {
+    for (i, t) in inputs.iter().take(method.inputs().len()).enumerate() {
+        match method.input_value(i) {
+            Some(Value::Tensor(_)) => method.set_input_tensor(i, t.dtype, &t.shape, &t.data).in_file(in_path)?,
+            Some(v) => {
+                let v = scalar_input(v, t).ok_or_else(|| {
+                    crate::error::CliError(format!("{}: input.{i} cannot be used as a {} input", in_path.display(), v.kind()))
+                })?;
+                method.set_input_value(i, v).in_file(in_path)?;
+            }
+            None => unreachable!("input count checked by the caller"),
+        }
     }
     Ok(())
 }
