@@ -12,12 +12,18 @@ fi
 
 # Python 3.12 for executorch-numpy-runtime (needs >= 3.12).
 find_python312() {
-  if command -v python3.12 >/dev/null 2>&1; then command -v python3.12; return; fi
+  local c candidates=()
   if command -v pyenv >/dev/null 2>&1; then
-    for p in "$(pyenv root)"/versions/3.12*/bin/python3.12; do
-      [ -x "$p" ] && { echo "$p"; return; }
-    done
+    for c in "$(pyenv root)"/versions/3.1[2-9]*/bin/python3; do candidates+=("$c"); done
   fi
+  candidates+=(python3.12 python3.13 python3)
+  for c in "${candidates[@]}"; do
+    # pyenv shims exist for versions that are not selected: run each candidate to be sure.
+    if "$c" -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1; then
+      command -v "$c" || echo "$c"
+      return
+    fi
+  done
   return 1
 }
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import executorch_numpy_runtime, safetensors, numpy' 2>/dev/null; then
