@@ -154,3 +154,69 @@ fn getter_methods_return_their_values() {
 fn writer_output_is_deterministic() {
     assert_eq!(program_bytes(), program_bytes());
 }
+
+/// A backend whose blob is one f32 added to every input element.
+struct AddBlobBackend;
+
+struct AddBlobHandle(f32);
+
+impl rbuild_runtime::backend::Backend for AddBlobBackend {
+    fn id(&self) -> &str {
+        "AddBlobBackend"
+    }
+    fn init(
+        &self,
+        _: &rbuild_runtime::backend::BackendInitContext<'_>,
+        processed: &[u8],
+        specs: &[rbuild_runtime::backend::CompileSpec<'_>],
+    ) -> Result<Box<dyn rbuild_runtime::backend::DelegateHandle>, String> {
+        assert_eq!(specs.len(), 1);
+        assert_eq!((specs[0].key, specs[0].value), ("mode", &b"add"[..]));
+        let v: [u8; 4] = processed.try_into().map_err(|_| "blob must be 4 bytes".to_string())?;
+        Ok(Box::new(AddBlobHandle(f32::from_le_bytes(v))))
+    }
+}
+
+impl rbuild_runtime::backend::DelegateHandle for AddBlobHandle {
+    fn execute(&mut self, _: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+        let x = args.tensor(0)?;
+        let mut out = args.out(1)?;
+        out.resize(x.sizes())?;
+        for (o, v) in out.data_mut::<f32>()?.iter_mut().zip(x.data::<f32>()?) {
+            *o = v + self.0;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn delegate_calls_reach_their_backend() {
+    let blob = 2.5f32.to_le_bytes();
+    let mut forward = plan(
+        "forward",
+        vec![tensor(&[3], false, 0, Some(0)), tensor(&[3], false, 0, Some(16))],
+        &[0],
+        &[1],
+        vec![Instruction { instr_args: Some(InstructionArguments::DelegateCall(DelegateCall { delegate_index: 0, args: Some(vec![0, 1]) })) }],
+        &[],
+    );
+    forward.delegates = Some(vec![BackendDelegate {
+        id: Some("AddBlobBackend"),
+        processed: Some(BackendDelegateDataReference { location: 1, index: 0 }),
+        compile_specs: Some(vec![CompileSpec { key: Some("mode"), value: Some(b"add") }]),
+    }]);
+    let program = Program { execution_plan: Some(vec![forward]), ..Default::default() };
+    let buf = aligned(&write_pte(&program, &[&blob]));
+    let program = rbuild_runtime::Program::load(buf.as_slice()).unwrap();
+    // Without the backend registered, loading names it.
+    let e = program.load_method("forward", &registry(), &BackendRegistry::new()).err().unwrap();
+    assert!(matches!(&e, LoadError::BackendNotAvailable { id, .. } if id == "AddBlobBackend"), "{e}");
+    let mut backends = BackendRegistry::new();
+    backends.register(Box::new(AddBlobBackend));
+    let mut m = program.load_method("forward", &registry(), &backends).unwrap();
+    let x: Vec<u8> = [1f32, 2., 3.].iter().flat_map(|v| v.to_le_bytes()).collect();
+    m.set_input_tensor(0, ScalarType::Float, &[3], &x).unwrap();
+    m.execute(&mut KernelContext::default()).unwrap();
+    let out: Vec<f32> = m.output_bytes(0).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(out, [3.5, 4.5, 5.5]);
+}
