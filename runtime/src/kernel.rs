@@ -363,6 +363,11 @@ impl<'a> KernelArgs<'a> {
         Ok(matches!(self.value(i)?, Value::None))
     }
 
+    /// Reads an optional argument (`T?`): None for a None value, else `read`.
+    fn optional<T>(&self, i: usize, read: impl FnOnce(&Self, usize) -> KernelResult<T>) -> KernelResult<Option<T>> {
+        if self.is_none(i)? { Ok(None) } else { read(self, i).map(Some) }
+    }
+
     pub fn int(&self, i: usize) -> KernelResult<i64> {
         match self.value(i)? {
             Value::Int(v) => Ok(*v),
@@ -372,7 +377,7 @@ impl<'a> KernelArgs<'a> {
     }
 
     pub fn opt_int(&self, i: usize) -> KernelResult<Option<i64>> {
-        if self.is_none(i)? { Ok(None) } else { self.int(i).map(Some) }
+        self.optional(i, Self::int)
     }
 
     pub fn double(&self, i: usize) -> KernelResult<f64> {
@@ -384,7 +389,7 @@ impl<'a> KernelArgs<'a> {
     }
 
     pub fn opt_double(&self, i: usize) -> KernelResult<Option<f64>> {
-        if self.is_none(i)? { Ok(None) } else { self.double(i).map(Some) }
+        self.optional(i, Self::double)
     }
 
     pub fn bool(&self, i: usize) -> KernelResult<bool> {
@@ -395,7 +400,7 @@ impl<'a> KernelArgs<'a> {
     }
 
     pub fn opt_bool(&self, i: usize) -> KernelResult<Option<bool>> {
-        if self.is_none(i)? { Ok(None) } else { self.bool(i).map(Some) }
+        self.optional(i, Self::bool)
     }
 
     pub fn string(&self, i: usize) -> KernelResult<&'a str> {
@@ -416,7 +421,7 @@ impl<'a> KernelArgs<'a> {
     }
 
     pub fn opt_scalar(&self, i: usize) -> KernelResult<Option<Scalar>> {
-        if self.is_none(i)? { Ok(None) } else { self.scalar(i).map(Some) }
+        self.optional(i, Self::scalar)
     }
 
     /// A `ScalarType` argument (stored as an Int code).
@@ -426,7 +431,7 @@ impl<'a> KernelArgs<'a> {
     }
 
     pub fn opt_scalar_type(&self, i: usize) -> KernelResult<Option<ScalarType>> {
-        if self.is_none(i)? { Ok(None) } else { self.scalar_type(i).map(Some) }
+        self.optional(i, Self::scalar_type)
     }
 
     /// An `int[]` / `SymInt[]` argument, resolved to values.
@@ -444,7 +449,7 @@ impl<'a> KernelArgs<'a> {
     }
 
     pub fn opt_int_list(&self, i: usize) -> KernelResult<Option<Vec<i64>>> {
-        if self.is_none(i)? { Ok(None) } else { self.int_list(i).map(Some) }
+        self.optional(i, Self::int_list)
     }
 
     pub fn double_list(&self, i: usize) -> KernelResult<&'a [f64]> {
@@ -519,7 +524,7 @@ impl<'a> KernelArgs<'a> {
 
     /// A `Tensor?` argument.
     pub fn opt_tensor(&self, i: usize) -> KernelResult<Option<TensorRef<'a>>> {
-        if self.is_none(i)? { Ok(None) } else { self.tensor(i).map(Some) }
+        self.optional(i, Self::tensor)
     }
 
     /// A `Tensor[]` argument.

@@ -3,36 +3,19 @@
 //! the original program's outputs. Needs the Python venv the README's test command creates;
 //! without it the test is skipped locally and fails in CI.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::Command;
+
+use common::{case_io, case_meta, pte_files, repo, testdata};
 
 use rbuild_runtime::format::{rewrite, PteFile};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 /// The oracle's Python: $RBUILD_PYTHON, else the repo's .venv.
-pub fn oracle_python() -> Option<PathBuf> {
+fn oracle_python() -> Option<PathBuf> {
     let p = std::env::var_os("RBUILD_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"));
     p.exists().then_some(p)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out);
-        } else if p.extension().is_some_and(|x| x == "pte") {
-            out.push(p);
-        }
-    }
-}
-
-fn parse_json(text: &str) -> serde_json::Value {
-    let text = text.replace("-Infinity", "null").replace("Infinity", "null").replace("NaN", "null");
-    serde_json::from_str(&text).unwrap()
 }
 
 #[test]
@@ -42,17 +25,13 @@ fn rewritten_programs_run_in_executorch() {
         eprintln!("SKIPPED: no oracle venv (.venv/bin/python); run the README test command");
         return;
     };
-    let td = repo().join("../shared/testdata");
-    let mut files = Vec::new();
-    walk(&td.join("ops"), &mut files);
-    walk(&td.join("models"), &mut files);
+    let td = testdata();
+    let mut files = pte_files(&td.join("ops"));
+    files.extend(pte_files(&td.join("models")));
     let tmp = tempfile::tempdir().unwrap();
     let mut cases = Vec::new();
     for (n, pte) in files.iter().enumerate() {
-        let stem = pte.file_stem().unwrap().to_str().unwrap();
-        let dir = pte.parent().unwrap();
-        let Ok(text) = std::fs::read_to_string(dir.join(format!("{stem}.json"))) else { continue };
-        let meta = parse_json(&text);
+        let Some(meta) = case_meta(pte) else { continue };
         let data = std::fs::read(pte).unwrap();
         let file = PteFile::parse(&data).unwrap();
         let out = tmp.path().join(format!("{n}.pte"));
@@ -61,7 +40,7 @@ fn rewritten_programs_run_in_executorch() {
             "label": pte.strip_prefix(&td).unwrap().display().to_string(),
             "pte": out,
             "original": pte,
-            "io": dir.join(format!("{stem}.io.safetensors")),
+            "io": case_io(pte),
             "atol": meta["atol"].as_f64().unwrap_or(1e-5),
             "rtol": meta["rtol"].as_f64().unwrap_or(1e-5),
             "outputs": meta["outputs"].as_array().map_or(0, |o| o.len()),

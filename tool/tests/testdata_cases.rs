@@ -2,27 +2,13 @@
 //! `rbuild run` and compares each output with the PyTorch reference under the case's
 //! tolerance. New cases dropped into those folders are picked up without code changes.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::Command;
 
+use common::{case_io, case_meta, pte_files, testdata};
+
 use safetensors::{Dtype, SafeTensors};
-
-fn testdata() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata")
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    let mut entries: Vec<_> = rd.map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out);
-        } else if p.extension().is_some_and(|x| x == "pte") {
-            out.push(p);
-        }
-    }
-}
 
 /// Elements of a tensor as f64 (bool/int exact in f64 for the ranges tests use).
 fn values(dtype: Dtype, data: &[u8]) -> Vec<f64> {
@@ -92,30 +78,18 @@ fn compare(name: &str, got: &SafeTensors, want: &SafeTensors, meta: &serde_json:
     None
 }
 
-/// The case files are Python's JSON, which may contain bare Infinity/NaN.
-fn parse_json(text: &str) -> serde_json::Value {
-    let text = text.replace("-Infinity", "null").replace("Infinity", "null").replace("NaN", "null");
-    serde_json::from_str(&text).unwrap()
-}
-
 #[test]
 fn every_portable_case_matches_reference() {
     let td = testdata();
-    let mut cases = Vec::new();
-    walk(&td.join("ops"), &mut cases);
-    walk(&td.join("models"), &mut cases);
+    let mut cases = pte_files(&td.join("ops"));
+    cases.extend(pte_files(&td.join("models")));
     assert!(cases.len() > 100, "testdata not found at {}", td.display());
     let tmp = tempfile::tempdir().unwrap();
     let (mut passed, mut skipped) = (0, 0);
     let mut failures = Vec::new();
     for pte in &cases {
-        let stem = pte.file_stem().unwrap().to_str().unwrap();
-        let dir = pte.parent().unwrap();
-        let meta = match std::fs::read_to_string(dir.join(format!("{stem}.json"))) {
-            Ok(text) => parse_json(&text),
-            Err(_) => continue,
-        };
-        let io = dir.join(format!("{stem}.io.safetensors"));
+        let Some(meta) = case_meta(pte) else { continue };
+        let io = case_io(pte);
         let label = pte.strip_prefix(&td).unwrap().display().to_string();
         let delegated = meta["delegates"].as_array().is_some_and(|d| !d.is_empty());
         let out = tmp.path().join(format!("{}.safetensors", passed + failures.len() + skipped));

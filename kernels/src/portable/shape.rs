@@ -113,7 +113,7 @@ fn gather<T: Copy>(src: &[T], dst: &mut [T], sizes: &[usize], strides: &[usize])
     if rank >= 2 && st[rank - 1] != 1 && st[rank - 2] == 1 {
         let (rows, cols) = (sz[rank - 2], sz[rank - 1]);
         let cs = st[rank - 1];
-        return for_each_outer(&sz[..rank - 2], &st[..rank - 2], |o, off| {
+        for_each_broadcast(&sz[..rank - 2], [&st[..rank - 2]], |o, [off]| {
             let d = &mut dst[o * rows * cols..(o + 1) * rows * cols];
             const TILE: usize = 32;
             for r0 in (0..rows).step_by(TILE) {
@@ -126,10 +126,11 @@ fn gather<T: Copy>(src: &[T], dst: &mut [T], sizes: &[usize], strides: &[usize])
                 }
             }
         });
+        return Ok(());
     }
     let inner = sz[rank - 1];
     let ist = st[rank - 1];
-    for_each_outer(&sz[..rank - 1], &st[..rank - 1], |o, off| {
+    for_each_broadcast(&sz[..rank - 1], [&st[..rank - 1]], |o, [off]| {
         let d = &mut dst[o * inner..(o + 1) * inner];
         if ist == 1 {
             d.copy_from_slice(&src[off..off + inner]);
@@ -138,29 +139,7 @@ fn gather<T: Copy>(src: &[T], dst: &mut [T], sizes: &[usize], strides: &[usize])
                 *x = src[off + k * ist];
             }
         }
-    })
-}
-
-/// Calls `f(linear_index, source_offset)` for every index of `sizes` in row-major order.
-fn for_each_outer(sizes: &[usize], strides: &[usize], mut f: impl FnMut(usize, usize)) -> KernelResult {
-    let n: usize = sizes.iter().product();
-    let rank = sizes.len();
-    let mut idx = vec![0usize; rank];
-    let mut off = 0usize;
-    for o in 0..n {
-        f(o, off);
-        let mut k = rank;
-        while k > 0 {
-            k -= 1;
-            idx[k] += 1;
-            off += strides[k];
-            if idx[k] < sizes[k] {
-                break;
-            }
-            off -= strides[k] * sizes[k];
-            idx[k] = 0;
-        }
-    }
+    });
     Ok(())
 }
 

@@ -1,0 +1,48 @@
+//! Helpers shared by the integration tests: where the shared test data is, and how to list it.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `../shared/testdata` beside the checkout.
+pub fn testdata() -> PathBuf {
+    repo().join("../shared/testdata")
+}
+
+/// Every `.pte` below `dir`, sorted, so new cases are picked up without code changes.
+pub fn pte_files(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        let mut entries: Vec<_> = rd.map(|e| e.unwrap().path()).collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "pte") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out
+}
+
+/// A case's metadata: `NAME.json` beside `NAME.pte` (Python JSON may hold bare Infinity/NaN).
+pub fn case_meta(pte: &Path) -> Option<serde_json::Value> {
+    let stem = pte.file_stem()?.to_str()?;
+    let text = std::fs::read_to_string(pte.with_file_name(format!("{stem}.json"))).ok()?;
+    let text = text.replace("-Infinity", "null").replace("Infinity", "null").replace("NaN", "null");
+    Some(serde_json::from_str(&text).expect("case json"))
+}
+
+/// `NAME.io.safetensors` beside `NAME.pte`.
+pub fn case_io(pte: &Path) -> PathBuf {
+    let stem = pte.file_stem().unwrap().to_str().unwrap();
+    pte.with_file_name(format!("{stem}.io.safetensors"))
+}
