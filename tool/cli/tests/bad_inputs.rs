@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn bad_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/bad")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/bad")
 }
 
 fn rbuild(args: &[&Path]) -> Output {

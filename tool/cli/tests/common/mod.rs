@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// `../shared/testdata` beside the checkout.
