@@ -1,0 +1,188 @@
+//! The model-building API: each call checks its arguments, infers output shapes and records a
+//! node. Models in `models/` describe themselves with these calls.
+
+use rbuild_runtime::{Scalar, ScalarType};
+
+use crate::error::{shape_err, Result};
+use crate::graph::{Arg, ConstData, Dim, Graph, Origin, Sym, TensorMeta, ValueId};
+use crate::ops;
+use crate::shape;
+
+#[derive(Default)]
+pub struct GraphBuilder {
+    pub graph: Graph,
+}
+
+impl GraphBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Declares a symbolic dimension with inclusive bounds.
+    pub fn sym(&mut self, name: &str, min: usize, max: usize) -> Dim {
+        self.graph.syms.push(Sym { name: name.into(), min, max });
+        Dim::Sym(self.graph.syms.len() - 1)
+    }
+
+    pub fn input(&mut self, name: &str, meta: TensorMeta) -> ValueId {
+        let n = self.graph.inputs.len();
+        let v = self.graph.add_value(meta, Origin::Input(n), name);
+        self.graph.inputs.push(v);
+        v
+    }
+
+    /// A constant tensor; `data` must hold exactly its elements.
+    pub fn constant(&mut self, name: &str, dtype: ScalarType, sizes: &[usize], data: ConstData) -> Result<ValueId> {
+        let need = sizes.iter().product::<usize>() * dtype.size();
+        if data.bytes().len() != need {
+            return Err(crate::ExportError::Weight {
+                name: name.into(),
+                message: format!("{} bytes given, {dtype} {sizes:?} needs {need}", data.bytes().len()),
+            });
+        }
+        Ok(self.graph.add_value(TensorMeta::fixed(dtype, sizes), Origin::Const(data), name))
+    }
+
+    pub fn output(&mut self, v: ValueId) {
+        self.graph.outputs.push(v);
+    }
+
+    pub fn finish(self) -> Graph {
+        self.graph
+    }
+
+    pub fn meta(&self, v: ValueId) -> &TensorMeta {
+        self.graph.meta(v)
+    }
+
+    /// Calls `op` (a functional schema key) with all its arguments in schema order.
+    pub fn call(&mut self, op: &str, args: Vec<Arg>) -> Result<Vec<ValueId>> {
+        let def = ops::op(op).ok_or_else(|| crate::ExportError::UnknownOp(op.to_string()))?;
+        if args.len() != def.functional.args.len() {
+            return Err(shape_err(op, format!("takes {} arguments, {} given", def.functional.args.len(), args.len())));
+        }
+        let metas = shape::infer(&self.graph, op, &args)?;
+        let short = op.rsplit("::").next().unwrap_or(op);
+        let outputs: Vec<ValueId> = metas
+            .into_iter()
+            .map(|m| {
+                let name = format!("{short}_{}", self.graph.values.len());
+                self.graph.add_value(m, Origin::Computed, name)
+            })
+            .collect();
+        self.graph.nodes.push(crate::graph::Node { op: op.to_string(), args, outputs: outputs.clone() });
+        Ok(outputs)
+    }
+
+    /// `call` for single-output ops.
+    pub fn call1(&mut self, op: &str, args: Vec<Arg>) -> Result<ValueId> {
+        Ok(self.call(op, args)?[0])
+    }
+
+    /// 2-D convolution (NCHW): weight [out, in/groups, kh, kw].
+    pub fn conv2d(
+        &mut self,
+        x: ValueId,
+        w: ValueId,
+        b: Option<ValueId>,
+        stride: usize,
+        padding: usize,
+        dilation: usize,
+        groups: usize,
+    ) -> Result<ValueId> {
+        let pair = |v: usize| Arg::Ints(vec![v as i64, v as i64]);
+        self.call1(
+            "aten::convolution",
+            vec![
+                Arg::Tensor(x),
+                Arg::Tensor(w),
+                b.map_or(Arg::None, Arg::Tensor),
+                pair(stride),
+                pair(padding),
+                pair(dilation),
+                Arg::Bool(false),
+                pair(0),
+                Arg::Int(groups as i64),
+            ],
+        )
+    }
+
+    /// Inference batch norm over dim 1.
+    pub fn batch_norm(&mut self, x: ValueId, w: Option<ValueId>, b: Option<ValueId>, mean: ValueId, var: ValueId, eps: f64) -> Result<ValueId> {
+        Ok(self.call(
+            "aten::_native_batch_norm_legit_no_training",
+            vec![
+                Arg::Tensor(x),
+                w.map_or(Arg::None, Arg::Tensor),
+                b.map_or(Arg::None, Arg::Tensor),
+                Arg::Tensor(mean),
+                Arg::Tensor(var),
+                Arg::Float(0.1),
+                Arg::Float(eps),
+            ],
+        )?[0])
+    }
+
+    pub fn relu(&mut self, x: ValueId) -> Result<ValueId> {
+        self.call1("aten::relu", vec![Arg::Tensor(x)])
+    }
+
+    pub fn hardtanh(&mut self, x: ValueId, min: f64, max: f64) -> Result<ValueId> {
+        self.call1("aten::hardtanh", vec![Arg::Tensor(x), Arg::Scalar(Scalar::Double(min)), Arg::Scalar(Scalar::Double(max))])
+    }
+
+    pub fn relu6(&mut self, x: ValueId) -> Result<ValueId> {
+        self.hardtanh(x, 0.0, 6.0)
+    }
+
+    pub fn hardswish(&mut self, x: ValueId) -> Result<ValueId> {
+        self.call1("aten::hardswish", vec![Arg::Tensor(x)])
+    }
+
+    pub fn hardsigmoid(&mut self, x: ValueId) -> Result<ValueId> {
+        self.call1("aten::hardsigmoid", vec![Arg::Tensor(x)])
+    }
+
+    pub fn sigmoid(&mut self, x: ValueId) -> Result<ValueId> {
+        self.call1("aten::sigmoid", vec![Arg::Tensor(x)])
+    }
+
+    pub fn add(&mut self, a: ValueId, b: ValueId) -> Result<ValueId> {
+        self.call1("aten::add.Tensor", vec![Arg::Tensor(a), Arg::Tensor(b), Arg::Scalar(Scalar::Int(1))])
+    }
+
+    pub fn mul(&mut self, a: ValueId, b: ValueId) -> Result<ValueId> {
+        self.call1("aten::mul.Tensor", vec![Arg::Tensor(a), Arg::Tensor(b)])
+    }
+
+    /// Mean over `dims` (None = all).
+    pub fn mean(&mut self, x: ValueId, dims: &[i64], keepdim: bool) -> Result<ValueId> {
+        self.call1("aten::mean.dim", vec![Arg::Tensor(x), Arg::Ints(dims.to_vec()), Arg::Bool(keepdim), Arg::None])
+    }
+
+    pub fn adaptive_avg_pool2d(&mut self, x: ValueId, out: [usize; 2]) -> Result<ValueId> {
+        self.call1("aten::adaptive_avg_pool2d", vec![Arg::Tensor(x), Arg::Ints(vec![out[0] as i64, out[1] as i64])])
+    }
+
+    pub fn flatten(&mut self, x: ValueId, start: i64, end: i64) -> Result<ValueId> {
+        self.call1("aten::flatten.using_ints", vec![Arg::Tensor(x), Arg::Int(start), Arg::Int(end)])
+    }
+
+    /// `x @ w.T + b` with a PyTorch-layout weight [out, in].
+    pub fn linear(&mut self, x: ValueId, w: ValueId, b: Option<ValueId>) -> Result<ValueId> {
+        self.call1("aten::linear", vec![Arg::Tensor(x), Arg::Tensor(w), b.map_or(Arg::None, Arg::Tensor)])
+    }
+
+    /// Inference dropout (identity; removed by the no-op pass).
+    pub fn dropout(&mut self, x: ValueId, p: f64) -> Result<ValueId> {
+        self.call1("aten::dropout", vec![Arg::Tensor(x), Arg::Float(p), Arg::Bool(false)])
+    }
+
+    pub fn view(&mut self, x: ValueId, size: &[i64]) -> Result<ValueId> {
+        self.call1("aten::view_copy", vec![Arg::Tensor(x), Arg::Ints(size.to_vec())])
+    }
+
+    pub fn permute(&mut self, x: ValueId, dims: &[i64]) -> Result<ValueId> {
+        self.call1("aten::permute_copy", vec![Arg::Tensor(x), Arg::Ints(dims.to_vec())])
+    }
+}

@@ -1,0 +1,220 @@
+//! The export IR: values (tensors with dtype and shape) and nodes calling Core ATen operators.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use rbuild_runtime::{Scalar, ScalarType};
+
+pub type ValueId = usize;
+
+/// One dimension: fixed, or a symbol with declared bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dim {
+    Fixed(usize),
+    Sym(usize),
+}
+
+/// A symbolic size (e.g. sequence length) and its inclusive bounds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sym {
+    pub name: String,
+    pub min: usize,
+    pub max: usize,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorMeta {
+    pub dtype: ScalarType,
+    pub shape: Vec<Dim>,
+}
+
+impl TensorMeta {
+    pub fn fixed(dtype: ScalarType, sizes: &[usize]) -> Self {
+        TensorMeta { dtype, shape: sizes.iter().map(|&d| Dim::Fixed(d)).collect() }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Sizes when every dimension is fixed.
+    pub fn sizes(&self) -> Option<Vec<usize>> {
+        self.shape.iter().map(|d| if let Dim::Fixed(n) = d { Some(*n) } else { None }).collect()
+    }
+}
+
+/// Constant bytes, borrowed from a memory-mapped weights file or owned (a folded result).
+#[derive(Clone)]
+pub enum ConstData {
+    Mapped(Arc<memmap2::Mmap>, Range<usize>),
+    Owned(Arc<Vec<u8>>),
+}
+
+impl ConstData {
+    pub fn owned(bytes: Vec<u8>) -> Self {
+        ConstData::Owned(Arc::new(bytes))
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            ConstData::Mapped(m, r) => &m[r.clone()],
+            ConstData::Owned(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for ConstData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ConstData({} bytes)", self.bytes().len())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Origin {
+    /// The method's input number n.
+    Input(usize),
+    Const(ConstData),
+    /// Produced by a node.
+    Computed,
+}
+
+#[derive(Clone, Debug)]
+pub struct Value {
+    pub meta: TensorMeta,
+    pub origin: Origin,
+    /// A readable name (weight name, or op-derived) for errors and debugging.
+    pub name: String,
+}
+
+/// A node argument, in the order of the op's functional schema.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg {
+    Tensor(ValueId),
+    Tensors(Vec<ValueId>),
+    Int(i64),
+    Ints(Vec<i64>),
+    Float(f64),
+    Bool(bool),
+    Scalar(Scalar),
+    ScalarType(ScalarType),
+    Str(String),
+    /// An absent optional argument.
+    None,
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// Functional schema key (`aten::add.Tensor`) until the out-variant pass, then the out
+    /// variant's key (`aten::add.out`).
+    pub op: String,
+    pub args: Vec<Arg>,
+    pub outputs: Vec<ValueId>,
+}
+
+impl Node {
+    /// Tensor values this node reads.
+    pub fn tensor_inputs(&self) -> impl Iterator<Item = ValueId> + '_ {
+        self.args.iter().flat_map(|a| match a {
+            Arg::Tensor(v) => vec![*v],
+            Arg::Tensors(vs) => vs.clone(),
+            _ => vec![],
+        })
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub values: Vec<Value>,
+    pub nodes: Vec<Node>,
+    pub inputs: Vec<ValueId>,
+    pub outputs: Vec<ValueId>,
+    pub syms: Vec<Sym>,
+}
+
+impl Graph {
+    pub fn add_value(&mut self, meta: TensorMeta, origin: Origin, name: impl Into<String>) -> ValueId {
+        self.values.push(Value { meta, origin, name: name.into() });
+        self.values.len() - 1
+    }
+
+    pub fn meta(&self, v: ValueId) -> &TensorMeta {
+        &self.values[v].meta
+    }
+
+    pub fn constant(&self, v: ValueId) -> Option<&ConstData> {
+        match &self.values[v].origin {
+            Origin::Const(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The node index producing each value (None for inputs and constants).
+    pub fn producers(&self) -> Vec<Option<usize>> {
+        let mut p = vec![None; self.values.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for &o in &n.outputs {
+                p[o] = Some(i);
+            }
+        }
+        p
+    }
+
+    /// How many node arguments and graph outputs read each value.
+    pub fn use_counts(&self) -> Vec<usize> {
+        let mut c = vec![0; self.values.len()];
+        for n in &self.nodes {
+            for v in n.tensor_inputs() {
+                c[v] += 1;
+            }
+        }
+        for &o in &self.outputs {
+            c[o] += 1;
+        }
+        c
+    }
+
+    /// Replaces every use of `old` (node arguments and graph outputs) with `new`.
+    pub fn replace_uses(&mut self, old: ValueId, new: ValueId) {
+        for n in &mut self.nodes {
+            for a in &mut n.args {
+                match a {
+                    Arg::Tensor(v) if *v == old => *v = new,
+                    Arg::Tensors(vs) => vs.iter_mut().filter(|v| **v == old).for_each(|v| *v = new),
+                    _ => {}
+                }
+            }
+        }
+        for o in &mut self.outputs {
+            if *o == old {
+                *o = new;
+            }
+        }
+    }
+
+    /// Upper bound of a dimension (a symbol's max).
+    pub fn dim_max(&self, d: Dim) -> usize {
+        match d {
+            Dim::Fixed(n) => n,
+            Dim::Sym(s) => self.syms[s].max,
+        }
+    }
+
+    /// Bytes of a value at its upper-bound shape.
+    pub fn max_bytes(&self, v: ValueId) -> usize {
+        let m = self.meta(v);
+        m.shape.iter().map(|&d| self.dim_max(d)).product::<usize>() * m.dtype.size()
+    }
+
+    /// Sum of constant bytes.
+    pub fn constant_bytes(&self) -> usize {
+        self.values.iter().filter_map(|v| if let Origin::Const(c) = &v.origin { Some(c.bytes().len()) } else { None }).sum()
+    }
+
+    /// Distinct operators used, sorted.
+    pub fn ops(&self) -> Vec<String> {
+        let mut ops: Vec<String> = self.nodes.iter().map(|n| n.op.clone()).collect();
+        ops.sort();
+        ops.dedup();
+        ops
+    }
+}

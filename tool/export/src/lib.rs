@@ -1,0 +1,22 @@
+//! The export pipeline: a model described through [`builder::GraphBuilder`] becomes a graph of
+//! Core ATen operators ([`graph`]), is optimized by [`passes`], memory-planned by [`plan`] and
+//! written as an ExecuTorch `.pte` by [`emit`].
+//!
+//! ```text
+//! models/ ──► builder (shape inference) ──► Graph ──► passes ──► plan ──► emit ──► .pte
+//! ```
+
+pub mod builder;
+pub mod emit;
+pub mod error;
+pub mod eval;
+pub mod graph;
+pub mod ops;
+pub mod passes;
+pub mod plan;
+pub mod shape;
+pub mod weights;
+
+pub use builder::GraphBuilder;
+pub use error::ExportError;
+pub use graph::{Arg, ConstData, Dim, Graph, Node, TensorMeta, ValueId};

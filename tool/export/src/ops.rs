@@ -1,0 +1,232 @@
+//! The operators the pipeline knows: exact PyTorch/ExecuTorch schemas (checked against
+//! `shared/spec/*_schemas.txt` by a test), parsed once into argument lists.
+//!
+//! A graph node names its functional schema (`aten::add.Tensor`); the out-variant pass maps it
+//! to the schema ExecuTorch runs (`aten::add.out`), whose extra keyword-only `Tensor(a!)`
+//! arguments are the outputs.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// (functional schema, out-variant schema or "" when the op must be decomposed first).
+const SCHEMAS: &[(&str, &str)] = &[
+    (
+        "aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor",
+        "aten::convolution.out(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+        "aten::_native_batch_norm_legit_no_training.out(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))",
+    ),
+    (
+        "aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor",
+        "aten::hardtanh.out(Tensor self, Scalar min_val=-1, Scalar max_val=1, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("aten::relu(Tensor self) -> Tensor", "aten::relu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor",
+        "aten::clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+        "aten::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+        "aten::add.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+        "aten::sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::mul.Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::mul.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::div.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::div.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::div.Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::div.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("aten::sigmoid(Tensor self) -> Tensor", "aten::sigmoid.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+        "aten::mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+        "aten::addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("aten::mm(Tensor self, Tensor mat2) -> Tensor", "aten::mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::permute_copy(Tensor self, int[] dims) -> Tensor",
+        "aten::permute_copy.out(Tensor self, int[] dims, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::view_copy(Tensor self, SymInt[] size) -> Tensor",
+        "aten::view_copy.out(Tensor self, SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
+        "aten::clone.out(Tensor self, *, MemoryFormat? memory_format=None, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::cat(Tensor[] tensors, int dim=0) -> Tensor",
+        "aten::cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // Not Core ATen: the builder may use these; the decomposition pass rewrites them.
+    ("aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", ""),
+    ("aten::hardswish(Tensor self) -> Tensor", ""),
+    ("aten::hardsigmoid(Tensor self) -> Tensor", ""),
+    ("aten::adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor", ""),
+    ("aten::flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)", ""),
+    ("aten::dropout(Tensor input, float p, bool train) -> Tensor", ""),
+];
+
+/// One argument of a schema.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SchemaArg {
+    /// Type as written, without alias annotation: `Tensor`, `Tensor?`, `int[]`, `Scalar`, …
+    pub ty: String,
+    pub name: String,
+    pub default: Option<String>,
+    pub kwarg_only: bool,
+    /// A `Tensor(a!)` argument after `*`: an output of an out variant.
+    pub is_out: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Schema {
+    /// `namespace::name`
+    pub name: String,
+    /// Overload, empty for the default.
+    pub overload: String,
+    pub args: Vec<SchemaArg>,
+    pub returns: usize,
+}
+
+impl Schema {
+    /// `name.overload` (or `name`), as graphs and registries key it.
+    pub fn key(&self) -> String {
+        rbuild_runtime::kernel::op_key(&self.name, &self.overload)
+    }
+
+    /// Arguments that are not outputs.
+    pub fn inputs(&self) -> impl Iterator<Item = &SchemaArg> {
+        self.args.iter().filter(|a| !a.is_out)
+    }
+}
+
+/// Parses `ns::name.overload(args) -> returns`.
+pub fn parse_schema(text: &str) -> Option<Schema> {
+    let open = text.find('(')?;
+    let close = text.rfind(") ->")?;
+    let full = &text[..open];
+    let (name, overload) = match full.split_once('.') {
+        Some((n, o)) => (n.to_string(), o.to_string()),
+        None => (full.to_string(), String::new()),
+    };
+    let mut args = Vec::new();
+    let mut kw = false;
+    for part in split_top(&text[open + 1..close]) {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        if part == "*" {
+            kw = true;
+            continue;
+        }
+        let (decl, default) = match part.split_once('=') {
+            Some((d, v)) => (d.trim(), Some(v.trim().to_string())),
+            None => (part, None),
+        };
+        let (ty, name) = decl.rsplit_once(' ')?;
+        let is_out = kw && ty.contains('!');
+        // Drop alias annotations: `Tensor(a!)` → `Tensor`, `Tensor(a)?` → `Tensor?`.
+        let ty: String = {
+            let mut t = String::new();
+            let mut depth = 0;
+            for c in ty.chars() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ if depth == 0 => t.push(c),
+                    _ => {}
+                }
+            }
+            t
+        };
+        args.push(SchemaArg { ty, name: name.to_string(), default, kwarg_only: kw, is_out });
+    }
+    let ret = text[close + 4..].trim();
+    let returns = if ret.starts_with('(') { split_top(&ret[1..ret.len() - 1]).len() } else { 1 };
+    Some(Schema { name, overload, args, returns })
+}
+
+/// Splits on commas outside parentheses/brackets.
+fn split_top(s: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+/// A known operator: its functional schema and, when it has one, its out variant.
+#[derive(Debug)]
+pub struct OpDef {
+    pub functional: Schema,
+    pub out: Option<Schema>,
+    pub functional_text: &'static str,
+    pub out_text: &'static str,
+}
+
+fn table() -> &'static HashMap<String, OpDef> {
+    static TABLE: OnceLock<HashMap<String, OpDef>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        SCHEMAS
+            .iter()
+            .map(|&(f, o)| {
+                let functional = parse_schema(f).expect("valid built-in schema");
+                let out = (!o.is_empty()).then(|| parse_schema(o).expect("valid built-in schema"));
+                (functional.key(), OpDef { functional, out, functional_text: f, out_text: o })
+            })
+            .collect()
+    })
+}
+
+/// Looks an operator up by its functional key (`aten::add.Tensor`, `aten::relu`).
+pub fn op(key: &str) -> Option<&'static OpDef> {
+    table().get(key)
+}
+
+/// Every known operator.
+pub fn all() -> impl Iterator<Item = &'static OpDef> {
+    table().values()
+}
+
+/// The out-variant schema a node runs as: its functional op's out variant, or the node's own
+/// op when the out-variant pass already renamed it.
+pub fn out_schema(key: &str) -> Option<&'static Schema> {
+    if let Some(def) = op(key) {
+        return def.out.as_ref();
+    }
+    all().filter_map(|d| d.out.as_ref()).find(|s| s.key() == key)
+}

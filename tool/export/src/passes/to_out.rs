@@ -1,0 +1,27 @@
+//! Conversion to out variants: every node is renamed to the `.out` schema ExecuTorch runs; its
+//! outputs become that schema's keyword-only `out` arguments (memory-planned later).
+
+use crate::error::{ExportError, Result};
+use crate::graph::Graph;
+use crate::ops;
+
+pub fn to_out_variants(g: &mut Graph) -> Result<()> {
+    for n in &mut g.nodes {
+        let Some(def) = ops::op(&n.op) else {
+            // Already an out variant (the pass is idempotent).
+            if ops::out_schema(&n.op).is_some() {
+                continue;
+            }
+            return Err(ExportError::UnknownOp(n.op.clone()));
+        };
+        let out = def.out.as_ref().ok_or_else(|| {
+            ExportError::Invalid(format!("{} has no out variant: it must be decomposed before emission", n.op))
+        })?;
+        let outs = out.args.iter().filter(|a| a.is_out).count();
+        if outs != n.outputs.len() || out.inputs().count() != n.args.len() {
+            return Err(ExportError::Invalid(format!("{} does not line up with {}", n.op, out.key())));
+        }
+        n.op = out.key();
+    }
+    Ok(())
+}

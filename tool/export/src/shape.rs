@@ -1,0 +1,252 @@
+//! Shape and dtype inference for each known functional operator.
+
+use rbuild_runtime::ScalarType;
+
+use crate::error::{shape_err, Result};
+use crate::graph::{Arg, Dim, Graph, TensorMeta};
+
+fn tensor<'a>(g: &'a Graph, op: &str, args: &[Arg], i: usize) -> Result<&'a TensorMeta> {
+    match args.get(i) {
+        Some(Arg::Tensor(v)) => Ok(g.meta(*v)),
+        other => Err(shape_err(op, format!("argument {i} must be a tensor, got {other:?}"))),
+    }
+}
+
+fn ints<'a>(op: &str, args: &'a [Arg], i: usize) -> Result<&'a [i64]> {
+    match args.get(i) {
+        Some(Arg::Ints(v)) => Ok(v),
+        other => Err(shape_err(op, format!("argument {i} must be an int list, got {other:?}"))),
+    }
+}
+
+fn int(op: &str, args: &[Arg], i: usize) -> Result<i64> {
+    match args.get(i) {
+        Some(Arg::Int(v)) => Ok(*v),
+        other => Err(shape_err(op, format!("argument {i} must be an int, got {other:?}"))),
+    }
+}
+
+fn fixed(op: &str, m: &TensorMeta) -> Result<Vec<usize>> {
+    m.sizes().ok_or_else(|| shape_err(op, format!("needs static sizes, got {:?}", m.shape)))
+}
+
+fn norm_dim(op: &str, d: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    let n = if d < 0 { d + r } else { d };
+    if n < 0 || n >= r.max(1) {
+        return Err(shape_err(op, format!("dim {d} out of range for rank {rank}")));
+    }
+    Ok(n as usize)
+}
+
+/// NumPy broadcasting over dims (symbols broadcast only with themselves or 1).
+pub fn broadcast(op: &str, a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>> {
+    let rank = a.len().max(b.len());
+    (0..rank)
+        .map(|i| {
+            let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { Dim::Fixed(1) };
+            let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { Dim::Fixed(1) };
+            match (da, db) {
+                (x, y) if x == y => Ok(x),
+                (Dim::Fixed(1), y) => Ok(y),
+                (x, Dim::Fixed(1)) => Ok(x),
+                _ => Err(shape_err(op, format!("shapes {a:?} and {b:?} cannot be broadcast"))),
+            }
+        })
+        .collect()
+}
+
+/// Output metas of `op` (functional key) applied to `args`.
+pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
+    let same = |i: usize| -> Result<Vec<TensorMeta>> { Ok(vec![tensor(g, op, args, i)?.clone()]) };
+    match op {
+        "aten::relu" | "aten::hardtanh" | "aten::clamp" | "aten::sigmoid" | "aten::hardswish" | "aten::hardsigmoid"
+        | "aten::clone" | "aten::dropout" | "aten::add.Scalar" | "aten::mul.Scalar" | "aten::div.Scalar" => same(0),
+        "aten::add.Tensor" | "aten::sub.Tensor" | "aten::mul.Tensor" | "aten::div.Tensor" => {
+            let (a, b) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            if a.dtype != b.dtype {
+                return Err(shape_err(op, format!("dtypes {} and {} differ (promote explicitly)", a.dtype, b.dtype)));
+            }
+            Ok(vec![TensorMeta { dtype: a.dtype, shape: broadcast(op, &a.shape, &b.shape)? }])
+        }
+        "aten::convolution" => {
+            let (x, w) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            let (xs, ws) = (fixed(op, x)?, fixed(op, w)?);
+            let groups = int(op, args, 8)?;
+            if !(xs.len() == 4 && ws.len() == 4 || xs.len() == 3 && ws.len() == 3) {
+                return Err(shape_err(op, format!("input {xs:?} and weight {ws:?} must both be 3-D or 4-D")));
+            }
+            let spatial = xs.len() - 2;
+            let list = |i: usize| -> Result<Vec<i64>> {
+                let v = ints(op, args, i)?;
+                Ok(if v.len() == 1 { vec![v[0]; spatial] } else { v.to_vec() })
+            };
+            let (stride, padding, dilation) = (list(3)?, list(4)?, list(5)?);
+            if groups <= 0 || xs[1] as i64 != ws[1] as i64 * groups || ws[0] as i64 % groups != 0 {
+                return Err(shape_err(
+                    op,
+                    format!("input {xs:?} does not match weight {ws:?} with groups {groups} (in_channels = weight[1] * groups)"),
+                ));
+            }
+            if let Some(Arg::Tensor(b)) = args.get(2) {
+                if g.meta(*b).sizes() != Some(vec![ws[0]]) {
+                    return Err(shape_err(op, format!("bias {:?} must be [{}]", g.meta(*b).shape, ws[0])));
+                }
+            }
+            let mut out = vec![xs[0], ws[0]];
+            for k in 0..spatial {
+                let (s, p, d) = (stride.get(k), padding.get(k), dilation.get(k));
+                let (Some(&s), Some(&p), Some(&d)) = (s, p, d) else {
+                    return Err(shape_err(op, "stride/padding/dilation lists are too short"));
+                };
+                let eff = d * (ws[2 + k] as i64 - 1) + 1;
+                let n = (xs[2 + k] as i64 + 2 * p - eff) / s + 1;
+                if s <= 0 || d <= 0 || p < 0 || n <= 0 {
+                    return Err(shape_err(op, format!("input {xs:?} too small for weight {ws:?} (stride {s}, padding {p}, dilation {d})")));
+                }
+                out.push(n as usize);
+            }
+            Ok(vec![TensorMeta::fixed(x.dtype, &out)])
+        }
+        "aten::_native_batch_norm_legit_no_training" => {
+            let x = tensor(g, op, args, 0)?;
+            let c = *x.shape.get(1).ok_or_else(|| shape_err(op, "input needs a channel dimension"))?;
+            for (i, name) in [(1, "weight"), (2, "bias"), (3, "running_mean"), (4, "running_var")] {
+                if let Some(Arg::Tensor(v)) = args.get(i) {
+                    if g.meta(*v).shape != [c] {
+                        return Err(shape_err(op, format!("{name} {:?} must be [{c:?}] for input {:?}", g.meta(*v).shape, x.shape)));
+                    }
+                }
+            }
+            let empty = TensorMeta::fixed(x.dtype, &[0]);
+            Ok(vec![x.clone(), empty.clone(), empty])
+        }
+        "aten::mean.dim" => {
+            let x = tensor(g, op, args, 0)?;
+            let keep = matches!(args.get(2), Some(Arg::Bool(true)));
+            let dims: Vec<usize> = match args.get(1) {
+                Some(Arg::Ints(d)) if !d.is_empty() => d.iter().map(|&d| norm_dim(op, d, x.rank())).collect::<Result<_>>()?,
+                _ => (0..x.rank()).collect(),
+            };
+            let shape = (0..x.rank())
+                .filter_map(|i| if dims.contains(&i) { keep.then_some(Dim::Fixed(1)) } else { Some(x.shape[i]) })
+                .collect();
+            Ok(vec![TensorMeta { dtype: x.dtype, shape }])
+        }
+        "aten::adaptive_avg_pool2d" => {
+            let x = tensor(g, op, args, 0)?;
+            let o = ints(op, args, 1)?;
+            if x.rank() != 4 || o.len() != 2 {
+                return Err(shape_err(op, format!("needs a 4-D input and 2 output sizes, got {:?} and {o:?}", x.shape)));
+            }
+            let mut shape = x.shape[..2].to_vec();
+            shape.extend(o.iter().map(|&n| Dim::Fixed(n as usize)));
+            Ok(vec![TensorMeta { dtype: x.dtype, shape }])
+        }
+        "aten::addmm" => {
+            let (b, m1, m2) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);
+            if m1.rank() != 2 || m2.rank() != 2 || m1.shape[1] != m2.shape[0] {
+                return Err(shape_err(op, format!("cannot multiply {:?} by {:?}", m1.shape, m2.shape)));
+            }
+            let out = vec![m1.shape[0], m2.shape[1]];
+            broadcast(op, &b.shape, &out)?;
+            Ok(vec![TensorMeta { dtype: m1.dtype, shape: out }])
+        }
+        "aten::mm" => {
+            let (m1, m2) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            if m1.rank() != 2 || m2.rank() != 2 || m1.shape[1] != m2.shape[0] {
+                return Err(shape_err(op, format!("cannot multiply {:?} by {:?}", m1.shape, m2.shape)));
+            }
+            Ok(vec![TensorMeta { dtype: m1.dtype, shape: vec![m1.shape[0], m2.shape[1]] }])
+        }
+        "aten::linear" => {
+            let (x, w) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            if w.rank() != 2 || x.rank() == 0 || x.shape[x.rank() - 1] != w.shape[1] {
+                return Err(shape_err(op, format!("input {:?} does not match weight {:?} ([out, in])", x.shape, w.shape)));
+            }
+            if let Some(Arg::Tensor(b)) = args.get(2) {
+                if g.meta(*b).shape != [w.shape[0]] {
+                    return Err(shape_err(op, format!("bias {:?} must be [{:?}]", g.meta(*b).shape, w.shape[0])));
+                }
+            }
+            let mut shape = x.shape.clone();
+            *shape.last_mut().unwrap() = w.shape[0];
+            Ok(vec![TensorMeta { dtype: x.dtype, shape }])
+        }
+        "aten::permute_copy" => {
+            let x = tensor(g, op, args, 0)?;
+            let dims = ints(op, args, 1)?;
+            if dims.len() != x.rank() {
+                return Err(shape_err(op, format!("{} dims given for rank {}", dims.len(), x.rank())));
+            }
+            let mut seen = vec![false; x.rank()];
+            let mut shape = Vec::new();
+            for &d in dims {
+                let n = norm_dim(op, d, x.rank())?;
+                if std::mem::replace(&mut seen[n], true) {
+                    return Err(shape_err(op, format!("dims {dims:?} repeat {d}")));
+                }
+                shape.push(x.shape[n]);
+            }
+            Ok(vec![TensorMeta { dtype: x.dtype, shape }])
+        }
+        "aten::view_copy" => {
+            let x = tensor(g, op, args, 0)?;
+            let numel: usize = fixed(op, x)?.iter().product();
+            let size = ints(op, args, 1)?;
+            let known: i64 = size.iter().filter(|&&d| d != -1).product();
+            if size.iter().filter(|&&d| d == -1).count() > 1 || size.iter().any(|&d| d < -1) {
+                return Err(shape_err(op, format!("invalid size {size:?}")));
+            }
+            let sizes: Vec<usize> = size
+                .iter()
+                .map(|&d| if d == -1 { numel / known.max(1) as usize } else { d as usize })
+                .collect();
+            if sizes.iter().product::<usize>() != numel {
+                return Err(shape_err(op, format!("cannot view {:?} ({numel} elements) as {size:?}", x.shape)));
+            }
+            Ok(vec![TensorMeta::fixed(x.dtype, &sizes)])
+        }
+        "aten::flatten.using_ints" => {
+            let x = tensor(g, op, args, 0)?;
+            let xs = fixed(op, x)?;
+            let (s, e) = (norm_dim(op, int(op, args, 1)?, xs.len())?, norm_dim(op, int(op, args, 2)?, xs.len())?);
+            if s > e {
+                return Err(shape_err(op, format!("start_dim {s} after end_dim {e}")));
+            }
+            let mut out = xs[..s].to_vec();
+            out.push(xs[s..=e].iter().product());
+            out.extend_from_slice(&xs[e + 1..]);
+            Ok(vec![TensorMeta::fixed(x.dtype, &out)])
+        }
+        "aten::cat" => {
+            let Some(Arg::Tensors(ts)) = args.first() else { return Err(shape_err(op, "argument 0 must be a tensor list")) };
+            let first = ts.first().map(|&t| g.meta(t)).ok_or_else(|| shape_err(op, "needs at least one tensor"))?;
+            let dim = norm_dim(op, int(op, args, 1)?, first.rank())?;
+            let mut total = 0usize;
+            for &t in ts {
+                let m = g.meta(t);
+                let ok = m.rank() == first.rank()
+                    && m.dtype == first.dtype
+                    && (0..m.rank()).all(|i| i == dim || m.shape[i] == first.shape[i]);
+                if !ok {
+                    return Err(shape_err(op, format!("{:?} {} does not match {:?} {} outside dim {dim}", m.shape, m.dtype, first.shape, first.dtype)));
+                }
+                total += g.dim_max(m.shape[dim]);
+            }
+            let mut shape = first.shape.clone();
+            shape[dim] = Dim::Fixed(total);
+            Ok(vec![TensorMeta { dtype: first.dtype, shape }])
+        }
+        _ => Err(crate::ExportError::UnknownOp(op.to_string())),
+    }
+}
+
+/// Dtype check helper for builders: float tensors only.
+pub fn require_float(op: &str, m: &TensorMeta) -> Result<()> {
+    if matches!(m.dtype, ScalarType::Float | ScalarType::Double | ScalarType::Half | ScalarType::BFloat16) {
+        Ok(())
+    } else {
+        Err(shape_err(op, format!("needs a floating tensor, got {}", m.dtype)))
+    }
+}
