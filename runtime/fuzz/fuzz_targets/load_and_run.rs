@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
     let kernels = rbuild_kernels::registry();
     let backends = BackendRegistry::new();
     for plan in program.plans() {
-        let planned: i64 = plan.non_const_buffer_sizes.as_deref().unwrap_or(&[]).iter().map(|&s| s.max(0)).sum();
+        let planned: i64 = plan.non_const_buffer_sizes.as_deref().unwrap_or(&[]).iter().fold(0i64, |a, &s| a.saturating_add(s.max(0)));
         if planned > MAX_PLANNED {
             continue;
         }

@@ -95,7 +95,7 @@ pub fn describe(file: &PteFile<'_>) -> Result<Json, rbuild_runtime::format::Form
             "delegate_calls": delegate_calls,
             "delegates": delegates,
             "planned_buffers": arenas,
-            "planned_bytes": arenas.iter().sum::<i64>(),
+            "planned_bytes": arenas.iter().fold(0i64, |a, &s| a.saturating_add(s)),
         }));
     }
     let constant_bytes = file.constant_segment()?.map(|(b, _)| b.len()).unwrap_or(0)
