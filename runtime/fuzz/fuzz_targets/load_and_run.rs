@@ -5,6 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 use rbuild_runtime::backend::BackendRegistry;
 use rbuild_runtime::buffer::AlignedBuf;
+use rbuild_runtime::format::schema::KernelTypes;
 use rbuild_runtime::format::{rewrite, PteFile};
 use rbuild_runtime::{KernelContext, Program, Value};
 
@@ -26,7 +27,12 @@ fuzz_target!(|data: &[u8]| {
     let backends = BackendRegistry::new();
     for plan in program.plans() {
         let planned: i64 = plan.non_const_buffer_sizes.as_deref().unwrap_or(&[]).iter().fold(0i64, |a, &s| a.saturating_add(s.max(0)));
-        if planned > MAX_PLANNED {
+        // Tensors without planned memory get their own buffers at load: bound those too.
+        let largest = plan.values.as_deref().unwrap_or(&[]).iter().filter_map(|v| match &v.val {
+            Some(KernelTypes::Tensor(t)) => Some(t.sizes.as_deref().unwrap_or(&[]).iter().fold(8i64, |a, &d| a.saturating_mul(d.max(0) as i64))),
+            _ => None,
+        }).max().unwrap_or(0);
+        if planned > MAX_PLANNED || largest > MAX_PLANNED {
             continue;
         }
         let Some(name) = plan.name else { continue };

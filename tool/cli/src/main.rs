@@ -1,4 +1,4 @@
-//! `rbuild`: run and inspect ExecuTorch-compatible programs (recipes, export and builds come
+//! `rbuild`: export, run and inspect ExecuTorch-compatible programs (recipes and builds come
 //! next; see README).
 
 mod cli;
@@ -20,6 +20,8 @@ struct Cli {
 enum Command {
     /// Run a method of a .pte program on inputs from a safetensors file.
     Run(cli::run::RunArgs),
+    /// Export a model (Rust definition + weights) to an ExecuTorch-compatible .pte program.
+    Export(cli::export::ExportArgs),
     /// Describe a .pte program: methods, inputs/outputs, operators, delegates, memory.
     Inspect(cli::inspect::InspectArgs),
 }
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => cli::run::run(a),
         Command::Inspect(a) => cli::inspect::inspect(a),
+        Command::Export(a) => cli::export::export(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

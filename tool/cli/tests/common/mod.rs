@@ -46,3 +46,27 @@ pub fn case_io(pte: &Path) -> PathBuf {
     let stem = pte.file_stem().unwrap().to_str().unwrap();
     pte.with_file_name(format!("{stem}.io.safetensors"))
 }
+
+/// The ExecuTorch oracle's Python: $RBUILD_PYTHON, else the repo's .venv. None locally without
+/// it (the caller skips); in CI its absence is a failure.
+pub fn oracle_python() -> Option<PathBuf> {
+    let p = std::env::var_os("RBUILD_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo().join(".venv/bin/python"));
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(std::env::var_os("CI").is_none(), "CI must provide the ExecuTorch oracle venv (.venv)");
+    eprintln!("SKIPPED: no oracle venv (.venv/bin/python); run the README test command");
+    None
+}
+
+/// Runs tool/python/et_oracle.py on `cases` (see that script); returns its report, panicking
+/// with it when any case fails.
+pub fn run_oracle(python: &Path, cases: &[serde_json::Value], dir: &Path) -> String {
+    let manifest = dir.join("oracle_cases.json");
+    std::fs::write(&manifest, serde_json::to_vec(cases).unwrap()).unwrap();
+    let run = std::process::Command::new(python).arg(repo().join("tool/python/et_oracle.py")).arg(&manifest).output().unwrap();
+    let report = format!("{}{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    assert!(run.status.success(), "ExecuTorch oracle failed:\n{report}");
+    assert!(report.contains(&format!("{} passed, 0 failed", cases.len())), "{report}");
+    report
+}
