@@ -321,3 +321,61 @@ fn dce_removes_dead_branches_only() {
     assert_eq!(rbuild_export::passes::dce::eliminate_dead_code(&mut g), 0, "a fixed point");
     assert_all_close(&eval_f32(&g, &[&xs]), &before);
 }
+
+/// conv+BN+hardswish → squeeze-excite-style gate → global pool, flatten, dropout, linear: the
+/// whole pipeline, planned, emitted and run in rbuild's runtime, matches eager evaluation of the
+/// merely decomposed graph.
+#[test]
+fn optimize_then_emit_runs_like_the_decomposed_graph() {
+    use rbuild_export::{emit, passes, plan};
+    use rbuild_runtime::backend::BackendRegistry;
+    use rbuild_runtime::buffer::AlignedBuf;
+    use rbuild_runtime::{KernelContext, Program};
+
+    let mut rng = Lcg(8);
+    let mut b = GraphBuilder::new();
+    let x = input(&mut b, "x", &[1, 3, 8, 8]);
+    let mut param = |b: &mut GraphBuilder, name: &str, sizes: &[usize], lo: f32, hi: f32| {
+        let n = sizes.iter().product();
+        constant(b, name, sizes, &rng.vec(n, lo, hi))
+    };
+    let w = param(&mut b, "conv.w", &[8, 3, 3, 3], -0.5, 0.5);
+    let (gamma, beta) = (param(&mut b, "bn.w", &[8], 0.5, 1.5), param(&mut b, "bn.b", &[8], -0.5, 0.5));
+    let (mean, var) = (param(&mut b, "bn.mean", &[8], -0.3, 0.3), param(&mut b, "bn.var", &[8], 0.2, 2.0));
+    let (fc_w, fc_b) = (param(&mut b, "fc.w", &[5, 8], -0.5, 0.5), param(&mut b, "fc.b", &[5], -0.5, 0.5));
+    let y = b.conv2d(x, w, None, 2, 1, 1, 1).unwrap();
+    let y = b.batch_norm(y, Some(gamma), Some(beta), mean, var, 1e-5).unwrap();
+    let h = b.hardswish(y).unwrap();
+    let squeezed = b.adaptive_avg_pool2d(h, [1, 1]).unwrap();
+    let gate = b.hardsigmoid(squeezed).unwrap();
+    let h = b.mul(h, gate).unwrap();
+    let pooled = b.adaptive_avg_pool2d(h, [1, 1]).unwrap();
+    let flat = b.flatten(pooled, 1, -1).unwrap();
+    let flat = b.dropout(flat, 0.2).unwrap();
+    let logits = b.linear(flat, fc_w, Some(fc_b)).unwrap();
+    b.output(logits);
+    let mut g = b.finish();
+    let xs = rng.vec(192, -2.0, 2.0);
+
+    let mut reference = g.clone();
+    decompose::decompose(&mut reference).unwrap();
+    let want = eval_f32(&reference, &[&xs]);
+
+    let report = passes::optimize(&mut g).unwrap();
+    assert_eq!((report.decomposed, report.bn_folded), (7, 1), "{report}");
+    assert!(report.consts_folded >= 1, "the transposed linear weight is folded: {report}");
+    assert_eq!(report.nodes_after, g.nodes.len());
+    let ops = g.ops();
+    assert!(!ops.iter().any(|o| o.contains("batch_norm") || o.contains("permute")), "{ops:?}");
+    assert!(ops.iter().all(|o| o.ends_with("out")), "{ops:?}");
+    assert_all_close(&eval_f32(&g, &[&xs]), &want);
+
+    let p = plan::plan_memory(&g);
+    let bytes = emit::emit(&g, &p, "forward").unwrap();
+    let buf = AlignedBuf::from_bytes(&bytes);
+    let program = Program::load(buf.as_slice()).unwrap();
+    let mut m = program.load_method("forward", &rbuild_kernels::registry(), &BackendRegistry::new()).unwrap();
+    m.set_input_tensor(0, ScalarType::Float, &[1, 3, 8, 8], &f32_bytes(&xs)).unwrap();
+    m.execute(&mut KernelContext::default()).unwrap();
+    assert_close(&floats(m.output_bytes(0).unwrap()), &want[0], "runtime output");
+}
