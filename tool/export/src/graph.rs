@@ -205,9 +205,18 @@ impl Graph {
         m.shape.iter().map(|&d| self.dim_max(d)).product::<usize>() * m.dtype.size()
     }
 
-    /// Sum of constant bytes.
+    /// Bytes of the constants the graph still uses (replaced ones, e.g. pre-folding weights,
+    /// do not count).
     pub fn constant_bytes(&self) -> usize {
-        self.values.iter().filter_map(|v| if let Origin::Const(c) = &v.origin { Some(c.bytes().len()) } else { None }).sum()
+        let uses = self.use_counts();
+        self.values
+            .iter()
+            .zip(uses)
+            .filter_map(|(v, n)| match &v.origin {
+                Origin::Const(c) if n > 0 => Some(c.bytes().len()),
+                _ => None,
+            })
+            .sum()
     }
 
     /// Distinct operators used, sorted.
