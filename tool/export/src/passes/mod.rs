@@ -1,12 +1,181 @@
 //! Graph passes. Each takes `&mut Graph`, keeps the numbers the graph computes, and knows
 //! nothing about which model it transforms.
 
+pub mod decompose;
 pub mod to_out;
 
-use crate::error::Result;
-use crate::graph::Graph;
+use std::collections::HashMap;
+use std::fmt;
 
-/// The default pipeline, in order.
-pub fn optimize(g: &mut Graph) -> Result<()> {
-    to_out::to_out_variants(g)
+use crate::error::{ExportError, Result};
+use crate::graph::{Arg, Graph, Node, Origin, ValueId};
+use crate::shape;
+
+/// What each pass of [`optimize`] changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PassReport {
+    pub nodes_before: usize,
+    /// Non-core nodes rewritten into core ops.
+    pub decomposed: usize,
+    /// No-op nodes removed.
+    pub noops_removed: usize,
+    /// Batch norms folded into the convolution before them.
+    pub bn_folded: usize,
+    /// Nodes evaluated once and replaced by constants.
+    pub consts_folded: usize,
+    /// Nodes removed because nothing used their outputs.
+    pub dead_removed: usize,
+    pub nodes_after: usize,
+}
+
+impl fmt::Display for PassReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "decompose: {} nodes rewritten", self.decomposed)?;
+        writeln!(f, "noop: {} nodes removed", self.noops_removed)?;
+        writeln!(f, "fold_bn: {} batch norms folded", self.bn_folded)?;
+        writeln!(f, "const_fold: {} nodes folded", self.consts_folded)?;
+        writeln!(f, "dce: {} dead nodes removed", self.dead_removed)?;
+        write!(f, "nodes: {} -> {}", self.nodes_before, self.nodes_after)
+    }
+}
+
+/// The default pipeline, in order. The out-variant conversion stays last: the other passes
+/// work on functional ops.
+pub fn optimize(g: &mut Graph) -> Result<PassReport> {
+    let mut r = PassReport { nodes_before: g.nodes.len(), ..Default::default() };
+    r.decomposed = decompose::decompose(g)?;
+    to_out::to_out_variants(g)?;
+    r.nodes_after = g.nodes.len();
+    Ok(r)
+}
+
+/// Appends `op(args)` with outputs from shape inference; returns the new output values.
+pub(crate) fn append(g: &mut Graph, op: &str, args: Vec<Arg>) -> Result<Vec<ValueId>> {
+    let metas = shape::infer(g, op, &args)?;
+    let short = op.rsplit("::").next().unwrap_or(op);
+    let outputs: Vec<ValueId> = metas
+        .into_iter()
+        .map(|m| {
+            let name = format!("{short}_{}", g.values.len());
+            g.add_value(m, Origin::Computed, name)
+        })
+        .collect();
+    g.nodes.push(Node { op: op.to_string(), args, outputs: outputs.clone() });
+    Ok(outputs)
+}
+
+/// `append` for single-output ops.
+pub(crate) fn append1(g: &mut Graph, op: &str, args: Vec<Arg>) -> Result<ValueId> {
+    append(g, op, args)?.into_iter().next().ok_or_else(|| ExportError::Invalid(format!("{op} has no output")))
+}
+
+/// Appends `op(args)` writing into existing values (a rewrite's last node keeps the replaced
+/// node's outputs, so uses and graph outputs need no renaming). Inference must agree with them.
+pub(crate) fn append_into(g: &mut Graph, op: &str, args: Vec<Arg>, outputs: &[ValueId]) -> Result<()> {
+    let metas = shape::infer(g, op, &args)?;
+    let same = metas.len() == outputs.len() && metas.iter().zip(outputs).all(|(m, &o)| *m == g.values[o].meta);
+    if !same {
+        let old: Vec<_> = outputs.iter().map(|&o| &g.values[o].meta).collect();
+        return Err(ExportError::Invalid(format!("rewrite into {op} gives {metas:?}, the replaced node gave {old:?}")));
+    }
+    g.nodes.push(Node { op: op.to_string(), args, outputs: outputs.to_vec() });
+    Ok(())
+}
+
+/// Pending "use `new` wherever `old` was used" substitutions, applied in one sweep.
+#[derive(Default)]
+pub(crate) struct Renames(HashMap<ValueId, ValueId>);
+
+impl Renames {
+    pub(crate) fn resolve(&self, mut v: ValueId) -> ValueId {
+        while let Some(&n) = self.0.get(&v) {
+            v = n;
+        }
+        v
+    }
+
+    pub(crate) fn add(&mut self, old: ValueId, new: ValueId) {
+        let new = self.resolve(new);
+        if new != old {
+            self.0.insert(old, new);
+        }
+    }
+
+    /// Rewrites node arguments and graph outputs.
+    pub(crate) fn apply(&self, g: &mut Graph) {
+        if self.0.is_empty() {
+            return;
+        }
+        for n in &mut g.nodes {
+            for a in &mut n.args {
+                match a {
+                    Arg::Tensor(v) => *v = self.resolve(*v),
+                    Arg::Tensors(vs) => vs.iter_mut().for_each(|v| *v = self.resolve(*v)),
+                    _ => {}
+                }
+            }
+        }
+        for i in 0..g.outputs.len() {
+            g.outputs[i] = self.resolve(g.outputs[i]);
+        }
+    }
+}
+
+// Argument readers: a malformed node is an error naming the op, never a panic.
+
+fn bad_arg(n: &Node, i: usize, want: &str) -> ExportError {
+    ExportError::Invalid(format!("{}: argument {i} must be {want}, got {:?}", n.op, n.args.get(i)))
+}
+
+pub(crate) fn tensor_arg(n: &Node, i: usize) -> Result<ValueId> {
+    match n.args.get(i) {
+        Some(Arg::Tensor(v)) => Ok(*v),
+        _ => Err(bad_arg(n, i, "a tensor")),
+    }
+}
+
+pub(crate) fn opt_tensor_arg(n: &Node, i: usize) -> Result<Option<ValueId>> {
+    match n.args.get(i) {
+        Some(Arg::Tensor(v)) => Ok(Some(*v)),
+        Some(Arg::None) | None => Ok(None),
+        _ => Err(bad_arg(n, i, "a tensor or None")),
+    }
+}
+
+pub(crate) fn ints_arg(n: &Node, i: usize) -> Result<&[i64]> {
+    match n.args.get(i) {
+        Some(Arg::Ints(v)) => Ok(v),
+        _ => Err(bad_arg(n, i, "an int list")),
+    }
+}
+
+pub(crate) fn int_arg(n: &Node, i: usize) -> Result<i64> {
+    match n.args.get(i) {
+        Some(Arg::Int(v)) => Ok(*v),
+        _ => Err(bad_arg(n, i, "an int")),
+    }
+}
+
+pub(crate) fn bool_arg(n: &Node, i: usize) -> Result<bool> {
+    match n.args.get(i) {
+        Some(Arg::Bool(b)) => Ok(*b),
+        _ => Err(bad_arg(n, i, "a bool")),
+    }
+}
+
+pub(crate) fn float_arg(n: &Node, i: usize) -> Result<f64> {
+    match n.args.get(i) {
+        Some(Arg::Float(f)) => Ok(*f),
+        Some(Arg::Scalar(rbuild_runtime::Scalar::Double(f))) => Ok(*f),
+        _ => Err(bad_arg(n, i, "a float")),
+    }
+}
+
+/// Little-endian f32 bytes → values.
+pub(crate) fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+pub(crate) fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
