@@ -4,7 +4,7 @@
 use rbuild_export::error::Result;
 use rbuild_export::{GraphBuilder, ValueId};
 
-use crate::params::{conv_bn, linear, num_classes, Act, Conv, Params};
+use crate::params::{conv_bn, conv_norm_act, linear, num_classes, Act, Conv, Params};
 
 /// torchvision's BatchNorm2d default.
 const BN_EPS: f64 = 1e-5;
@@ -21,7 +21,7 @@ pub const CLASSIFIER: &str = "classifier.1.weight";
 /// Appends MobileNetV2 on `input` (float32 NCHW, 3 channels); returns logits [N, num_classes].
 pub fn mobilenet_v2(b: &mut GraphBuilder, p: &mut Params, input: ValueId, num_classes: usize) -> Result<ValueId> {
     let stem = Conv { cin: 3, cout: STEM, k: 3, stride: 2, groups: 1 };
-    let mut x = conv_bn(b, p, input, "features.0.0", "features.0.1", stem, BN_EPS, Act::Relu6)?;
+    let mut x = conv_norm_act(b, p, input, "features.0", stem, BN_EPS, Act::Relu6)?;
     let (mut cin, mut index) = (STEM, 1);
     for (t, c, n, s) in STAGES {
         for i in 0..n {
@@ -32,7 +32,7 @@ pub fn mobilenet_v2(b: &mut GraphBuilder, p: &mut Params, input: ValueId, num_cl
         }
     }
     let head = Conv::pointwise(cin, LAST);
-    x = conv_bn(b, p, x, &format!("features.{index}.0"), &format!("features.{index}.1"), head, BN_EPS, Act::Relu6)?;
+    x = conv_norm_act(b, p, x, &format!("features.{index}"), head, BN_EPS, Act::Relu6)?;
     x = b.adaptive_avg_pool2d(x, [1, 1])?;
     x = b.flatten(x, 1, -1)?;
     x = b.dropout(x, 0.2)?;
@@ -48,19 +48,28 @@ pub fn build(b: &mut GraphBuilder, p: &mut Params, input: ValueId) -> Result<Val
 /// torchvision's `InvertedResidual`: [1x1 expand] → 3x3 depthwise → 1x1 linear projection,
 /// with a skip connection when the shape is unchanged. `prefix` is `features.{i}.conv`.
 #[allow(clippy::too_many_arguments)]
-fn inverted_residual(b: &mut GraphBuilder, p: &mut Params, x: ValueId, prefix: &str, cin: usize, cout: usize, stride: usize, t: usize) -> Result<ValueId> {
+fn inverted_residual(
+    b: &mut GraphBuilder,
+    p: &mut Params,
+    x: ValueId,
+    prefix: &str,
+    cin: usize,
+    cout: usize,
+    stride: usize,
+    t: usize,
+) -> Result<ValueId> {
     let hidden = cin * t;
     let mut y = x;
     // Submodule indices inside `conv` shift by one when there is no expansion layer.
     let mut k = 0;
     if t != 1 {
-        y = conv_bn(b, p, y, &format!("{prefix}.0.0"), &format!("{prefix}.0.1"), Conv::pointwise(cin, hidden), BN_EPS, Act::Relu6)?;
+        y = conv_norm_act(b, p, y, &format!("{prefix}.0"), Conv::pointwise(cin, hidden), BN_EPS, Act::Relu6)?;
         k = 1;
     }
     let dw = Conv::depthwise(hidden, 3, stride);
-    y = conv_bn(b, p, y, &format!("{prefix}.{k}.0"), &format!("{prefix}.{k}.1"), dw, BN_EPS, Act::Relu6)?;
+    y = conv_norm_act(b, p, y, &format!("{prefix}.{k}"), dw, BN_EPS, Act::Relu6)?;
     let project = Conv::pointwise(hidden, cout);
-    y = conv_bn(b, p, y, &format!("{prefix}.{}", k + 1), &format!("{prefix}.{}", k + 2), project, BN_EPS, Act::None)?;
+    y = conv_bn(b, p, y, (&format!("{prefix}.{}", k + 1), &format!("{prefix}.{}", k + 2)), project, BN_EPS, Act::None)?;
     if stride == 1 && cin == cout {
         y = b.add(x, y)?;
     }

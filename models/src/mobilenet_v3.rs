@@ -4,7 +4,7 @@
 use rbuild_export::error::Result;
 use rbuild_export::{GraphBuilder, ValueId};
 
-use crate::params::{conv1x1_bias, conv_bn, linear, num_classes, Act, Conv, Params};
+use crate::params::{conv1x1_bias, conv_norm_act, linear, num_classes, Act, Conv, Params};
 
 /// torchvision builds MobileNetV3's BatchNorm2d with eps 0.001.
 const BN_EPS: f64 = 1e-3;
@@ -103,7 +103,7 @@ pub fn make_divisible(v: usize, d: usize) -> usize {
 /// Appends MobileNetV3 on `input` (float32 NCHW, 3 channels); returns logits [N, num_classes].
 pub fn mobilenet_v3(b: &mut GraphBuilder, p: &mut Params, input: ValueId, variant: Variant, num_classes: usize) -> Result<ValueId> {
     let stem = Conv { cin: 3, cout: STEM, k: 3, stride: 2, groups: 1 };
-    let mut x = conv_bn(b, p, input, "features.0.0", "features.0.1", stem, BN_EPS, Act::Hardswish)?;
+    let mut x = conv_norm_act(b, p, input, "features.0", stem, BN_EPS, Act::Hardswish)?;
     let blocks = variant.blocks();
     for (i, cfg) in blocks.iter().enumerate() {
         x = inverted_residual(b, p, x, &format!("features.{}.block", i + 1), cfg)?;
@@ -112,7 +112,7 @@ pub fn mobilenet_v3(b: &mut GraphBuilder, p: &mut Params, input: ValueId, varian
     let last_conv = 6 * last_in;
     let index = blocks.len() + 1;
     let head = Conv::pointwise(last_in, last_conv);
-    x = conv_bn(b, p, x, &format!("features.{index}.0"), &format!("features.{index}.1"), head, BN_EPS, Act::Hardswish)?;
+    x = conv_norm_act(b, p, x, &format!("features.{index}"), head, BN_EPS, Act::Hardswish)?;
     x = b.adaptive_avg_pool2d(x, [1, 1])?;
     x = b.flatten(x, 1, -1)?;
     let hidden = variant.last_channel();
@@ -144,18 +144,19 @@ fn inverted_residual(b: &mut GraphBuilder, p: &mut Params, x: ValueId, prefix: &
     let mut y = x;
     let mut k = 0;
     if cfg.expanded != cfg.cin {
-        y = conv_bn(b, p, y, &format!("{prefix}.{k}.0"), &format!("{prefix}.{k}.1"), Conv::pointwise(cfg.cin, cfg.expanded), BN_EPS, act)?;
-        k += 1;
+        let expand = Conv::pointwise(cfg.cin, cfg.expanded);
+        y = conv_norm_act(b, p, y, &format!("{prefix}.0"), expand, BN_EPS, act)?;
+        k = 1;
     }
     let dw = Conv::depthwise(cfg.expanded, cfg.k, cfg.stride);
-    y = conv_bn(b, p, y, &format!("{prefix}.{k}.0"), &format!("{prefix}.{k}.1"), dw, BN_EPS, act)?;
+    y = conv_norm_act(b, p, y, &format!("{prefix}.{k}"), dw, BN_EPS, act)?;
     k += 1;
     if cfg.se {
         y = squeeze_excitation(b, p, y, &format!("{prefix}.{k}"), cfg.expanded)?;
         k += 1;
     }
     let project = Conv::pointwise(cfg.expanded, cfg.cout);
-    y = conv_bn(b, p, y, &format!("{prefix}.{k}.0"), &format!("{prefix}.{k}.1"), project, BN_EPS, Act::None)?;
+    y = conv_norm_act(b, p, y, &format!("{prefix}.{k}"), project, BN_EPS, Act::None)?;
     if cfg.stride == 1 && cfg.cin == cfg.cout {
         // torchvision: `result += input`.
         y = b.add(y, x)?;

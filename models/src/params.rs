@@ -1,6 +1,6 @@
 //! Parameter loading shared by the models: every tensor a model reads goes through [`Params`],
 //! which checks its shape, records that it was consumed (so leftovers in a weights file can be
-//! reported) and, in generating mode, invents it with a well-conditioned random init.
+//! reported) and, in generating mode, draws it at random (see [`crate::random`]).
 
 use std::collections::BTreeSet;
 
@@ -15,10 +15,14 @@ use crate::Weights;
 #[derive(Clone, Copy, Debug)]
 pub enum Init {
     /// He-normal: std sqrt(2 / fan_in).
-    ConvWeight { fan_in: usize },
+    ConvWeight {
+        fan_in: usize,
+    },
     ConvBias,
     /// std 1 / sqrt(fan_in).
-    LinearWeight { fan_in: usize },
+    LinearWeight {
+        fan_in: usize,
+    },
     LinearBias,
     BnGamma,
     BnBeta,
@@ -61,7 +65,9 @@ impl Params {
 
     /// Shape of a tensor in the file, or a weight error naming it.
     pub fn shape(&self, name: &str) -> Result<&[usize]> {
-        self.weights.shape(name).ok_or_else(|| ExportError::Weight { name: name.into(), message: format!("missing from {}", self.weights.source) })
+        self.weights
+            .shape(name)
+            .ok_or_else(|| ExportError::Weight { name: name.into(), message: format!("missing from {}", self.weights.source) })
     }
 
     /// Loads (or generates) a float32 tensor of exactly `shape` as a graph constant.
@@ -139,9 +145,15 @@ impl Conv {
     }
 }
 
-/// torchvision's `Conv2dNormActivation` (and a bare conv + BN pair): conv weight `{conv}.weight`,
-/// BatchNorm `{bn}.{weight,bias,running_mean,running_var}`.
-pub fn conv_bn(b: &mut GraphBuilder, p: &mut Params, x: ValueId, conv: &str, bn: &str, c: Conv, eps: f64, act: Act) -> Result<ValueId> {
+/// torchvision's `Conv2dNormActivation` named `module`: conv `{module}.0`, BatchNorm
+/// `{module}.1`, then the activation (which has no parameters).
+pub fn conv_norm_act(b: &mut GraphBuilder, p: &mut Params, x: ValueId, module: &str, c: Conv, eps: f64, act: Act) -> Result<ValueId> {
+    conv_bn(b, p, x, (&format!("{module}.0"), &format!("{module}.1")), c, eps, act)
+}
+
+/// torchvision's `Conv2dNormActivation` (and a bare conv + BN pair) under the module names
+/// `(conv, bn)`: conv weight `{conv}.weight`, BatchNorm `{bn}.{weight,bias,running_mean,running_var}`.
+pub fn conv_bn(b: &mut GraphBuilder, p: &mut Params, x: ValueId, (conv, bn): (&str, &str), c: Conv, eps: f64, act: Act) -> Result<ValueId> {
     let per_group = c.cin / c.groups.max(1);
     let w = p.tensor(b, &format!("{conv}.weight"), &[c.cout, per_group, c.k, c.k], Init::ConvWeight { fan_in: per_group * c.k * c.k })?;
     let y = b.conv2d(x, w, None, c.stride, (c.k - 1) / 2, 1, c.groups)?;
@@ -180,6 +192,9 @@ pub fn num_classes(p: &Params, weight: &str) -> Result<usize> {
     }
     match p.shape(weight)? {
         [n, _] if *n > 0 => Ok(*n),
-        s => Err(ExportError::Weight { name: weight.into(), message: format!("is {s:?}, a classifier weight must be [num_classes, features]") }),
+        s => Err(ExportError::Weight {
+            name: weight.into(),
+            message: format!("is {s:?}, a classifier weight must be [num_classes, features]"),
+        }),
     }
 }
