@@ -168,3 +168,214 @@ fn decompose_linear_with_symbolic_batch() {
     let addmm = g.nodes.iter().find(|n| n.op == "aten::addmm").unwrap();
     assert_eq!(addmm.args[3], Arg::Scalar(Scalar::Int(1)));
 }
+
+fn eval_f32(g: &Graph, inputs: &[&[f32]]) -> Vec<Vec<f32>> {
+    let inputs: Vec<Vec<u8>> = inputs.iter().map(|v| f32_bytes(v)).collect();
+    eval::evaluate(g, &inputs).unwrap().iter().map(|b| floats(b)).collect()
+}
+
+fn assert_all_close(got: &[Vec<f32>], want: &[Vec<f32>]) {
+    assert_eq!(got.len(), want.len(), "output count");
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert_close(a, b, &format!("output {i}"));
+    }
+}
+
+fn scalar_f(v: f64) -> Arg {
+    Arg::Scalar(Scalar::Double(v))
+}
+
+#[test]
+fn noop_pass_removes_identity_nodes_but_keeps_graph_outputs() {
+    let mut b = GraphBuilder::new();
+    let x = input(&mut b, "x", &[2, 3, 4]);
+    let v = b.view(x, &[2, 3, 4]).unwrap();
+    let p = b.permute(v, &[0, 1, 2]).unwrap();
+    let p = b.permute(p, &[0, -2, -1]).unwrap();
+    let c = b.call1("aten::clone", vec![Arg::Tensor(p), Arg::None]).unwrap();
+    let m = b.call1("aten::mul.Scalar", vec![Arg::Tensor(c), scalar_f(1.0)]).unwrap();
+    let d = b.call1("aten::div.Scalar", vec![Arg::Tensor(m), Arg::Scalar(Scalar::Int(1))]).unwrap();
+    let a = b.call1("aten::add.Scalar", vec![Arg::Tensor(d), scalar_f(0.0), Arg::Scalar(Scalar::Int(1))]).unwrap();
+    let r = b.relu(a).unwrap();
+    // Not no-ops: a real reshape, a real permutation, a real scale.
+    let reshaped = b.view(x, &[6, 4]).unwrap();
+    let permuted = b.permute(x, &[1, 0, 2]).unwrap();
+    let scaled = b.call1("aten::mul.Scalar", vec![Arg::Tensor(x), scalar_f(2.0)]).unwrap();
+    // A no-op that is itself a graph output stays.
+    let kept = b.call1("aten::clone", vec![Arg::Tensor(x), Arg::None]).unwrap();
+    for o in [r, reshaped, permuted, scaled, kept] {
+        b.output(o);
+    }
+    let mut g = b.finish();
+    let xs = Lcg(4).vec(24, -3.0, 3.0);
+    let before = eval_f32(&g, &[&xs]);
+
+    assert_eq!(rbuild_export::passes::noop::remove_noops(&mut g).unwrap(), 7);
+    assert!(g.nodes.iter().any(|n| n.op == "aten::relu" && n.args == vec![Arg::Tensor(x)]), "relu reads the input directly");
+    assert_eq!(g.nodes.len(), 5);
+    assert_eq!(count(&g, "aten::clone"), 1);
+    assert_eq!(g.outputs, vec![r, reshaped, permuted, scaled, kept]);
+    assert_all_close(&eval_f32(&g, &[&xs]), &before);
+
+    // Inference dropout (no kernel to evaluate "before"): removed, relu(x) remains.
+    let mut b = GraphBuilder::new();
+    let x = input(&mut b, "x", &[2, 3, 4]);
+    let d = b.dropout(x, 0.3).unwrap();
+    let r = b.relu(d).unwrap();
+    b.output(r);
+    let mut g = b.finish();
+    assert_eq!(rbuild_export::passes::noop::remove_noops(&mut g).unwrap(), 1);
+    assert_all_close(&eval_f32(&g, &[&xs]), &[xs.iter().map(|v| v.max(0.0)).collect()]);
+}
+
+/// Conv → BN chains: folded when the conv output feeds only the BN; not when it is also read.
+#[test]
+fn fold_bn_merges_batch_norm_into_convolution() {
+    let mut rng = Lcg(5);
+    let mut b = GraphBuilder::new();
+    let x = input(&mut b, "x", &[1, 3, 6, 6]);
+    let mut param = |b: &mut GraphBuilder, name: &str, sizes: &[usize], lo: f32, hi: f32| {
+        let n = sizes.iter().product();
+        constant(b, name, sizes, &rng.vec(n, lo, hi))
+    };
+    // Conv with bias, BN with gamma and beta.
+    let (w1, b1) = (param(&mut b, "w1", &[4, 3, 3, 3], -0.5, 0.5), param(&mut b, "b1", &[4], -0.5, 0.5));
+    let (g1, be1) = (param(&mut b, "g1", &[4], 0.5, 1.5), param(&mut b, "be1", &[4], -0.5, 0.5));
+    let (m1, v1) = (param(&mut b, "m1", &[4], -0.3, 0.3), param(&mut b, "v1", &[4], 0.2, 2.0));
+    let y = b.conv2d(x, w1, Some(b1), 1, 1, 1, 1).unwrap();
+    let y = b.batch_norm(y, Some(g1), Some(be1), m1, v1, 1e-5).unwrap();
+    let y = b.relu(y).unwrap();
+    // Conv without bias, BN without gamma/beta.
+    let w2 = param(&mut b, "w2", &[5, 4, 1, 1], -0.5, 0.5);
+    let (m2, v2) = (param(&mut b, "m2", &[5], -0.3, 0.3), param(&mut b, "v2", &[5], 0.2, 2.0));
+    let y = b.conv2d(y, w2, None, 1, 0, 1, 1).unwrap();
+    let y2 = b.batch_norm(y, None, None, m2, v2, 1e-3).unwrap();
+    // Depthwise conv whose output is also a graph output: its BN cannot fold.
+    let w3 = param(&mut b, "w3", &[5, 1, 3, 3], -0.5, 0.5);
+    let (m3, v3) = (param(&mut b, "m3", &[5], -0.3, 0.3), param(&mut b, "v3", &[5], 0.2, 2.0));
+    let y3 = b.conv2d(y2, w3, None, 2, 1, 1, 5).unwrap();
+    let y4 = b.batch_norm(y3, None, None, m3, v3, 1e-5).unwrap();
+    b.output(y2);
+    b.output(y3);
+    b.output(y4);
+    let mut g = b.finish();
+    let xs = rng.vec(108, -2.0, 2.0);
+    let before = eval_f32(&g, &[&xs]);
+
+    assert_eq!(rbuild_export::passes::fold_bn::fold_batch_norms(&mut g).unwrap(), 2);
+    assert_eq!(count(&g, "aten::_native_batch_norm_legit_no_training"), 1);
+    assert_eq!(count(&g, "aten::convolution"), 3);
+    assert!(g.nodes.iter().filter(|n| n.op == "aten::convolution").take(2).all(|n| matches!(n.args[2], Arg::Tensor(_))), "folded convs gain a bias");
+    assert_all_close(&eval_f32(&g, &[&xs]), &before);
+}
+
+#[test]
+fn const_fold_turns_constant_chains_into_constants() {
+    let mut rng = Lcg(6);
+    let mut b = GraphBuilder::new();
+    let x = input(&mut b, "x", &[2, 3]);
+    let wv = rng.vec(12, -1.0, 1.0);
+    let w = constant(&mut b, "w", &[4, 3], &wv);
+    let wt = b.permute(w, &[1, 0]).unwrap();
+    let flat = b.view(wt, &[12]).unwrap();
+    let back = b.view(flat, &[3, 4]).unwrap();
+    let y = b.call1("aten::mm", vec![Arg::Tensor(x), Arg::Tensor(back)]).unwrap();
+    // Constant-only, but a graph output: stays a computed value.
+    let c = constant(&mut b, "c", &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let ct = b.permute(c, &[1, 0]).unwrap();
+    b.output(y);
+    b.output(ct);
+    let mut g = b.finish();
+    let xs = rng.vec(6, -1.0, 1.0);
+    let before = eval_f32(&g, &[&xs]);
+
+    assert_eq!(rbuild_export::passes::const_fold::fold_constants(&mut g).unwrap(), 3);
+    assert_eq!(g.ops(), vec!["aten::mm".to_string(), "aten::permute_copy".to_string()]);
+    let mm = g.nodes.iter().find(|n| n.op == "aten::mm").unwrap();
+    let Arg::Tensor(folded) = mm.args[1] else { panic!("mm lost its operand") };
+    let data = floats(g.constant(folded).expect("a constant").bytes());
+    let transposed: Vec<f32> = (0..3).flat_map(|i| (0..4).map(move |o| (i, o))).map(|(i, o)| wv[o * 3 + i]).collect();
+    assert_eq!(data, transposed);
+    assert_all_close(&eval_f32(&g, &[&xs]), &before);
+}
+
+#[test]
+fn dce_removes_dead_branches_only() {
+    let mut rng = Lcg(7);
+    let mut b = GraphBuilder::new();
+    let x = input(&mut b, "x", &[1, 2, 3, 3]);
+    let a = b.relu(x).unwrap();
+    let dead = b.sigmoid(x).unwrap();
+    let dead = b.mul(dead, a).unwrap();
+    let _dead = b.relu(dead).unwrap();
+    // A batch norm whose extra outputs are unused is alive through its first output.
+    let (m, v) = (constant(&mut b, "m", &[2], &[0.1, -0.2]), constant(&mut b, "v", &[2], &[1.0, 0.5]));
+    let y = b.batch_norm(a, None, None, m, v, 1e-5).unwrap();
+    b.output(y);
+    let mut g = b.finish();
+    let xs = rng.vec(18, -1.0, 1.0);
+    let before = eval_f32(&g, &[&xs]);
+
+    assert_eq!(rbuild_export::passes::dce::eliminate_dead_code(&mut g), 3);
+    assert_eq!(g.ops(), vec!["aten::_native_batch_norm_legit_no_training".to_string(), "aten::relu".to_string()]);
+    assert_eq!(rbuild_export::passes::dce::eliminate_dead_code(&mut g), 0, "a fixed point");
+    assert_all_close(&eval_f32(&g, &[&xs]), &before);
+}
+
+/// conv+BN+hardswish → squeeze-excite-style gate → global pool, flatten, dropout, linear: the
+/// whole pipeline, planned, emitted and run in rbuild's runtime, matches eager evaluation of the
+/// merely decomposed graph.
+#[test]
+fn optimize_then_emit_runs_like_the_decomposed_graph() {
+    use rbuild_export::{emit, passes, plan};
+    use rbuild_runtime::backend::BackendRegistry;
+    use rbuild_runtime::buffer::AlignedBuf;
+    use rbuild_runtime::{KernelContext, Program};
+
+    let mut rng = Lcg(8);
+    let mut b = GraphBuilder::new();
+    let x = input(&mut b, "x", &[1, 3, 8, 8]);
+    let mut param = |b: &mut GraphBuilder, name: &str, sizes: &[usize], lo: f32, hi: f32| {
+        let n = sizes.iter().product();
+        constant(b, name, sizes, &rng.vec(n, lo, hi))
+    };
+    let w = param(&mut b, "conv.w", &[8, 3, 3, 3], -0.5, 0.5);
+    let (gamma, beta) = (param(&mut b, "bn.w", &[8], 0.5, 1.5), param(&mut b, "bn.b", &[8], -0.5, 0.5));
+    let (mean, var) = (param(&mut b, "bn.mean", &[8], -0.3, 0.3), param(&mut b, "bn.var", &[8], 0.2, 2.0));
+    let (fc_w, fc_b) = (param(&mut b, "fc.w", &[5, 8], -0.5, 0.5), param(&mut b, "fc.b", &[5], -0.5, 0.5));
+    let y = b.conv2d(x, w, None, 2, 1, 1, 1).unwrap();
+    let y = b.batch_norm(y, Some(gamma), Some(beta), mean, var, 1e-5).unwrap();
+    let h = b.hardswish(y).unwrap();
+    let squeezed = b.adaptive_avg_pool2d(h, [1, 1]).unwrap();
+    let gate = b.hardsigmoid(squeezed).unwrap();
+    let h = b.mul(h, gate).unwrap();
+    let pooled = b.adaptive_avg_pool2d(h, [1, 1]).unwrap();
+    let flat = b.flatten(pooled, 1, -1).unwrap();
+    let flat = b.dropout(flat, 0.2).unwrap();
+    let logits = b.linear(flat, fc_w, Some(fc_b)).unwrap();
+    b.output(logits);
+    let mut g = b.finish();
+    let xs = rng.vec(192, -2.0, 2.0);
+
+    let mut reference = g.clone();
+    decompose::decompose(&mut reference).unwrap();
+    let want = eval_f32(&reference, &[&xs]);
+
+    let report = passes::optimize(&mut g).unwrap();
+    assert_eq!((report.decomposed, report.bn_folded), (7, 1), "{report}");
+    assert!(report.consts_folded >= 1, "the transposed linear weight is folded: {report}");
+    assert_eq!(report.nodes_after, g.nodes.len());
+    let ops = g.ops();
+    assert!(!ops.iter().any(|o| o.contains("batch_norm") || o.contains("permute")), "{ops:?}");
+    assert!(ops.iter().all(|o| o.ends_with("out")), "{ops:?}");
+    assert_all_close(&eval_f32(&g, &[&xs]), &want);
+
+    let p = plan::plan_memory(&g);
+    let bytes = emit::emit(&g, &p, "forward").unwrap();
+    let buf = AlignedBuf::from_bytes(&bytes);
+    let program = Program::load(buf.as_slice()).unwrap();
+    let mut m = program.load_method("forward", &rbuild_kernels::registry(), &BackendRegistry::new()).unwrap();
+    m.set_input_tensor(0, ScalarType::Float, &[1, 3, 8, 8], &f32_bytes(&xs)).unwrap();
+    m.execute(&mut KernelContext::default()).unwrap();
+    assert_close(&floats(m.output_bytes(0).unwrap()), &want[0], "runtime output");
+}

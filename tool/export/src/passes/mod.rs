@@ -1,7 +1,11 @@
 //! Graph passes. Each takes `&mut Graph`, keeps the numbers the graph computes, and knows
 //! nothing about which model it transforms.
 
+pub mod const_fold;
+pub mod dce;
 pub mod decompose;
+pub mod fold_bn;
+pub mod noop;
 pub mod to_out;
 
 use std::collections::HashMap;
@@ -44,6 +48,10 @@ impl fmt::Display for PassReport {
 pub fn optimize(g: &mut Graph) -> Result<PassReport> {
     let mut r = PassReport { nodes_before: g.nodes.len(), ..Default::default() };
     r.decomposed = decompose::decompose(g)?;
+    r.noops_removed = noop::remove_noops(g)?;
+    r.bn_folded = fold_bn::fold_batch_norms(g)?;
+    r.consts_folded = const_fold::fold_constants(g)?;
+    r.dead_removed = dce::eliminate_dead_code(g);
     to_out::to_out_variants(g)?;
     r.nodes_after = g.nodes.len();
     Ok(r)
