@@ -54,7 +54,6 @@ pub fn export(a: ExportArgs) -> CliResult {
     let t_load = t0.elapsed();
     let mut graph = rbuild_models::build(model, &weights, &a.input_shape).map_err(|e| CliError(format!("{model}: {e}")))?;
     let t_build = t0.elapsed();
-    let nodes_before = graph.nodes.len();
     let report = passes::optimize(&mut graph).map_err(|e| CliError(format!("{model}: {e}")))?;
     let t_passes = t0.elapsed();
     let mem = plan::plan_memory(&graph);
@@ -64,8 +63,7 @@ pub fn export(a: ExportArgs) -> CliResult {
     let total = t0.elapsed();
 
     println!("exported {model} → {} ({} bytes)", out.display(), bytes.len());
-    println!("  nodes: {nodes_before} built, {} after passes", graph.nodes.len());
-    for line in report.lines() {
+    for line in report.to_string().lines() {
         println!("  pass {line}");
     }
     println!("  operators:");
