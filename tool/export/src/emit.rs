@@ -51,6 +51,15 @@ impl<'g> Emitter<'g> {
         (self.values.len() - 1) as i32
     }
 
+    /// Dim orders are borrowed for the program's lifetime: contiguous ones from a static table.
+    fn dim_order(&self, order: &[u8]) -> Result<&'static [u8]> {
+        if order.iter().enumerate().all(|(i, &d)| d as usize == i) && order.len() <= DIM_ORDERS.len() {
+            Ok(&DIM_ORDERS[..order.len()])
+        } else {
+            Err(ExportError::Invalid(format!("dim order {order:?} is not emitted yet (contiguous only)")))
+        }
+    }
+
     fn int(&mut self, i: i64) -> i32 {
         if let Some(&x) = self.ints.get(&i) {
             return x;
@@ -81,7 +90,7 @@ impl<'g> Emitter<'g> {
         let mut t = fb::Tensor {
             scalar_type: m.dtype.code() as i8,
             sizes: Some(sizes),
-            dim_order: Some(&DIM_ORDERS[..m.rank()]),
+            dim_order: Some(self.dim_order(&m.dim_order)?),
             shape_dynamism: dynamic as i8,
             ..Default::default()
         };

@@ -26,11 +26,20 @@ pub struct Sym {
 pub struct TensorMeta {
     pub dtype: ScalarType,
     pub shape: Vec<Dim>,
+    /// Memory order of the dimensions, outermost first (ExecuTorch's dim_order); contiguous
+    /// (`0..rank`) unless a layout pass says otherwise.
+    pub dim_order: Vec<u8>,
 }
 
 impl TensorMeta {
+    /// A contiguous tensor.
+    pub fn new(dtype: ScalarType, shape: Vec<Dim>) -> Self {
+        let dim_order = (0..shape.len() as u8).collect();
+        TensorMeta { dtype, shape, dim_order }
+    }
+
     pub fn fixed(dtype: ScalarType, sizes: &[usize]) -> Self {
-        TensorMeta { dtype, shape: sizes.iter().map(|&d| Dim::Fixed(d)).collect() }
+        Self::new(dtype, sizes.iter().map(|&d| Dim::Fixed(d)).collect())
     }
 
     pub fn rank(&self) -> usize {

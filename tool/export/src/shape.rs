@@ -67,7 +67,7 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             if a.dtype != b.dtype {
                 return Err(shape_err(op, format!("dtypes {} and {} differ (promote explicitly)", a.dtype, b.dtype)));
             }
-            Ok(vec![TensorMeta { dtype: a.dtype, shape: broadcast(op, &a.shape, &b.shape)? }])
+            Ok(vec![TensorMeta::new(a.dtype, broadcast(op, &a.shape, &b.shape)?)])
         }
         "aten::convolution" => {
             let (x, w) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
@@ -131,7 +131,7 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             let shape = (0..x.rank())
                 .filter_map(|i| if dims.contains(&i) { keep.then_some(Dim::Fixed(1)) } else { Some(x.shape[i]) })
                 .collect();
-            Ok(vec![TensorMeta { dtype: x.dtype, shape }])
+            Ok(vec![TensorMeta::new(x.dtype, shape)])
         }
         "aten::adaptive_avg_pool2d" => {
             let x = tensor(g, op, args, 0)?;
@@ -141,7 +141,7 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             }
             let mut shape = x.shape[..2].to_vec();
             shape.extend(o.iter().map(|&n| Dim::Fixed(n as usize)));
-            Ok(vec![TensorMeta { dtype: x.dtype, shape }])
+            Ok(vec![TensorMeta::new(x.dtype, shape)])
         }
         "aten::addmm" => {
             let (b, m1, m2) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);
@@ -150,14 +150,14 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             }
             let out = vec![m1.shape[0], m2.shape[1]];
             broadcast(op, &b.shape, &out)?;
-            Ok(vec![TensorMeta { dtype: m1.dtype, shape: out }])
+            Ok(vec![TensorMeta::new(m1.dtype, out)])
         }
         "aten::mm" => {
             let (m1, m2) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
             if m1.rank() != 2 || m2.rank() != 2 || m1.shape[1] != m2.shape[0] {
                 return Err(shape_err(op, format!("cannot multiply {:?} by {:?}", m1.shape, m2.shape)));
             }
-            Ok(vec![TensorMeta { dtype: m1.dtype, shape: vec![m1.shape[0], m2.shape[1]] }])
+            Ok(vec![TensorMeta::new(m1.dtype, vec![m1.shape[0], m2.shape[1]])])
         }
         "aten::linear" => {
             let (x, w) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
@@ -171,7 +171,7 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             }
             let mut shape = x.shape.clone();
             *shape.last_mut().unwrap() = w.shape[0];
-            Ok(vec![TensorMeta { dtype: x.dtype, shape }])
+            Ok(vec![TensorMeta::new(x.dtype, shape)])
         }
         "aten::permute_copy" => {
             let x = tensor(g, op, args, 0)?;
@@ -188,7 +188,7 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
                 }
                 shape.push(x.shape[n]);
             }
-            Ok(vec![TensorMeta { dtype: x.dtype, shape }])
+            Ok(vec![TensorMeta::new(x.dtype, shape)])
         }
         "aten::view_copy" => {
             let x = tensor(g, op, args, 0)?;
@@ -236,7 +236,7 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             }
             let mut shape = first.shape.clone();
             shape[dim] = Dim::Fixed(total);
-            Ok(vec![TensorMeta { dtype: first.dtype, shape }])
+            Ok(vec![TensorMeta::new(first.dtype, shape)])
         }
         _ => Err(crate::ExportError::UnknownOp(op.to_string())),
     }

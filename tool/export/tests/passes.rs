@@ -155,7 +155,7 @@ fn decompose_linear_with_symbolic_batch() {
     let mut rng = Lcg(3);
     let mut b = GraphBuilder::new();
     let n = b.sym("n", 1, 8);
-    let x = b.input("x", TensorMeta { dtype: ScalarType::Float, shape: vec![n, rbuild_export::Dim::Fixed(3)] });
+    let x = b.input("x", TensorMeta::new(ScalarType::Float, vec![n, rbuild_export::Dim::Fixed(3)]));
     let w = constant(&mut b, "w", &[2, 3], &rng.vec(6, -1.0, 1.0));
     let bias = constant(&mut b, "b", &[2], &rng.vec(2, -1.0, 1.0));
     let y = b.linear(x, w, Some(bias)).unwrap();

@@ -1,0 +1,44 @@
+//! Every schema the pipeline emits is exactly PyTorch's (as listed in shared/spec).
+
+use std::path::Path;
+
+#[test]
+fn emitted_schemas_match_the_spec_files() {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/spec");
+    let text = std::fs::read_to_string(spec.join("core_aten_schemas.txt")).unwrap()
+        + &std::fs::read_to_string(spec.join("extra_op_schemas.txt")).unwrap();
+    let lines: std::collections::HashSet<&str> = text.lines().map(str::trim).collect();
+    let mut checked = 0;
+    for def in rbuild_export::ops::all() {
+        if def.out_text.is_empty() {
+            // Decomposed before emission; never reaches a program.
+            continue;
+        }
+        for s in [def.functional_text, def.out_text] {
+            if !lines.contains(s) {
+                assert_copy_variant_of_spec(s, &lines);
+            }
+            checked += 1;
+        }
+        // Parsing keeps every argument; outputs are the keyword-only `Tensor(a!)` ones.
+        let out = def.out.as_ref().unwrap();
+        assert_eq!(out.inputs().count(), def.functional.args.len(), "{}", out.key());
+        assert_eq!(out.args.iter().filter(|a| a.is_out).count(), def.functional.returns, "{}", out.key());
+    }
+    assert!(checked >= 30, "only {checked} schemas checked");
+}
+
+/// The spec lists `aten::view`/`aten::permute` but not their `_copy` forms (what ExecuTorch
+/// runs): those must take the same arguments as the aliasing op.
+fn assert_copy_variant_of_spec(schema: &str, lines: &std::collections::HashSet<&str>) {
+    let parsed = rbuild_export::ops::parse_schema(schema).unwrap();
+    let base = parsed.name.strip_suffix("_copy").unwrap_or_else(|| panic!("schema not in shared/spec: {schema}"));
+    let spec = lines
+        .iter()
+        .filter_map(|l| rbuild_export::ops::parse_schema(l))
+        .find(|s| s.name == base && (s.overload.is_empty() || s.overload == "default"))
+        .unwrap_or_else(|| panic!("{schema}: neither it nor {base} is in shared/spec"));
+    let ins: Vec<_> = parsed.inputs().map(|a| (&a.ty, &a.name)).collect();
+    let want: Vec<_> = spec.inputs().map(|a| (&a.ty, &a.name)).collect();
+    assert_eq!(ins, want, "{schema} does not take {base}'s arguments");
+}
