@@ -20,6 +20,18 @@ pub fn registry() -> KernelRegistry {
     r
 }
 
+/// Operator → Rust path of the kernel `registry()` uses for it (optimized over portable), for
+/// generated registration tables in selective builds. Sorted by operator.
+pub fn catalog() -> alloc::vec::Vec<(&'static str, &'static str)> {
+    let mut map = alloc::collections::BTreeMap::new();
+    for set in portable::KERNEL_PATH_SETS.iter().chain([&optimized::KERNEL_PATHS]) {
+        for &(op, path) in set.iter() {
+            map.insert(op, path);
+        }
+    }
+    map.into_iter().collect()
+}
+
 /// Only the portable (reference) kernels.
 pub fn portable_registry() -> KernelRegistry {
     let mut r = KernelRegistry::new();
@@ -27,4 +39,20 @@ pub fn portable_registry() -> KernelRegistry {
         r.register(set);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn catalog_names_the_kernel_registry_uses_for_every_op() {
+        let reg = super::registry();
+        let cat = super::catalog();
+        assert_eq!(cat.len(), reg.len());
+        for (op, path) in &cat {
+            assert!(reg.lookup(op).is_some(), "{op} in catalog, not in registry");
+            assert!(path.starts_with("rbuild_kernels::") && !path.contains(' '), "{path}");
+        }
+        let conv = cat.iter().find(|(op, _)| *op == "aten::convolution.out").unwrap().1;
+        assert_eq!(conv, "rbuild_kernels::optimized::conv::convolution_out", "optimized kernels win");
+    }
 }

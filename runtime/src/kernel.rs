@@ -41,6 +41,23 @@ macro_rules! kerr {
 
 pub type KernelResult<T = ()> = Result<T, KernelError>;
 
+/// Declares a module's kernels: `KERNELS` (the table) and `KERNEL_PATHS` (op → the Rust path of
+/// its function), so a selective build can reference exactly the kernels a program needs and
+/// let the linker drop the rest.
+///
+/// ```ignore
+/// rbuild_runtime::kernel_table! { "aten::add.out" => add_out, "aten::mm.out" => linalg::mm_out }
+/// ```
+#[macro_export]
+macro_rules! kernel_table {
+    ($($op:literal => $($seg:ident)::+),* $(,)?) => {
+        /// This module's kernels.
+        pub const KERNELS: &[$crate::KernelEntry] = &[$($crate::KernelEntry { op: $op, kernel: $($seg)::+ }),*];
+        /// (operator, path of its kernel function), for generated registration tables.
+        pub const KERNEL_PATHS: &[(&str, &str)] = &[$(($op, concat!(module_path!() $(, "::", stringify!($seg))+))),*];
+    };
+}
+
 /// Per-execution settings a kernel may use.
 #[derive(Clone, Debug)]
 pub struct KernelContext {

@@ -15,7 +15,7 @@ use crate::portable::conv::{self as reference, conv_call, ConvGeom};
 
 /// `convolution.out(input, weight, bias?, stride, padding, dilation, transposed,
 /// output_padding, groups, *, out)`: args = [.., out(9), out].
-pub(crate) fn convolution_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn convolution_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let call = conv_call(args)?;
     let bias_ok = match &call.bias {
         None => true,

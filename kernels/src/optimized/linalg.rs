@@ -20,7 +20,7 @@ pub(crate) fn all_f32_contiguous(args: &KernelArgs<'_>, ids: &[usize]) -> Kernel
 }
 
 /// `mm.out(self, mat2, *, out)`: args = [self, mat2, out, out].
-pub(crate) fn mm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn mm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     if !all_f32_contiguous(args, &[0, 1, 2])? {
         return reference::mm_out(ctx, args);
     }
@@ -28,7 +28,7 @@ pub(crate) fn mm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelRe
 }
 
 /// `bmm.out(self, mat2, *, out)`: args = [self, mat2, out, out].
-pub(crate) fn bmm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn bmm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     if !all_f32_contiguous(args, &[0, 1, 2])? {
         return reference::bmm_out(ctx, args);
     }
@@ -68,7 +68,7 @@ pub(crate) fn gemm_batches(threads: usize, d: MatDims, a: &[f32], b: &[f32], c: 
 
 /// `addmm.out(self, mat1, mat2, *, beta, alpha, out)`: args = [self, mat1, mat2, beta, alpha,
 /// out, out]. `beta·self` (broadcast) initialises C, then sgemm adds `alpha·mat1@mat2`.
-pub(crate) fn addmm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn addmm_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     if !all_f32_contiguous(args, &[0, 1, 2, 5])? {
         return reference::addmm_out(ctx, args);
     }

@@ -6,19 +6,18 @@
 //! narrows what an op accepts. `KernelContext::threads > 1` splits work over scoped threads
 //! (std builds only).
 
-use rbuild_runtime::KernelEntry;
 
-mod conv;
-mod depthwise;
-mod gemm;
-mod linalg;
+pub mod conv;
+pub mod depthwise;
+pub mod gemm;
+pub mod linalg;
 
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "aten::mm.out", kernel: linalg::mm_out },
-    KernelEntry { op: "aten::bmm.out", kernel: linalg::bmm_out },
-    KernelEntry { op: "aten::addmm.out", kernel: linalg::addmm_out },
-    KernelEntry { op: "aten::convolution.out", kernel: conv::convolution_out },
-];
+rbuild_runtime::kernel_table! {
+    "aten::mm.out" => linalg::mm_out,
+    "aten::bmm.out" => linalg::bmm_out,
+    "aten::addmm.out" => linalg::addmm_out,
+    "aten::convolution.out" => conv::convolution_out,
+}
 
 #[cfg(test)]
 mod tests {

@@ -9,49 +9,49 @@ use alloc::vec::Vec;
 
 use half::{bf16, f16};
 use rbuild_runtime::kernel::{Element, KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
-use rbuild_runtime::{kerr, KernelEntry, Scalar, ScalarType, Value};
+use rbuild_runtime::{kerr, Scalar, ScalarType, Value};
 
 use super::util::{broadcast_shapes, broadcast_strides, for_each_broadcast, Elems, ElemsMut};
 
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "aten::add.out", kernel: add_out },
-    KernelEntry { op: "aten::add.Scalar_out", kernel: add_scalar_out },
-    KernelEntry { op: "aten::sub.out", kernel: sub_out },
-    KernelEntry { op: "aten::sub.Scalar_out", kernel: sub_scalar_out },
-    KernelEntry { op: "aten::mul.out", kernel: mul_out },
-    KernelEntry { op: "aten::mul.Scalar_out", kernel: mul_scalar_out },
-    KernelEntry { op: "aten::div.out", kernel: div_out },
-    KernelEntry { op: "aten::div.out_mode", kernel: div_out_mode },
-    KernelEntry { op: "aten::div.Scalar_out", kernel: div_scalar_out },
-    KernelEntry { op: "aten::div.Scalar_mode_out", kernel: div_scalar_mode_out },
-    KernelEntry { op: "aten::pow.Tensor_Tensor_out", kernel: pow_tensor_tensor_out },
-    KernelEntry { op: "aten::pow.Tensor_Scalar_out", kernel: pow_tensor_scalar_out },
-    KernelEntry { op: "aten::pow.Scalar_out", kernel: pow_scalar_out },
-    KernelEntry { op: "aten::maximum.out", kernel: maximum_out },
-    KernelEntry { op: "aten::minimum.out", kernel: minimum_out },
-    KernelEntry { op: "aten::bitwise_and.Tensor_out", kernel: bitwise_and_tensor_out },
-    KernelEntry { op: "aten::bitwise_and.Scalar_out", kernel: bitwise_and_scalar_out },
-    KernelEntry { op: "aten::bitwise_or.Tensor_out", kernel: bitwise_or_tensor_out },
-    KernelEntry { op: "aten::bitwise_or.Scalar_out", kernel: bitwise_or_scalar_out },
-    KernelEntry { op: "aten::bitwise_xor.Tensor_out", kernel: bitwise_xor_tensor_out },
-    KernelEntry { op: "aten::bitwise_xor.Scalar_out", kernel: bitwise_xor_scalar_out },
-    KernelEntry { op: "aten::logical_and.out", kernel: logical_and_out },
-    KernelEntry { op: "aten::logical_or.out", kernel: logical_or_out },
-    KernelEntry { op: "aten::logical_xor.out", kernel: logical_xor_out },
-    KernelEntry { op: "aten::eq.Tensor_out", kernel: eq_tensor_out },
-    KernelEntry { op: "aten::eq.Scalar_out", kernel: eq_scalar_out },
-    KernelEntry { op: "aten::ne.Tensor_out", kernel: ne_tensor_out },
-    KernelEntry { op: "aten::ne.Scalar_out", kernel: ne_scalar_out },
-    KernelEntry { op: "aten::lt.Tensor_out", kernel: lt_tensor_out },
-    KernelEntry { op: "aten::lt.Scalar_out", kernel: lt_scalar_out },
-    KernelEntry { op: "aten::le.Tensor_out", kernel: le_tensor_out },
-    KernelEntry { op: "aten::le.Scalar_out", kernel: le_scalar_out },
-    KernelEntry { op: "aten::gt.Tensor_out", kernel: gt_tensor_out },
-    KernelEntry { op: "aten::gt.Scalar_out", kernel: gt_scalar_out },
-    KernelEntry { op: "aten::ge.Tensor_out", kernel: ge_tensor_out },
-    KernelEntry { op: "aten::ge.Scalar_out", kernel: ge_scalar_out },
-    KernelEntry { op: "aten::where.self_out", kernel: where_self_out },
-];
+rbuild_runtime::kernel_table! {
+    "aten::add.out" => add_out,
+    "aten::add.Scalar_out" => add_scalar_out,
+    "aten::sub.out" => sub_out,
+    "aten::sub.Scalar_out" => sub_scalar_out,
+    "aten::mul.out" => mul_out,
+    "aten::mul.Scalar_out" => mul_scalar_out,
+    "aten::div.out" => div_out,
+    "aten::div.out_mode" => div_out_mode,
+    "aten::div.Scalar_out" => div_scalar_out,
+    "aten::div.Scalar_mode_out" => div_scalar_mode_out,
+    "aten::pow.Tensor_Tensor_out" => pow_tensor_tensor_out,
+    "aten::pow.Tensor_Scalar_out" => pow_tensor_scalar_out,
+    "aten::pow.Scalar_out" => pow_scalar_out,
+    "aten::maximum.out" => maximum_out,
+    "aten::minimum.out" => minimum_out,
+    "aten::bitwise_and.Tensor_out" => bitwise_and_tensor_out,
+    "aten::bitwise_and.Scalar_out" => bitwise_and_scalar_out,
+    "aten::bitwise_or.Tensor_out" => bitwise_or_tensor_out,
+    "aten::bitwise_or.Scalar_out" => bitwise_or_scalar_out,
+    "aten::bitwise_xor.Tensor_out" => bitwise_xor_tensor_out,
+    "aten::bitwise_xor.Scalar_out" => bitwise_xor_scalar_out,
+    "aten::logical_and.out" => logical_and_out,
+    "aten::logical_or.out" => logical_or_out,
+    "aten::logical_xor.out" => logical_xor_out,
+    "aten::eq.Tensor_out" => eq_tensor_out,
+    "aten::eq.Scalar_out" => eq_scalar_out,
+    "aten::ne.Tensor_out" => ne_tensor_out,
+    "aten::ne.Scalar_out" => ne_scalar_out,
+    "aten::lt.Tensor_out" => lt_tensor_out,
+    "aten::lt.Scalar_out" => lt_scalar_out,
+    "aten::le.Tensor_out" => le_tensor_out,
+    "aten::le.Scalar_out" => le_scalar_out,
+    "aten::gt.Tensor_out" => gt_tensor_out,
+    "aten::gt.Scalar_out" => gt_scalar_out,
+    "aten::ge.Tensor_out" => ge_tensor_out,
+    "aten::ge.Scalar_out" => ge_scalar_out,
+    "aten::where.self_out" => where_self_out,
+}
 
 // ---------------------------------------------------------------------------------------------
 // Operands, broadcasting plans and typed row loops (shared with unary.rs's clamp.Tensor_out).
@@ -349,22 +349,22 @@ fn add_sub(args: &KernelArgs<'_>, other: Operand<'_>, negate: bool, name: &str) 
 }
 
 /// `add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out)`: [self, other, alpha, out, out].
-fn add_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn add_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     add_sub(args, Operand::tensor(args, 1)?, false, "add.out")
 }
 
 /// `add.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out)`.
-fn add_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn add_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     add_sub(args, Operand::scalar(args, 1)?, false, "add.Scalar_out")
 }
 
 /// `sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out)`.
-fn sub_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn sub_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     add_sub(args, Operand::tensor(args, 1)?, true, "sub.out")
 }
 
 /// `sub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out)`.
-fn sub_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn sub_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     add_sub(args, Operand::scalar(args, 1)?, true, "sub.Scalar_out")
 }
 
@@ -373,12 +373,12 @@ fn mul(args: &KernelArgs<'_>, other: Operand<'_>, name: &str) -> KernelResult {
 }
 
 /// `mul.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
-fn mul_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn mul_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     mul(args, Operand::tensor(args, 1)?, "mul.out")
 }
 
 /// `mul.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out)`.
-fn mul_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn mul_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     mul(args, Operand::scalar(args, 1)?, "mul.Scalar_out")
 }
 
@@ -460,22 +460,22 @@ fn opt_string<'a>(args: &KernelArgs<'a>, i: usize) -> KernelResult<Option<&'a st
 }
 
 /// `div.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
-fn div_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn div_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     div(args, Operand::tensor(args, 1)?, None, 2, "div.out")
 }
 
 /// `div.out_mode(Tensor self, Tensor other, *, str? rounding_mode, Tensor(a!) out)`.
-fn div_out_mode(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn div_out_mode(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     div(args, Operand::tensor(args, 1)?, opt_string(args, 2)?, 3, "div.out_mode")
 }
 
 /// `div.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out)`.
-fn div_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn div_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     div(args, Operand::scalar(args, 1)?, None, 2, "div.Scalar_out")
 }
 
 /// `div.Scalar_mode_out(Tensor self, Scalar other, *, str? rounding_mode, Tensor(a!) out)`.
-fn div_scalar_mode_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn div_scalar_mode_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     div(args, Operand::scalar(args, 1)?, opt_string(args, 2)?, 3, "div.Scalar_mode_out")
 }
 
@@ -523,17 +523,17 @@ fn pow(args: &KernelArgs<'_>, a: Operand<'_>, b: Operand<'_>, name: &str) -> Ker
 }
 
 /// `pow.Tensor_Tensor_out(Tensor self, Tensor exponent, *, Tensor(a!) out)`.
-fn pow_tensor_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn pow_tensor_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     pow(args, Operand::tensor(args, 0)?, Operand::tensor(args, 1)?, "pow.Tensor_Tensor_out")
 }
 
 /// `pow.Tensor_Scalar_out(Tensor self, Scalar exponent, *, Tensor(a!) out)`.
-fn pow_tensor_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn pow_tensor_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     pow(args, Operand::tensor(args, 0)?, Operand::scalar(args, 1)?, "pow.Tensor_Scalar_out")
 }
 
 /// `pow.Scalar_out(Scalar self, Tensor exponent, *, Tensor(a!) out)`.
-fn pow_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn pow_scalar_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     pow(args, Operand::scalar(args, 0)?, Operand::tensor(args, 1)?, "pow.Scalar_out")
 }
 
@@ -557,13 +557,13 @@ nan_extremum!(min_f64, f64, <=);
 nan_extremum!(min_f32, f32, <=);
 
 /// `maximum.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
-fn maximum_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn maximum_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let (a, b) = (Operand::tensor(args, 0)?, Operand::tensor(args, 1)?);
     arith(args, a, b, 2, "maximum.out", max_f64, |x, y| Some(x.max(y)), max_f32)
 }
 
 /// `minimum.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
-fn minimum_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn minimum_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let (a, b) = (Operand::tensor(args, 0)?, Operand::tensor(args, 1)?);
     arith(args, a, b, 2, "minimum.out", min_f64, |x, y| Some(x.min(y)), min_f32)
 }
@@ -623,17 +623,17 @@ bitwise_kernels! {
 }
 
 /// `logical_and.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
-fn logical_and_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn logical_and_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     logical(args, "logical_and.out", |x, y| x && y)
 }
 
 /// `logical_or.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
-fn logical_or_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn logical_or_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     logical(args, "logical_or.out", |x, y| x || y)
 }
 
 /// `logical_xor.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
-fn logical_xor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn logical_xor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     logical(args, "logical_xor.out", |x, y| x != y)
 }
 
@@ -722,7 +722,7 @@ fn select_raw<T: bytemuck::Pod>(
 
 /// `where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out)`:
 /// [condition, self, other, out, out]; all three inputs broadcast together.
-fn where_self_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn where_self_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let (c, x, y) = (args.tensor(0)?, args.tensor(1)?, args.tensor(2)?);
     if !matches!(c.dtype, ScalarType::Bool | ScalarType::Byte) {
         return Err(kerr!("where.self_out: condition must be Bool (or Byte), got {}", c.dtype));

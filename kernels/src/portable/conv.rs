@@ -8,17 +8,17 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult, TensorRef};
-use rbuild_runtime::{kerr, KernelEntry, ScalarType};
+use rbuild_runtime::{kerr, ScalarType};
 
 use super::linalg::out_dtype;
 use super::util::{require_contiguous, Elems, ElemsMut};
 
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "aten::convolution.out", kernel: convolution_out },
-    KernelEntry { op: "aten::avg_pool2d.out", kernel: avg_pool2d_out },
-    KernelEntry { op: "aten::max_pool2d_with_indices.out", kernel: max_pool2d_with_indices_out },
-    KernelEntry { op: "aten::_adaptive_avg_pool2d.out", kernel: adaptive_avg_pool2d_out },
-];
+rbuild_runtime::kernel_table! {
+    "aten::convolution.out" => convolution_out,
+    "aten::avg_pool2d.out" => avg_pool2d_out,
+    "aten::max_pool2d_with_indices.out" => max_pool2d_with_indices_out,
+    "aten::_adaptive_avg_pool2d.out" => adaptive_avg_pool2d_out,
+}
 
 /// Accumulator of the reference loops: f64 for floating outputs, wrapping i64 for integers.
 trait Acc: Copy + PartialOrd {
@@ -238,7 +238,7 @@ pub(crate) fn conv_call<'a>(args: &KernelArgs<'a>) -> KernelResult<ConvCall<'a>>
 
 /// `convolution.out(input, weight, bias?, stride, padding, dilation, transposed,
 /// output_padding, groups, *, out)`: the reference for every real dtype.
-pub(crate) fn convolution_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn convolution_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let c = conv_call(args)?;
     for (t, what) in [(&c.input, "input"), (&c.weight, "weight")] {
         require_contiguous(t, what)?;
@@ -421,7 +421,7 @@ fn pooled_sizes(input: &TensorRef<'_>, out_hw: [usize; 2]) -> Vec<usize> {
 
 /// `avg_pool2d.out(self, kernel_size, stride=[], padding=0, ceil_mode=False,
 /// count_include_pad=True, divisor_override=None, *, out)`: args = [.., out(7), out].
-fn avg_pool2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn avg_pool2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let input = args.tensor(0)?;
     let (planes, in_hw) = pool_input(&input, "avg_pool2d")?;
     let ceil = args.bool(4)?;
@@ -480,7 +480,7 @@ fn avg_pool_ref<A: Acc>(g: &PoolGeom, x: &Elems<'_>, o: &mut ElemsMut<'_>, inclu
 /// `max_pool2d_with_indices.out(self, kernel_size, stride=[], padding=0, dilation=1,
 /// ceil_mode=False, *, out, indices)`: args = [.., out(6), indices(7), [out, indices]].
 /// Indices are flat `h * W + w` positions within each plane; NaN wins, as in PyTorch.
-fn max_pool2d_with_indices_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn max_pool2d_with_indices_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let input = args.tensor(0)?;
     let (planes, in_hw) = pool_input(&input, "max_pool2d")?;
     let g = pool_geom(
@@ -548,7 +548,7 @@ fn max_pool_ref<A: Acc>(g: &PoolGeom, x: &Elems<'_>, o: &mut ElemsMut<'_>, indic
 
 /// `_adaptive_avg_pool2d.out(self, SymInt[2] output_size, *, out)`: args = [self, size, out, out].
 /// Output cell `i` averages input rows `floor(i*H/oh) .. ceil((i+1)*H/oh)`.
-fn adaptive_avg_pool2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn adaptive_avg_pool2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let input = args.tensor(0)?;
     let (planes, [ih, iw]) = pool_input(&input, "adaptive_avg_pool2d")?;
     let size = spatial(&args.int_list(1)?, 2, 1, "output_size", 0)?;

@@ -1,19 +1,19 @@
 //! Tensor factories: `full`, `full_like`, `zeros`, `ones`, `scalar_tensor`, `arange`.
 
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
-use rbuild_runtime::{kerr, KernelEntry, Scalar, Value};
+use rbuild_runtime::{kerr, Scalar, Value};
 
 use super::util::{to_sizes, ElemsMut};
 
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "aten::full.out", kernel: full_out },
-    KernelEntry { op: "aten::full_like.out", kernel: full_like_out },
-    KernelEntry { op: "aten::zeros.out", kernel: zeros_out },
-    KernelEntry { op: "aten::ones.out", kernel: ones_out },
-    KernelEntry { op: "aten::scalar_tensor.out", kernel: scalar_tensor_out },
-    KernelEntry { op: "aten::arange.out", kernel: arange_out },
-    KernelEntry { op: "aten::arange.start_out", kernel: arange_start_out },
-];
+rbuild_runtime::kernel_table! {
+    "aten::full.out" => full_out,
+    "aten::full_like.out" => full_like_out,
+    "aten::zeros.out" => zeros_out,
+    "aten::ones.out" => ones_out,
+    "aten::scalar_tensor.out" => scalar_tensor_out,
+    "aten::arange.out" => arange_out,
+    "aten::arange.start_out" => arange_start_out,
+}
 
 /// Resizes the out at args[out] to `sizes` and fills it with `v` converted to its dtype
 /// (a Double truncates into integer outs; any nonzero value is `true` in a bool out).
@@ -43,7 +43,7 @@ fn fill(args: &KernelArgs<'_>, out: usize, sizes: &[usize], v: Scalar) -> Kernel
 }
 
 /// `full.out(SymInt[] size, Scalar fill_value, *, Tensor(a!) out)`: [size, fill_value, out, out].
-fn full_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn full_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let sizes = to_sizes(&args.int_list(0)?)?;
     fill(args, 2, &sizes, args.scalar(1)?)
 }
@@ -51,7 +51,7 @@ fn full_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
 /// `full_like.out(Tensor self, Scalar fill_value, *, MemoryFormat? memory_format=None,
 /// Tensor(a!) out)`: [self, fill_value, memory_format, out, out]. Only self's sizes are used,
 /// so its data is never read (and a constant fill is the same in every memory format).
-fn full_like_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn full_like_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let shape = match args.value(0)? {
         Value::Tensor(t) => t.shape,
         v => return Err(kerr!("full_like.out: argument 0 must be a Tensor, found {}", v.kind())),
@@ -60,17 +60,17 @@ fn full_like_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
 }
 
 /// `zeros.out(SymInt[] size, *, Tensor(a!) out)`: [size, out, out].
-fn zeros_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn zeros_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     fill(args, 1, &to_sizes(&args.int_list(0)?)?, Scalar::Int(0))
 }
 
 /// `ones.out(SymInt[] size, *, Tensor(a!) out)`: [size, out, out].
-fn ones_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn ones_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     fill(args, 1, &to_sizes(&args.int_list(0)?)?, Scalar::Int(1))
 }
 
 /// `scalar_tensor.out(Scalar s, *, Tensor(a!) out)`: a 0-dim tensor holding `s`.
-fn scalar_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn scalar_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     fill(args, 1, &[], args.scalar(0)?)
 }
 
@@ -110,13 +110,13 @@ fn arange(args: &KernelArgs<'_>, out: usize, name: &str, start: Scalar, end: Sca
 }
 
 /// `arange.out(Scalar end, *, Tensor(a!) out)`: [end, out, out].
-fn arange_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn arange_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     arange(args, 1, "arange.out", Scalar::Int(0), args.scalar(0)?, Scalar::Int(1))
 }
 
 /// `arange.start_out(Scalar start, Scalar end, Scalar step=1, *, Tensor(a!) out)`:
 /// [start, end, step, out, out].
-fn arange_start_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn arange_start_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     arange(args, 3, "arange.start_out", args.scalar(0)?, args.scalar(1)?, args.scalar(2)?)
 }
 

@@ -5,16 +5,16 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use rbuild_runtime::kernel::{normalize_dim, KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
-use rbuild_runtime::{kerr, KernelEntry, ScalarType};
+use rbuild_runtime::{kerr, ScalarType};
 
 use super::util::{broadcast_shapes, broadcast_strides, for_each_broadcast, require_contiguous, Elems};
 
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "aten::index.Tensor_out", kernel: index_tensor_out },
-    KernelEntry { op: "aten::embedding.out", kernel: embedding_out },
-    KernelEntry { op: "aten::index_select.out", kernel: index_select_out },
-    KernelEntry { op: "aten::gather.out", kernel: gather_out },
-];
+rbuild_runtime::kernel_table! {
+    "aten::index.Tensor_out" => index_tensor_out,
+    "aten::embedding.out" => embedding_out,
+    "aten::index_select.out" => index_select_out,
+    "aten::gather.out" => gather_out,
+}
 
 fn contiguous_strides(sizes: &[usize]) -> Vec<usize> {
     let mut st = vec![1usize; sizes.len()];
@@ -77,7 +77,7 @@ enum Axis {
 /// out, out]. NumPy-style advanced indexing: integer index tensors broadcast together; bool
 /// masks stand for their nonzero positions; negative indices wrap. When the indexed dims are
 /// adjacent the broadcast block replaces them in place, otherwise it leads the result.
-fn index_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn index_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let raw = args.opt_tensor_list(1)?;
     let mut out = args.out(2)?;
@@ -225,7 +225,7 @@ fn nonzero(mask: &[u8], sizes: &[usize]) -> Vec<Vec<i64>> {
 /// `embedding.out(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False,
 /// bool sparse=False, *, Tensor(a!) out)`: args = [weight, indices, padding_idx, scale_grad_by_freq,
 /// sparse, out, out]. Output shape = indices.shape + [embedding_dim].
-fn embedding_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn embedding_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let weight = args.tensor(0)?;
     let indices = args.tensor(1)?;
     let mut out = args.out(5)?;
@@ -253,7 +253,7 @@ fn embedding_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
 
 /// `index_select.out(Tensor self, int dim, Tensor index, *, Tensor(a!) out)`: args = [self, dim,
 /// index, out, out].
-fn index_select_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn index_select_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let index = args.tensor(2)?;
     let mut out = args.out(3)?;
@@ -295,7 +295,7 @@ fn index_select_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResul
 
 /// `gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, Tensor(a!) out)`:
 /// args = [self, dim, index, sparse_grad, out, out]. out[p] = self[p with p[dim] = index[p]].
-fn gather_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn gather_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let index = args.tensor(2)?;
     let mut out = args.out(4)?;

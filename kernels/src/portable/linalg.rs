@@ -6,18 +6,18 @@
 use alloc::vec::Vec;
 
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
-use rbuild_runtime::{kerr, KernelEntry, Scalar, ScalarType};
+use rbuild_runtime::{kerr, Scalar, ScalarType};
 
 use super::util::{broadcast_strides, require_contiguous, Elems, ElemsMut};
 
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "aten::mm.out", kernel: mm_out },
-    KernelEntry { op: "aten::mm.dtype_out", kernel: mm_dtype_out },
-    KernelEntry { op: "aten::bmm.out", kernel: bmm_out },
-    KernelEntry { op: "aten::bmm.dtype_out", kernel: bmm_dtype_out },
-    KernelEntry { op: "aten::addmm.out", kernel: addmm_out },
-    KernelEntry { op: "aten::addmm.dtype_out", kernel: addmm_dtype_out },
-];
+rbuild_runtime::kernel_table! {
+    "aten::mm.out" => mm_out,
+    "aten::mm.dtype_out" => mm_dtype_out,
+    "aten::bmm.out" => bmm_out,
+    "aten::bmm.dtype_out" => bmm_dtype_out,
+    "aten::addmm.out" => addmm_out,
+    "aten::addmm.dtype_out" => addmm_dtype_out,
+}
 
 /// Sizes of a (batched) product `[batch, n, k] @ [batch, k, m]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,37 +78,37 @@ fn check_dtypes(tensors: &[&TensorRef<'_>], out: ScalarType, dtype_out: bool) ->
 }
 
 /// `mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out)`: args = [self, mat2, out, out].
-pub(crate) fn mm_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn mm_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     product(args, 0, 1, None, 2, false, false)
 }
 
 /// `mm.dtype_out(Tensor self, Tensor mat2, ScalarType out_dtype, *, Tensor(a!) out)`.
-fn mm_dtype_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn mm_dtype_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     check_out_dtype(args, 2, 3)?;
     product(args, 0, 1, None, 3, false, true)
 }
 
 /// `bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out)`: args = [self, mat2, out, out].
-pub(crate) fn bmm_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn bmm_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     product(args, 0, 1, None, 2, true, false)
 }
 
 /// `bmm.dtype_out(Tensor self, Tensor mat2, ScalarType out_dtype, *, Tensor(a!) out)`.
-fn bmm_dtype_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn bmm_dtype_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     check_out_dtype(args, 2, 3)?;
     product(args, 0, 1, None, 3, true, true)
 }
 
 /// `addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1,
 /// Tensor(a!) out)`: args = [self, mat1, mat2, beta, alpha, out, out].
-pub(crate) fn addmm_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn addmm_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let (beta, alpha) = (args.scalar(3)?, args.scalar(4)?);
     product(args, 1, 2, Some((0, beta, alpha)), 5, false, false)
 }
 
 /// `addmm.dtype_out(self, mat1, mat2, ScalarType out_dtype, *, beta, alpha, out)`:
 /// args = [self, mat1, mat2, out_dtype, beta, alpha, out, out].
-fn addmm_dtype_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn addmm_dtype_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     check_out_dtype(args, 3, 6)?;
     let (beta, alpha) = (args.scalar(4)?, args.scalar(5)?);
     product(args, 1, 2, Some((0, beta, alpha)), 6, false, true)

@@ -29,3 +29,18 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     linalg::KERNELS,
     conv::KERNELS,
 ];
+
+/// Every portable module's op → kernel path list, in the order of `KERNEL_SETS`.
+pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
+    binary::KERNEL_PATHS,
+    unary::KERNEL_PATHS,
+    create::KERNEL_PATHS,
+    prim::KERNEL_PATHS,
+    shape::KERNEL_PATHS,
+    index::KERNEL_PATHS,
+    reduce::KERNEL_PATHS,
+    norm::KERNEL_PATHS,
+    quant::KERNEL_PATHS,
+    linalg::KERNEL_PATHS,
+    conv::KERNEL_PATHS,
+];

@@ -6,14 +6,14 @@
 use alloc::vec::Vec;
 
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
-use rbuild_runtime::{kerr, KernelEntry, ScalarType};
+use rbuild_runtime::{kerr, ScalarType};
 
 use super::util::{require_contiguous, to_sizes, Elems, ElemsMut};
 
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "aten::native_layer_norm.out", kernel: native_layer_norm_out },
-    KernelEntry { op: "aten::_native_batch_norm_legit_no_training.out", kernel: batch_norm_no_training_out },
-];
+rbuild_runtime::kernel_table! {
+    "aten::native_layer_norm.out" => native_layer_norm_out,
+    "aten::_native_batch_norm_legit_no_training.out" => batch_norm_no_training_out,
+}
 
 fn require_contiguous_out(out: &TensorMut<'_>, what: &str) -> KernelResult {
     if out.dim_order.is_contiguous() {
@@ -63,7 +63,7 @@ fn row_stats(row: impl Iterator<Item = f64> + Clone, n: usize, eps: f64) -> (f64
 /// float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2)`: args = [input,
 /// normalized_shape, weight, bias, eps, out0, out1, out2, (out0, out1, out2)]. out1/out2 (mean,
 /// rstd) have shape input.shape[:axis] + [1] * len(normalized_shape).
-fn native_layer_norm_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn native_layer_norm_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     const WHAT: &str = "native_layer_norm";
     let inp = args.tensor(0)?;
     let ns = to_sizes(&args.int_list(1)?)?;
@@ -165,7 +165,7 @@ fn native_layer_norm_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Kernel
 /// y = (x - mean[c]) / sqrt(var[c] + eps) * w[c] + b[c] over channel dim 1 ([N, C, ...]).
 /// out1/out2 are the (empty) saved statistics: they are resized to [0] when their planned
 /// shape allows it and otherwise left untouched.
-fn batch_norm_no_training_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn batch_norm_no_training_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     const WHAT: &str = "_native_batch_norm_legit_no_training";
     let inp = args.tensor(0)?;
     require_contiguous(&inp, WHAT)?;

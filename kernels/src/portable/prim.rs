@@ -6,37 +6,37 @@
 //! rounds toward -inf, `%` takes the divisor's sign, `/` is always Double.
 
 use rbuild_runtime::kernel::{normalize_dim, KernelArgs, KernelContext, KernelResult};
-use rbuild_runtime::{kerr, KernelEntry, Scalar, Value};
+use rbuild_runtime::{kerr, Scalar, Value};
 
 use super::binary::{floor_div_f64, floor_div_i64};
 
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "aten::sym_size.int", kernel: sym_size_int },
-    KernelEntry { op: "aten::sym_numel", kernel: sym_numel },
-    KernelEntry { op: "executorch_prim::add.Scalar", kernel: add },
-    KernelEntry { op: "executorch_prim::sub.Scalar", kernel: sub },
-    KernelEntry { op: "executorch_prim::mul.Scalar", kernel: mul },
-    KernelEntry { op: "executorch_prim::floordiv.Scalar", kernel: floordiv },
-    KernelEntry { op: "executorch_prim::floordiv.int", kernel: floordiv },
-    KernelEntry { op: "executorch_prim::truediv.Scalar", kernel: truediv },
-    KernelEntry { op: "executorch_prim::mod.Scalar", kernel: modulo },
-    KernelEntry { op: "executorch_prim::mod.int", kernel: modulo },
-    KernelEntry { op: "executorch_prim::eq.Scalar", kernel: eq },
-    KernelEntry { op: "executorch_prim::gt.Scalar", kernel: gt },
-    KernelEntry { op: "executorch_prim::lt.Scalar", kernel: lt },
-    KernelEntry { op: "executorch_prim::ge.Scalar", kernel: ge },
-    KernelEntry { op: "executorch_prim::le.Scalar", kernel: le },
-    KernelEntry { op: "executorch_prim::neg.Scalar", kernel: neg },
-    KernelEntry { op: "executorch_prim::ceil.Scalar", kernel: ceil },
-    KernelEntry { op: "executorch_prim::round.Scalar", kernel: round },
-    KernelEntry { op: "executorch_prim::trunc.Scalar", kernel: trunc },
-    KernelEntry { op: "executorch_prim::sym_float.Scalar", kernel: sym_float },
-    KernelEntry { op: "executorch_prim::sym_int.Scalar", kernel: sym_int },
-    KernelEntry { op: "executorch_prim::sym_max.Scalar", kernel: sym_max },
-    KernelEntry { op: "executorch_prim::sym_min.Scalar", kernel: sym_min },
-    KernelEntry { op: "executorch_prim::sym_not.Scalar", kernel: sym_not },
-    KernelEntry { op: "executorch_prim::sym_ite.Scalar", kernel: sym_ite },
-];
+rbuild_runtime::kernel_table! {
+    "aten::sym_size.int" => sym_size_int,
+    "aten::sym_numel" => sym_numel,
+    "executorch_prim::add.Scalar" => add,
+    "executorch_prim::sub.Scalar" => sub,
+    "executorch_prim::mul.Scalar" => mul,
+    "executorch_prim::floordiv.Scalar" => floordiv,
+    "executorch_prim::floordiv.int" => floordiv,
+    "executorch_prim::truediv.Scalar" => truediv,
+    "executorch_prim::mod.Scalar" => modulo,
+    "executorch_prim::mod.int" => modulo,
+    "executorch_prim::eq.Scalar" => eq,
+    "executorch_prim::gt.Scalar" => gt,
+    "executorch_prim::lt.Scalar" => lt,
+    "executorch_prim::ge.Scalar" => ge,
+    "executorch_prim::le.Scalar" => le,
+    "executorch_prim::neg.Scalar" => neg,
+    "executorch_prim::ceil.Scalar" => ceil,
+    "executorch_prim::round.Scalar" => round,
+    "executorch_prim::trunc.Scalar" => trunc,
+    "executorch_prim::sym_float.Scalar" => sym_float,
+    "executorch_prim::sym_int.Scalar" => sym_int,
+    "executorch_prim::sym_max.Scalar" => sym_max,
+    "executorch_prim::sym_min.Scalar" => sym_min,
+    "executorch_prim::sym_not.Scalar" => sym_not,
+    "executorch_prim::sym_ite.Scalar" => sym_ite,
+}
 
 /// A prim operand: Bool counts as Int (as in Python arithmetic).
 #[derive(Clone, Copy, Debug)]

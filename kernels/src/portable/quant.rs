@@ -8,18 +8,18 @@
 use alloc::vec::Vec;
 
 use rbuild_runtime::kernel::{normalize_dim, KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
-use rbuild_runtime::{kerr, KernelEntry, ScalarType};
+use rbuild_runtime::{kerr, ScalarType};
 
 use super::util::{require_contiguous, Elems, ElemsMut};
 
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "quantized_decomposed::quantize_per_tensor.out", kernel: quantize_per_tensor_out },
-    KernelEntry { op: "quantized_decomposed::quantize_per_tensor.tensor_out", kernel: quantize_per_tensor_tensor_out },
-    KernelEntry { op: "quantized_decomposed::quantize_per_channel.out", kernel: quantize_per_channel_out },
-    KernelEntry { op: "quantized_decomposed::dequantize_per_tensor.out", kernel: dequantize_per_tensor_out },
-    KernelEntry { op: "quantized_decomposed::dequantize_per_tensor.tensor_out", kernel: dequantize_per_tensor_tensor_out },
-    KernelEntry { op: "quantized_decomposed::dequantize_per_channel.out", kernel: dequantize_per_channel_out },
-];
+rbuild_runtime::kernel_table! {
+    "quantized_decomposed::quantize_per_tensor.out" => quantize_per_tensor_out,
+    "quantized_decomposed::quantize_per_tensor.tensor_out" => quantize_per_tensor_tensor_out,
+    "quantized_decomposed::quantize_per_channel.out" => quantize_per_channel_out,
+    "quantized_decomposed::dequantize_per_tensor.out" => dequantize_per_tensor_out,
+    "quantized_decomposed::dequantize_per_tensor.tensor_out" => dequantize_per_tensor_tensor_out,
+    "quantized_decomposed::dequantize_per_channel.out" => dequantize_per_channel_out,
+}
 
 /// Value range of a quantized integer dtype.
 fn int_range(dtype: ScalarType) -> Option<(i64, i64)> {
@@ -154,13 +154,13 @@ fn quantize_per_tensor_impl(args: &KernelArgs<'_>, scale: f64, zp: i64, what: &s
 /// `quantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min,
 /// int quant_max, ScalarType dtype, *, Tensor(a!) out)`: args = [input, scale, zero_point,
 /// quant_min, quant_max, dtype, out, out].
-fn quantize_per_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn quantize_per_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     quantize_per_tensor_impl(args, args.double(1)?, args.int(2)?, "quantize_per_tensor")
 }
 
 /// `quantize_per_tensor.tensor_out(Tensor input, Tensor scale, Tensor zero_point, int quant_min,
 /// int quant_max, ScalarType dtype, *, Tensor(a!) out)`.
-fn quantize_per_tensor_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn quantize_per_tensor_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     const WHAT: &str = "quantize_per_tensor.tensor";
     let scale = scalar_scale(&args.tensor(1)?, WHAT)?;
     let zp = scalar_zero_point(&args.tensor(2)?, WHAT)?;
@@ -198,7 +198,7 @@ fn int_params(t: &TensorRef<'_>, what: &str) -> KernelResult<Vec<i64>> {
 
 /// `quantize_per_channel.out(Tensor input, Tensor scales, Tensor zero_points, int axis,
 /// int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out)`.
-fn quantize_per_channel_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn quantize_per_channel_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     const WHAT: &str = "quantize_per_channel";
     let inp = args.tensor(0)?;
     let scales = float_params(&args.tensor(1)?, WHAT)?;
@@ -289,7 +289,7 @@ fn last_out<'a>(args: &KernelArgs<'a>) -> KernelResult<TensorMut<'a>> {
 /// `dequantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min,
 /// int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out)`:
 /// args = [input, scale, zero_point, quant_min, quant_max, dtype, out_dtype, out, out].
-fn dequantize_per_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn dequantize_per_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     const WHAT: &str = "dequantize_per_tensor";
     let inp = args.tensor(0)?;
     let (scale, zp) = (args.double(1)? as f32, args.int(2)?);
@@ -300,7 +300,7 @@ fn dequantize_per_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Ke
 
 /// `dequantize_per_tensor.tensor_out(Tensor input, Tensor scale, Tensor zero_point,
 /// int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out)`.
-fn dequantize_per_tensor_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn dequantize_per_tensor_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     const WHAT: &str = "dequantize_per_tensor.tensor";
     let inp = args.tensor(0)?;
     let scale = scalar_scale(&args.tensor(1)?, WHAT)? as f32;
@@ -313,7 +313,7 @@ fn dequantize_per_tensor_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>
 /// `dequantize_per_channel.out(Tensor input, Tensor scales, Tensor? zero_points, int axis,
 /// int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out)`:
 /// args = [input, scales, zero_points, axis, quant_min, quant_max, dtype, out_dtype, out, out].
-fn dequantize_per_channel_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn dequantize_per_channel_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     const WHAT: &str = "dequantize_per_channel";
     let inp = args.tensor(0)?;
     let scales = float_params(&args.tensor(1)?, WHAT)?;

@@ -7,26 +7,26 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use rbuild_runtime::kernel::{normalize_dim, KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
-use rbuild_runtime::{kerr, KernelEntry, ScalarType};
+use rbuild_runtime::{kerr, ScalarType};
 
 use super::util::{for_each_broadcast, normalize_dims, require_contiguous, Elems, ElemsMut};
 
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "aten::mean.out", kernel: mean_out },
-    KernelEntry { op: "aten::mean.dtype_out", kernel: mean_dtype_out },
-    KernelEntry { op: "aten::sum.IntList_out", kernel: sum_intlist_out },
-    KernelEntry { op: "aten::sum.out", kernel: sum_out },
-    KernelEntry { op: "aten::any.out", kernel: any_out },
-    KernelEntry { op: "aten::any.dims_out", kernel: any_dims_out },
-    KernelEntry { op: "aten::any.all_out", kernel: any_all_out },
-    KernelEntry { op: "aten::amax.out", kernel: amax_out },
-    KernelEntry { op: "aten::amin.out", kernel: amin_out },
-    KernelEntry { op: "aten::argmax.out", kernel: argmax_out },
-    KernelEntry { op: "aten::argmin.out", kernel: argmin_out },
-    KernelEntry { op: "aten::cumsum.out", kernel: cumsum_out },
-    KernelEntry { op: "aten::_softmax.out", kernel: softmax_out },
-    KernelEntry { op: "aten::_log_softmax.out", kernel: log_softmax_out },
-];
+rbuild_runtime::kernel_table! {
+    "aten::mean.out" => mean_out,
+    "aten::mean.dtype_out" => mean_dtype_out,
+    "aten::sum.IntList_out" => sum_intlist_out,
+    "aten::sum.out" => sum_out,
+    "aten::any.out" => any_out,
+    "aten::any.dims_out" => any_dims_out,
+    "aten::any.all_out" => any_all_out,
+    "aten::amax.out" => amax_out,
+    "aten::amin.out" => amin_out,
+    "aten::argmax.out" => argmax_out,
+    "aten::argmin.out" => argmin_out,
+    "aten::cumsum.out" => cumsum_out,
+    "aten::_softmax.out" => softmax_out,
+    "aten::_log_softmax.out" => log_softmax_out,
+}
 
 fn contiguous_strides(sizes: &[usize]) -> Vec<usize> {
     let mut st = vec![1usize; sizes.len()];
@@ -162,23 +162,23 @@ fn sum_mean(args: &KernelArgs<'_>, dims: Option<Vec<i64>>, keepdim: bool, dtype:
 
 /// `mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None,
 /// Tensor(a!) out)`: args = [self, dim, keepdim, dtype, out, out].
-fn mean_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn mean_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     sum_mean(args, opt_dims(args, 1)?, args.bool(2)?, args.opt_scalar_type(3)?, 4, true)
 }
 
 /// `mean.dtype_out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out)`.
-fn mean_dtype_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn mean_dtype_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     sum_mean(args, None, false, args.opt_scalar_type(1)?, 2, true)
 }
 
 /// `sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None,
 /// Tensor(a!) out)`.
-fn sum_intlist_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn sum_intlist_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     sum_mean(args, opt_dims(args, 1)?, args.bool(2)?, args.opt_scalar_type(3)?, 4, false)
 }
 
 /// `sum.out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out)`.
-fn sum_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn sum_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     sum_mean(args, None, false, args.opt_scalar_type(1)?, 2, false)
 }
 
@@ -200,18 +200,18 @@ fn any_impl(args: &KernelArgs<'_>, dims: Option<Vec<i64>>, keepdim: bool, out: u
 }
 
 /// `any.out(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) out)`.
-fn any_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn any_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let d = args.int(1)?;
     any_impl(args, Some(vec![d]), args.bool(2)?, 3)
 }
 
 /// `any.dims_out(Tensor self, int[]? dim=None, bool keepdim=False, *, Tensor(a!) out)`.
-fn any_dims_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn any_dims_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     any_impl(args, opt_dims(args, 1)?, args.bool(2)?, 3)
 }
 
 /// `any.all_out(Tensor self, *, Tensor(a!) out)`.
-fn any_all_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn any_all_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     any_impl(args, None, false, 1)
 }
 
@@ -267,12 +267,12 @@ fn amax_amin(args: &KernelArgs<'_>, max: bool) -> KernelResult {
 }
 
 /// `amax.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out)`.
-fn amax_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn amax_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     amax_amin(args, true)
 }
 
 /// `amin.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out)`.
-fn amin_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn amin_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     amax_amin(args, false)
 }
 
@@ -333,12 +333,12 @@ fn arg_extreme(args: &KernelArgs<'_>, max: bool) -> KernelResult {
 }
 
 /// `argmax.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out)`.
-fn argmax_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn argmax_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     arg_extreme(args, true)
 }
 
 /// `argmin.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out)`.
-fn argmin_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn argmin_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     arg_extreme(args, false)
 }
 
@@ -356,7 +356,7 @@ fn split_at_dim(sizes: &[usize], d: usize) -> (usize, usize, usize) {
 
 /// `cumsum.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out)`: args = [self,
 /// dim, dtype, out, out]. The output dtype decides the arithmetic (bool/int → int64 in PyTorch).
-fn cumsum_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn cumsum_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let d = normalize_dim(args.int(1)?, inp.dim())?;
     let dtype = args.opt_scalar_type(2)?;
@@ -473,12 +473,12 @@ fn softmax_impl(args: &KernelArgs<'_>, log: bool) -> KernelResult {
 
 /// `_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out)`: args = [self,
 /// dim, half_to_float, out, out].
-fn softmax_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn softmax_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     softmax_impl(args, false)
 }
 
 /// `_log_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out)`.
-fn log_softmax_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn log_softmax_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     softmax_impl(args, true)
 }
 

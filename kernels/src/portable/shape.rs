@@ -10,31 +10,31 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use rbuild_runtime::kernel::{normalize_dim, KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
-use rbuild_runtime::{kerr, KernelEntry};
+use rbuild_runtime::{kerr};
 
 use super::util::{for_each_broadcast, normalize_dims, to_sizes, Elems, ElemsMut};
 
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "aten::view_copy.out", kernel: view_copy_out },
-    KernelEntry { op: "aten::permute_copy.out", kernel: permute_copy_out },
-    KernelEntry { op: "aten::transpose_copy.int_out", kernel: transpose_copy_int_out },
-    KernelEntry { op: "aten::unsqueeze_copy.out", kernel: unsqueeze_copy_out },
-    KernelEntry { op: "aten::squeeze_copy.out", kernel: squeeze_copy_out },
-    KernelEntry { op: "aten::squeeze_copy.dim_out", kernel: squeeze_copy_dim_out },
-    KernelEntry { op: "aten::squeeze_copy.dims_out", kernel: squeeze_copy_dims_out },
-    KernelEntry { op: "aten::expand_copy.out", kernel: expand_copy_out },
-    KernelEntry { op: "aten::slice_copy.Tensor_out", kernel: slice_copy_tensor_out },
-    KernelEntry { op: "aten::select_copy.int_out", kernel: select_copy_int_out },
-    KernelEntry { op: "aten::cat.out", kernel: cat_out },
-    KernelEntry { op: "aten::repeat.out", kernel: repeat_out },
-    KernelEntry { op: "aten::alias_copy.out", kernel: alias_copy_out },
-    KernelEntry { op: "aten::clone.out", kernel: clone_out },
-    KernelEntry { op: "aten::split_with_sizes_copy.out", kernel: split_with_sizes_copy_out },
-    KernelEntry { op: "aten::split_copy.Tensor_out", kernel: split_copy_tensor_out },
-    KernelEntry { op: "aten::unbind_copy.int_out", kernel: unbind_copy_int_out },
-    KernelEntry { op: "dim_order_ops::_clone_dim_order.out", kernel: clone_dim_order_out },
-    KernelEntry { op: "dim_order_ops::_to_dim_order_copy.out", kernel: to_dim_order_copy_out },
-];
+rbuild_runtime::kernel_table! {
+    "aten::view_copy.out" => view_copy_out,
+    "aten::permute_copy.out" => permute_copy_out,
+    "aten::transpose_copy.int_out" => transpose_copy_int_out,
+    "aten::unsqueeze_copy.out" => unsqueeze_copy_out,
+    "aten::squeeze_copy.out" => squeeze_copy_out,
+    "aten::squeeze_copy.dim_out" => squeeze_copy_dim_out,
+    "aten::squeeze_copy.dims_out" => squeeze_copy_dims_out,
+    "aten::expand_copy.out" => expand_copy_out,
+    "aten::slice_copy.Tensor_out" => slice_copy_tensor_out,
+    "aten::select_copy.int_out" => select_copy_int_out,
+    "aten::cat.out" => cat_out,
+    "aten::repeat.out" => repeat_out,
+    "aten::alias_copy.out" => alias_copy_out,
+    "aten::clone.out" => clone_out,
+    "aten::split_with_sizes_copy.out" => split_with_sizes_copy_out,
+    "aten::split_copy.Tensor_out" => split_copy_tensor_out,
+    "aten::unbind_copy.int_out" => unbind_copy_int_out,
+    "dim_order_ops::_clone_dim_order.out" => clone_dim_order_out,
+    "dim_order_ops::_to_dim_order_copy.out" => to_dim_order_copy_out,
+}
 
 // ---------------------------------------------------------------------------------------------
 // Strided gather
@@ -255,7 +255,7 @@ fn reshape_into(inp: &TensorRef<'_>, out: &mut TensorMut<'_>, sizes: &[usize], w
 }
 
 /// `view_copy.out(Tensor self, SymInt[] size, *, Tensor(a!) out)`: args = [self, size, out, out].
-fn view_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn view_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let sizes = infer_view_sizes(&args.int_list(1)?, inp.numel())?;
     let mut out = args.out(2)?;
@@ -263,7 +263,7 @@ fn view_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
 }
 
 /// `permute_copy.out(Tensor self, int[] dims, *, Tensor(a!) out)`: args = [self, dims, out, out].
-fn permute_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn permute_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let dims = args.int_list(1)?;
     let rank = inp.dim();
@@ -279,7 +279,7 @@ fn permute_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResul
 }
 
 /// `transpose_copy.int_out(Tensor self, int dim0, int dim1, *, Tensor(a!) out)`.
-fn transpose_copy_int_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn transpose_copy_int_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let rank = inp.dim();
     let d0 = normalize_dim(args.int(1)?, rank)?;
@@ -295,7 +295,7 @@ fn transpose_copy_int_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Kerne
 }
 
 /// `unsqueeze_copy.out(Tensor self, int dim, *, Tensor(a!) out)`.
-fn unsqueeze_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn unsqueeze_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let d = normalize_dim(args.int(1)?, inp.dim() + 1)?;
     let mut sizes = inp.sizes().to_vec();
@@ -320,21 +320,21 @@ fn squeeze_into(inp: &TensorRef<'_>, out: &mut TensorMut<'_>, drop: &[usize]) ->
 }
 
 /// `squeeze_copy.out(Tensor self, *, Tensor(a!) out)`: drops every size-1 dim.
-fn squeeze_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn squeeze_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let all: Vec<usize> = (0..inp.dim()).collect();
     squeeze_into(&inp, &mut args.out(1)?, &all)
 }
 
 /// `squeeze_copy.dim_out(Tensor self, int dim, *, Tensor(a!) out)`.
-fn squeeze_copy_dim_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn squeeze_copy_dim_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let d = normalize_dim(args.int(1)?, inp.dim())?;
     squeeze_into(&inp, &mut args.out(2)?, &[d])
 }
 
 /// `squeeze_copy.dims_out(Tensor self, int[] dim, *, Tensor(a!) out)`.
-fn squeeze_copy_dims_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn squeeze_copy_dims_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let dims = if inp.dim() == 0 { Vec::new() } else { normalize_dims(&args.int_list(1)?, inp.dim())? };
     squeeze_into(&inp, &mut args.out(2)?, &dims)
@@ -342,7 +342,7 @@ fn squeeze_copy_dims_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Kernel
 
 /// `expand_copy.out(Tensor self, SymInt[] size, *, bool implicit=False, Tensor(a!) out)`:
 /// args = [self, size, implicit, out, out]. -1 keeps a dim; new dims may only lead.
-fn expand_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn expand_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let target = args.int_list(1)?;
     let rank = inp.dim();
@@ -395,7 +395,7 @@ fn slice_bounds(size: usize, start: Option<i64>, end: Option<i64>, step: i64) ->
 
 /// `slice_copy.Tensor_out(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None,
 /// SymInt step=1, *, Tensor(a!) out)`: args = [self, dim, start, end, step, out, out].
-fn slice_copy_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn slice_copy_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     if inp.dim() == 0 {
         return Err(kerr!("slice_copy: cannot slice a 0-dim tensor"));
@@ -413,7 +413,7 @@ fn slice_copy_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Kernel
 }
 
 /// `select_copy.int_out(Tensor self, int dim, SymInt index, *, Tensor(a!) out)`.
-fn select_copy_int_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn select_copy_int_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     if inp.dim() == 0 {
         return Err(kerr!("select_copy: cannot select from a 0-dim tensor"));
@@ -443,7 +443,7 @@ fn wrap_index(i: i64, size: usize) -> KernelResult<usize> {
 }
 
 /// `repeat.out(Tensor self, SymInt[] repeats, *, Tensor(a!) out)`: args = [self, repeats, out, out].
-fn repeat_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn repeat_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let reps = args.int_list(1)?;
     if reps.len() < inp.dim() {
@@ -480,7 +480,7 @@ fn repeat_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
 
 /// `cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out)`: args = [tensors, dim, out, out].
 /// 1-D empty inputs are skipped (PyTorch's legacy rule); inputs are converted to out's dtype.
-fn cat_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn cat_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let all = args.tensor_list(0)?;
     let dim = args.int(1)?;
     let mut out = args.out(2)?;
@@ -563,7 +563,7 @@ fn split_into(inp: &TensorRef<'_>, outs: &mut [TensorMut<'_>], d: usize, lens: &
 
 /// `split_with_sizes_copy.out(Tensor self, SymInt[] split_sizes, int dim=0, *, Tensor(a!)[] out)`:
 /// args = [self, split_sizes, dim, out_list, ..].
-fn split_with_sizes_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn split_with_sizes_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     if inp.dim() == 0 {
         return Err(kerr!("split_with_sizes_copy: cannot split a 0-dim tensor"));
@@ -575,7 +575,7 @@ fn split_with_sizes_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Ke
 }
 
 /// `split_copy.Tensor_out(Tensor self, SymInt split_size, int dim=0, *, Tensor(a!)[] out)`.
-fn split_copy_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn split_copy_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     if inp.dim() == 0 {
         return Err(kerr!("split_copy: cannot split a 0-dim tensor"));
@@ -597,7 +597,7 @@ fn split_copy_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Kernel
 }
 
 /// `unbind_copy.int_out(Tensor self, int dim=0, *, Tensor(a!)[] out)`.
-fn unbind_copy_int_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn unbind_copy_int_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     if inp.dim() == 0 {
         return Err(kerr!("unbind_copy: cannot unbind a 0-dim tensor"));
@@ -675,7 +675,7 @@ fn check_dim_order_arg(arg: Option<Vec<i64>>, out: &TensorMut<'_>, rank: usize) 
 }
 
 /// `alias_copy.out(Tensor self, *, Tensor(a!) out)`.
-fn alias_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn alias_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let mut out = args.out(1)?;
     check_dtype(&inp, &out)?;
@@ -684,7 +684,7 @@ fn alias_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult 
 
 /// `clone.out(Tensor self, *, MemoryFormat? memory_format=None, Tensor(a!) out)`: the output's
 /// dim order decides the layout.
-fn clone_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn clone_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let mut out = args.out(2)?;
     check_dtype(&inp, &out)?;
@@ -693,7 +693,7 @@ fn clone_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
 
 /// `_clone_dim_order.out(Tensor self, *, bool non_blocking=False, int[]? dim_order=None,
 /// Tensor(a!) out)`: args = [self, non_blocking, dim_order, out, out].
-fn clone_dim_order_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn clone_dim_order_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let mut out = args.out(3)?;
     check_dtype(&inp, &out)?;
@@ -704,7 +704,7 @@ fn clone_dim_order_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelRe
 /// `_to_dim_order_copy.out(Tensor self, *, bool non_blocking=False, int[]? dim_order=None,
 /// Tensor(a!) out)`: ExecuTorch's `.to(dtype/memory_format)`; out's dtype may differ (floats
 /// truncate toward zero into integers, bools become 0/1).
-fn to_dim_order_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn to_dim_order_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let mut out = args.out(3)?;
     check_dim_order_arg(args.opt_int_list(2)?, &out, inp.dim())?;

@@ -5,38 +5,38 @@
 //! one, an i64 form for integer outs.
 
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
-use rbuild_runtime::{kerr, KernelEntry, Scalar, ScalarType};
+use rbuild_runtime::{kerr, Scalar, ScalarType};
 
 use super::binary::{broadcast_plan, out_dtype, Operand};
 use super::util::{for_each_broadcast, Elems, ElemsMut};
 
-pub const KERNELS: &[KernelEntry] = &[
-    KernelEntry { op: "aten::relu.out", kernel: relu_out },
-    KernelEntry { op: "aten::sigmoid.out", kernel: sigmoid_out },
-    KernelEntry { op: "aten::neg.out", kernel: neg_out },
-    KernelEntry { op: "aten::abs.out", kernel: abs_out },
-    KernelEntry { op: "aten::rsqrt.out", kernel: rsqrt_out },
-    KernelEntry { op: "aten::sqrt.out", kernel: sqrt_out },
-    KernelEntry { op: "aten::reciprocal.out", kernel: reciprocal_out },
-    KernelEntry { op: "aten::exp.out", kernel: exp_out },
-    KernelEntry { op: "aten::log.out", kernel: log_out },
-    KernelEntry { op: "aten::tanh.out", kernel: tanh_out },
-    KernelEntry { op: "aten::sin.out", kernel: sin_out },
-    KernelEntry { op: "aten::cos.out", kernel: cos_out },
-    KernelEntry { op: "aten::erf.out", kernel: erf_out },
-    KernelEntry { op: "aten::floor.out", kernel: floor_out },
-    KernelEntry { op: "aten::ceil.out", kernel: ceil_out },
-    KernelEntry { op: "aten::round.out", kernel: round_out },
-    KernelEntry { op: "aten::gelu.out", kernel: gelu_out },
-    KernelEntry { op: "aten::silu.out", kernel: silu_out },
-    KernelEntry { op: "aten::hardswish.out", kernel: hardswish_out },
-    KernelEntry { op: "aten::hardsigmoid.out", kernel: hardsigmoid_out },
-    KernelEntry { op: "aten::leaky_relu.out", kernel: leaky_relu_out },
-    KernelEntry { op: "aten::hardtanh.out", kernel: hardtanh_out },
-    KernelEntry { op: "aten::clamp.out", kernel: clamp_out },
-    KernelEntry { op: "aten::clamp.Tensor_out", kernel: clamp_tensor_out },
-    KernelEntry { op: "aten::logical_not.out", kernel: logical_not_out },
-];
+rbuild_runtime::kernel_table! {
+    "aten::relu.out" => relu_out,
+    "aten::sigmoid.out" => sigmoid_out,
+    "aten::neg.out" => neg_out,
+    "aten::abs.out" => abs_out,
+    "aten::rsqrt.out" => rsqrt_out,
+    "aten::sqrt.out" => sqrt_out,
+    "aten::reciprocal.out" => reciprocal_out,
+    "aten::exp.out" => exp_out,
+    "aten::log.out" => log_out,
+    "aten::tanh.out" => tanh_out,
+    "aten::sin.out" => sin_out,
+    "aten::cos.out" => cos_out,
+    "aten::erf.out" => erf_out,
+    "aten::floor.out" => floor_out,
+    "aten::ceil.out" => ceil_out,
+    "aten::round.out" => round_out,
+    "aten::gelu.out" => gelu_out,
+    "aten::silu.out" => silu_out,
+    "aten::hardswish.out" => hardswish_out,
+    "aten::hardsigmoid.out" => hardsigmoid_out,
+    "aten::leaky_relu.out" => leaky_relu_out,
+    "aten::hardtanh.out" => hardtanh_out,
+    "aten::clamp.out" => clamp_out,
+    "aten::clamp.Tensor_out" => clamp_tensor_out,
+    "aten::logical_not.out" => logical_not_out,
+}
 
 /// Elementwise ops read the input's linear order, so input and out must share a dim order.
 fn same_layout(name: &str, x: &TensorRef<'_>, out: &TensorMut<'_>) -> KernelResult {
@@ -134,7 +134,7 @@ real_kernels! {
 }
 
 /// `neg.out(Tensor self, *, Tensor(a!) out)`.
-fn neg_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn neg_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     if args.tensor(0)?.dtype == ScalarType::Bool {
         return Err(kerr!("neg.out: negation of a bool tensor is not supported"));
     }
@@ -172,12 +172,12 @@ fn clamp_scalar(args: &KernelArgs<'_>, out: usize, name: &str, lo: Option<Scalar
 }
 
 /// `hardtanh.out(Tensor self, Scalar min_val=-1, Scalar max_val=1, *, Tensor(a!) out)`.
-fn hardtanh_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn hardtanh_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     clamp_scalar(args, 3, "hardtanh.out", Some(args.scalar(1)?), Some(args.scalar(2)?))
 }
 
 /// `clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out)`.
-fn clamp_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn clamp_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let (lo, hi) = (args.opt_scalar(1)?, args.opt_scalar(2)?);
     if lo.is_none() && hi.is_none() {
         return Err(kerr!("clamp.out: at least one of min and max must be given"));
@@ -187,7 +187,7 @@ fn clamp_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
 
 /// `clamp.Tensor_out(Tensor self, Tensor? min=None, Tensor? max=None, *, Tensor(a!) out)`:
 /// self and the given bounds broadcast together.
-fn clamp_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn clamp_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let (lo, hi) = (args.opt_tensor(1)?, args.opt_tensor(2)?);
     if lo.is_none() && hi.is_none() {
         return Err(kerr!("clamp.Tensor_out: at least one of min and max must be given"));
@@ -217,7 +217,7 @@ fn clamp_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResul
 }
 
 /// `leaky_relu.out(Tensor self, Scalar negative_slope=0.01, *, Tensor(a!) out)`.
-fn leaky_relu_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn leaky_relu_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let slope = args.scalar(1)?.to_f64();
     let s32 = slope as f32;
     unary(
@@ -231,7 +231,7 @@ fn leaky_relu_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult 
 }
 
 /// `gelu.out(Tensor self, *, str approximate="none", Tensor(a!) out)`: exact (erf) or tanh form.
-fn gelu_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn gelu_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
     const K32: f32 = SQRT_2_OVER_PI as f32;
     use core::f32::consts::FRAC_1_SQRT_2 as R32;
@@ -258,7 +258,7 @@ fn gelu_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
 }
 
 /// `logical_not.out(Tensor self, *, Tensor(a!) out)`: any input dtype (`== 0`), any out dtype.
-fn logical_not_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+pub fn logical_not_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let x = args.tensor(0)?;
     let mut to = args.out(1)?;
     same_layout("logical_not.out", &x, &to)?;
