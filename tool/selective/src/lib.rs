@@ -1,0 +1,80 @@
+//! Selective build, in three steps:
+//! 1. [`program_ops`]: the operators a `.pte` actually calls;
+//! 2. [`select`]: the kernel for each (checked before anything compiles: a missing kernel
+//!    fails the build with the full list, not a load error on the device);
+//! 3. [`generate`]: a copy of a runner template whose `src/kernels.rs` registers exactly those
+//!    kernels (by path, so the linker drops every other kernel), with a Cargo manifest
+//!    rewritten by `toml_edit`; [`compile`] builds it with cargo and finds the binary through
+//!    cargo's JSON messages (`cargo_metadata`).
+
+mod compile;
+mod generate;
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+pub use compile::{compile, CompileOptions};
+pub use generate::{generate, kernels_rs};
+
+use rbuild_runtime::format::schema::InstructionArguments;
+use rbuild_runtime::format::PteFile;
+
+/// Ops the executor implements itself (no kernel to select).
+const BUILTIN_OPS: &[&str] = &["executorch_prim::et_view.default"];
+
+/// The operators called by any method of the program (`name.overload`), sorted.
+pub fn program_ops(pte: &[u8]) -> Result<BTreeSet<String>, String> {
+    let file = PteFile::parse(pte).map_err(|e| e.to_string())?;
+    let mut ops = BTreeSet::new();
+    for plan in file.program.execution_plan.as_deref().unwrap_or(&[]) {
+        let table = plan.operators.as_deref().unwrap_or(&[]);
+        for chain in plan.chains.as_deref().unwrap_or(&[]) {
+            for ins in chain.instructions.as_deref().unwrap_or(&[]) {
+                if let Some(InstructionArguments::KernelCall(k)) = &ins.instr_args {
+                    let op = usize::try_from(k.op_index).ok().and_then(|i| table.get(i));
+                    let op = op.ok_or_else(|| format!("kernel call to operator {} out of range", k.op_index))?;
+                    ops.insert(op.key());
+                }
+            }
+        }
+    }
+    Ok(ops)
+}
+
+/// Operators no kernel implements.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MissingKernels(pub Vec<String>);
+
+impl fmt::Display for MissingKernels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no kernel for {} operator(s): {}", self.0.len(), self.0.join(", "))
+    }
+}
+
+impl std::error::Error for MissingKernels {}
+
+/// The kernel (op, Rust path) for each op, or every op without one.
+pub fn select(ops: &BTreeSet<String>) -> Result<Vec<(String, String)>, MissingKernels> {
+    let catalog = rbuild_kernels::catalog();
+    let mut selected = Vec::new();
+    let mut missing = Vec::new();
+    for op in ops {
+        if BUILTIN_OPS.contains(&op.as_str()) {
+            continue;
+        }
+        match catalog.iter().find(|(o, _)| o == op) {
+            Some((o, p)) => selected.push((o.to_string(), p.to_string())),
+            None => missing.push(op.clone()),
+        }
+    }
+    if missing.is_empty() {
+        Ok(selected)
+    } else {
+        Err(MissingKernels(missing))
+    }
+}
+
+/// Every kernel (for the all-kernels comparison build).
+pub fn all_kernels() -> Vec<(String, String)> {
+    rbuild_kernels::catalog().into_iter().map(|(o, p)| (o.to_string(), p.to_string())).collect()
+}
