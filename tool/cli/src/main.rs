@@ -1,9 +1,11 @@
 //! `rbuild`: export, run and inspect ExecuTorch-compatible programs (recipes and builds come
 //! next; see README).
 
+mod build;
 mod cli;
 mod error;
 mod io;
+mod project;
 
 use std::process::ExitCode;
 
@@ -22,8 +24,41 @@ enum Command {
     Run(cli::run::RunArgs),
     /// Export a model (Rust definition + weights) to an ExecuTorch-compatible .pte program.
     Export(cli::export::ExportArgs),
+    /// List every recipe × platform with its description.
+    List,
+    /// Print a recipe's build steps and which are cached, without running anything.
+    Plan {
+        /// Recipe name, then key=value overrides.
+        #[arg(required = true)]
+        words: Vec<String>,
+    },
+    /// Check every platform's toolchain.
+    Doctor,
+    /// Toolchain management.
+    Toolchain {
+        #[command(subcommand)]
+        command: ToolchainCommand,
+    },
+    /// Print recipe × platform combinations (a GitHub Actions matrix with --json).
+    Matrix {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build every recipe × platform whose toolchain is present.
+    All,
+    /// Remove build outputs (out/).
+    Clean,
+    /// Build a recipe: `rbuild mobilenet-cpu [key=value …]`.
+    #[command(external_subcommand)]
+    Recipe(Vec<String>),
     /// Describe a .pte program: methods, inputs/outputs, operators, delegates, memory.
     Inspect(cli::inspect::InspectArgs),
+}
+
+#[derive(Subcommand)]
+enum ToolchainCommand {
+    /// Install the tools a platform needs (apt packages, rustup targets, pip packages).
+    Install { platform: String },
 }
 
 fn main() -> ExitCode {
@@ -32,6 +67,14 @@ fn main() -> ExitCode {
         Command::Run(a) => cli::run::run(a),
         Command::Inspect(a) => cli::inspect::inspect(a),
         Command::Export(a) => cli::export::export(a),
+        Command::List => cli::recipes::list(),
+        Command::Plan { words } => cli::recipes::plan(&words),
+        Command::Doctor => cli::recipes::doctor(),
+        Command::Toolchain { command: ToolchainCommand::Install { platform } } => cli::recipes::toolchain_install(&platform),
+        Command::Matrix { json } => cli::recipes::matrix(json),
+        Command::All => cli::recipes::all(),
+        Command::Clean => cli::recipes::clean(),
+        Command::Recipe(words) => cli::recipes::build_recipe(&words),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,4 +2,5 @@
 
 pub mod export;
 pub mod inspect;
+pub mod recipes;
 pub mod run;

@@ -1,0 +1,288 @@
+//! The steps of a recipe build and what each one's cache key is made of.
+
+use std::path::{Path, PathBuf};
+
+use rbuild_export::weights::Weights;
+use rbuild_export::{emit, passes, plan};
+use rbuild_planner::cache::write_atomic;
+use rbuild_planner::{Dag, FileHashes, KeyHasher, StepSpec};
+use rbuild_recipe::{Dtype, Quantize, WeightsSource};
+
+use super::{Artifacts, Loaded};
+use crate::error::{CliError, CliResult};
+use crate::project::Project;
+
+/// The runner binary every template builds.
+const RUNNER_BIN: &str = "image_classifier";
+
+/// What identifies this rbuild: a rebuilt tool invalidates every step.
+fn tool_version() -> String {
+    let exe = std::env::current_exe().ok();
+    let stat = exe.as_deref().and_then(|p| rbuild_planner::hash::stat(p).ok());
+    format!("{} {:?}", env!("CARGO_PKG_VERSION"), stat)
+}
+
+/// Content hash of every file under `dir` (templates are small).
+fn dir_hash(dir: &Path, hashes: &mut FileHashes) -> CliResult<String> {
+    let mut files = Vec::new();
+    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if p.file_name().is_some_and(|n| n != "target" && n != "tests") {
+                    walk(&p, out);
+                }
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    walk(dir, &mut files);
+    files.sort();
+    let mut k = KeyHasher::new();
+    for f in files {
+        let h = hashes.hash(&f).map_err(|e| CliError(format!("{}: {e}", f.display())))?;
+        k.add(&f.strip_prefix(dir).unwrap_or(&f).display().to_string(), &h);
+    }
+    Ok(k.finish())
+}
+
+fn step_err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Copies `from` to `to` atomically (temporary file in the same folder, then rename).
+fn copy_atomic(from: &Path, to: &Path) -> Result<(), String> {
+    let bytes = std::fs::read(from).map_err(|e| format!("{}: {e}", from.display()))?;
+    write_atomic(to, &bytes).map_err(|e| format!("{}: {e}", to.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(from).map(|m| m.permissions().mode()).unwrap_or(0o755);
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(mode)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn selected_kernels(kernels_json: &Path) -> Result<Vec<(String, String)>, String> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(kernels_json).map_err(step_err)?).map_err(step_err)?;
+    Ok(v["kernels"]
+        .as_array()
+        .map(|a| a.iter().map(|k| (k["op"].as_str().unwrap_or("").to_string(), k["path"].as_str().unwrap_or("").to_string())).collect())
+        .unwrap_or_default())
+}
+
+pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut FileHashes) -> CliResult<Artifacts> {
+    let r = &l.recipe;
+    let out = project.out_dir();
+    let recipe_out = out.join(&r.name);
+    let program = recipe_out.join("program/model.pte");
+    let kernels_json = recipe_out.join("program/kernels.json");
+    let version = tool_version();
+
+    // export: model definition + weights → .pte
+    let mut key = KeyHasher::new();
+    key.add("tool", &version).add("model", &r.model.arch).add("input-shape", &format!("{:?}", r.model.input_shape));
+    key.add("dtype", &format!("{:?}", r.model.dtype)).add("quantize", &format!("{:?}", r.model.quantize));
+    match &r.model.weights {
+        WeightsSource::File(p) => {
+            let h = hashes.hash(p).map_err(|e| CliError(format!("{}: weights file {}: {e}", r.name, p.display())))?;
+            key.add("weights", &format!("{} sha256:{h}", p.display()));
+        }
+        WeightsSource::Random(seed) => {
+            key.add("weights", &format!("random seed {seed}"));
+        }
+    }
+    let (model, weights, shape, dtype, quantize) =
+        (r.model.arch.clone(), r.model.weights.clone(), r.model.input_shape.clone(), r.model.dtype, r.model.quantize);
+    let program_out = program.clone();
+    let label = format!("export {} ({})", model, weights);
+    dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs: vec![program.clone()] }, move |_| {
+        if dtype != Dtype::Float32 || quantize != Quantize::None {
+            return Err(format!("{model}: only float32 without quantization is exported so far"));
+        }
+        let w = match &weights {
+            WeightsSource::File(p) => Weights::open(p).map_err(step_err)?,
+            WeightsSource::Random(seed) => {
+                eprintln!("note: {model} uses random weights (seed {seed}): a demo, its predictions mean nothing");
+                rbuild_models::random_weights(&model, *seed).map_err(step_err)?
+            }
+        };
+        let mut g = rbuild_models::build(&model, &w, &shape).map_err(step_err)?;
+        passes::optimize(&mut g).map_err(step_err)?;
+        let mem = plan::plan_memory(&g);
+        let bytes = emit::emit(&g, &mem, "forward").map_err(step_err)?;
+        write_atomic(&program_out, &bytes).map_err(step_err)
+    })
+    .map_err(CliError)?;
+
+    // select: the program's operators → kernels; fails with every missing op listed.
+    let (p_in, k_out) = (program.clone(), kernels_json.clone());
+    let backend = r.backend.kind.as_str();
+    dag.add(
+        StepSpec {
+            id: "select".into(),
+            label: format!("kernel selection for backend {backend}"),
+            deps: vec!["export".into()],
+            key: KeyHasher::new().add("tool", &version).clone(),
+            outputs: vec![kernels_json.clone()],
+        },
+        move |_| {
+            let bytes = std::fs::read(&p_in).map_err(step_err)?;
+            let ops = rbuild_selective::program_ops(&bytes)?;
+            let selected = rbuild_selective::select(&ops).map_err(|e| format!("backend {backend}: {e}"))?;
+            let json = serde_json::json!({
+                "ops": ops,
+                "kernels": selected.iter().map(|(o, p)| serde_json::json!({"op": o, "path": p})).collect::<Vec<_>>(),
+            });
+            write_atomic(&k_out, serde_json::to_string_pretty(&json).map_err(step_err)?.as_bytes()).map_err(step_err)
+        },
+    )
+    .map_err(CliError)?;
+
+    let template = project.template_dir(&r.runner.template);
+    let template_hash = dir_hash(&template, hashes)?;
+    let mut files = vec![program.clone(), kernels_json.clone()];
+    let mut runners = Vec::new();
+    for p in &l.platforms {
+        let dir = recipe_out.join(&p.name);
+        let target = p.rust_target.clone();
+        let linker = p.linker.clone();
+        let compile_key = |what: &str| {
+            let mut k = KeyHasher::new();
+            k.add("tool", &version).add("what", what).add("template", &template_hash);
+            k.add("target", target.as_deref().unwrap_or("host")).add("linker", linker.as_deref().unwrap_or("default"));
+            k.add("embed-program", &r.runner.embed_program.to_string());
+            k
+        };
+        let target_dir = out.join(".target");
+        let opts = rbuild_selective::CompileOptions {
+            target: target.clone(),
+            target_dir,
+            features: vec![],
+            env: {
+                let mut env = vec![("CARGO_PROFILE_RELEASE_STRIP".into(), "symbols".into())];
+                if let (Some(t), Some(l)) = (&target, &linker) {
+                    env.push((format!("CARGO_TARGET_{}_LINKER", t.to_uppercase().replace('-', "_")), l.clone()));
+                }
+                env
+            },
+            release: true,
+        };
+        let package = format!("rbuild-runner-{}-{}", r.name, p.name).replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "-");
+
+        // generate + compile: the runner with exactly the program's kernels.
+        let (src, bin) = (dir.join("runner-src"), dir.join(RUNNER_BIN));
+        let (t, s, kj, b, o, pkg) = (template.clone(), src.clone(), kernels_json.clone(), bin.clone(), opts.clone(), package.clone());
+        let embed = r.runner.embed_program.then(|| program.clone());
+        let mut deps = vec!["select".to_string()];
+        if embed.is_some() {
+            deps.push("export".into());
+        }
+        dag.add(
+            StepSpec {
+                id: format!("runner:{}", p.name),
+                label: format!("generate and build {RUNNER_BIN} for {} (selected kernels)", p.name),
+                deps,
+                key: compile_key("selected"),
+                outputs: vec![bin.clone()],
+            },
+            move |_| {
+                let selected = selected_kernels(&kj)?;
+                rbuild_selective::generate(&t, &s, &pkg, &selected)?;
+                let mut o = o;
+                if let Some(pte) = &embed {
+                    o.features.push("embed-program".into());
+                    o.env.push(("RBUILD_EMBED_PROGRAM".into(), pte.display().to_string()));
+                }
+                let exe = rbuild_selective::compile(&s, RUNNER_BIN, &o)?;
+                copy_atomic(&exe, &b)
+            },
+        )
+        .map_err(CliError)?;
+
+        // The same runner with every kernel, built once, for the size comparison.
+        let (all_src, all_bin) = (dir.join("runner-all-kernels-src"), dir.join(format!("{RUNNER_BIN}.all-kernels")));
+        let (t, s, b, o) = (template.clone(), all_src.clone(), all_bin.clone(), opts.clone());
+        dag.add(
+            StepSpec {
+                id: format!("baseline:{}", p.name),
+                label: format!("{RUNNER_BIN} with all kernels (size baseline) for {}", p.name),
+                deps: vec![],
+                key: compile_key("all-kernels"),
+                outputs: vec![all_bin.clone()],
+            },
+            move |_| {
+                rbuild_selective::generate(&t, &s, "rbuild-runner-all-kernels", &rbuild_selective::all_kernels())?;
+                let exe = rbuild_selective::compile(&s, RUNNER_BIN, &o)?;
+                copy_atomic(&exe, &b)
+            },
+        )
+        .map_err(CliError)?;
+
+        // package: program + runner + manifest in out/<recipe>/<platform>/.
+        let (pte_to, manifest) = (dir.join("model.pte"), dir.join("manifest.json"));
+        let (pte_from, pt, mf, kj, rb, ab) = (program.clone(), pte_to.clone(), manifest.clone(), kernels_json.clone(), bin.clone(), all_bin.clone());
+        let info = serde_json::json!({
+            "recipe": r.name,
+            "description": r.description,
+            "recipe_sha256": rbuild_planner::hash::sha256_file(Path::new(r.source.name())).unwrap_or_default(),
+            "model": r.model.arch,
+            "weights": r.model.weights.to_string(),
+            "input_shape": r.model.input_shape,
+            "backend": r.backend.kind.as_str(),
+            "runner": r.runner.template,
+            "embed_program": r.runner.embed_program,
+            "platform": p.name,
+            "rust_target": p.rust_target.clone().unwrap_or_else(|| "host".into()),
+            "rbuild": env!("CARGO_PKG_VERSION"),
+        });
+        dag.add(
+            StepSpec {
+                id: format!("package:{}", p.name),
+                label: format!("lay out out/{}/{}", r.name, p.name),
+                deps: vec!["export".into(), "select".into(), format!("runner:{}", p.name), format!("baseline:{}", p.name)],
+                key: KeyHasher::new().add("tool", &version).add("info", &info.to_string()).clone(),
+                outputs: vec![pte_to.clone(), manifest.clone()],
+            },
+            move |_| {
+                copy_atomic(&pte_from, &pt)?;
+                let file = |p: &Path| -> Result<serde_json::Value, String> {
+                    Ok(serde_json::json!({
+                        "path": p.file_name().map(|n| n.to_string_lossy().into_owned()),
+                        "bytes": std::fs::metadata(p).map_err(step_err)?.len(),
+                        "sha256": rbuild_planner::hash::sha256_file(p).map_err(step_err)?,
+                    }))
+                };
+                let mut info = info;
+                info["files"] = serde_json::json!([file(&pt)?, file(&rb)?]);
+                info["kernels"] = serde_json::json!(selected_kernels(&kj)?.iter().map(|(o, _)| o.clone()).collect::<Vec<_>>());
+                info["runner_stripped_bytes"] = serde_json::json!(std::fs::metadata(&rb).map_err(step_err)?.len());
+                info["runner_all_kernels_stripped_bytes"] = serde_json::json!(std::fs::metadata(&ab).map_err(step_err)?.len());
+                write_atomic(&mf, serde_json::to_string_pretty(&info).map_err(step_err)?.as_bytes()).map_err(step_err)
+            },
+        )
+        .map_err(CliError)?;
+        files.extend([pte_to, manifest]);
+        runners.push((p.name.clone(), bin, all_bin));
+    }
+    Ok(Artifacts { files, runners })
+}
+
+/// Prints the artifacts with sizes, and each runner next to its all-kernels twin.
+pub fn print_artifacts(a: &Artifacts) {
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    for f in &a.files {
+        eprintln!("  {:>12} bytes  {}", size(f), f.display());
+    }
+    for (platform, bin, all) in &a.runners {
+        let (s, t) = (size(bin), size(all));
+        eprintln!(
+            "  {:>12} bytes  {} (stripped; with all kernels {} bytes, {:.0}% smaller) [{platform}]",
+            s,
+            bin.display(),
+            t,
+            100.0 * (1.0 - s as f64 / t.max(1) as f64)
+        );
+    }
+}

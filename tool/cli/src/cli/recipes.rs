@@ -1,0 +1,142 @@
+//! Recipe-level commands: `list`, `plan`, `doctor`, `toolchain install`, `matrix`, `all`,
+//! `clean`, and building a recipe by name.
+
+use crate::build;
+use crate::error::{bail, CliError, CliResult};
+use crate::project::Project;
+
+/// `rbuild list`: every recipe × platform with its description, like `make help`.
+pub fn list() -> CliResult {
+    let project = Project::find()?;
+    println!("{:<28} {:<14} description", "recipe", "platform");
+    for name in project.recipe_names() {
+        match build::load(&project, &name, &[]) {
+            Ok(l) => {
+                for p in &l.recipe.platforms {
+                    println!("{name:<28} {p:<14} {}", l.recipe.description);
+                }
+            }
+            Err(e) => println!("{name:<28} {:<14} (does not load: {})", "-", e.0.lines().next().unwrap_or("")),
+        }
+    }
+    Ok(())
+}
+
+/// `rbuild doctor`: every platform's tools, found or with their install commands.
+pub fn doctor() -> CliResult {
+    let project = Project::find()?;
+    let mut ok = true;
+    for p in build::platforms(&project)? {
+        println!("{} — {}", p.name, p.description);
+        for s in p.check() {
+            match &s.found {
+                Some((path, version)) => println!("  ok       {:<24} {} ({version})", s.tool, path.display()),
+                None => {
+                    ok = false;
+                    println!("  missing  {:<24} install: {}", s.tool, s.install_hint.replace('\n', "; "));
+                }
+            }
+        }
+    }
+    if !ok {
+        println!("some tools are missing: `rbuild toolchain install <platform>` installs them");
+    }
+    Ok(())
+}
+
+/// `rbuild toolchain install PLATFORM`.
+pub fn toolchain_install(platform: &str) -> CliResult {
+    let project = Project::find()?;
+    let all = build::platforms(&project)?;
+    let Some(p) = all.iter().find(|p| p.name == platform) else {
+        let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
+        bail!("unknown platform `{platform}` (platforms: {})", names.join(", "));
+    };
+    let done = p.install().map_err(|e| CliError(format!("{platform}: {e}")))?;
+    for line in done {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// (recipe, platform) pairs of the project.
+fn combinations(project: &Project) -> CliResult<Vec<(String, String)>> {
+    let mut v = Vec::new();
+    for name in project.recipe_names() {
+        let l = build::load(project, &name, &[])?;
+        for p in &l.recipe.platforms {
+            v.push((name.clone(), p.clone()));
+        }
+    }
+    Ok(v)
+}
+
+/// `rbuild matrix [--json]`: the combinations as a GitHub Actions matrix.
+pub fn matrix(json: bool) -> CliResult {
+    let project = Project::find()?;
+    let combos = combinations(&project)?;
+    if json {
+        let include: Vec<serde_json::Value> =
+            combos.iter().map(|(r, p)| serde_json::json!({"recipe": r, "platform": p})).collect();
+        println!("{}", serde_json::json!({ "include": include }));
+    } else {
+        for (r, p) in combos {
+            println!("{r} platform={p}");
+        }
+    }
+    Ok(())
+}
+
+/// `rbuild all`: builds every combination whose toolchain is present; prints a table.
+pub fn all() -> CliResult {
+    let project = Project::find()?;
+    let platforms = build::platforms(&project)?;
+    let mut rows = Vec::new();
+    for (recipe, platform) in combinations(&project)? {
+        let p = platforms.iter().find(|p| p.name == platform);
+        let missing: Vec<String> =
+            p.map(|p| p.check().into_iter().filter(|s| s.found.is_none()).map(|s| s.tool).collect()).unwrap_or_default();
+        let result = if !missing.is_empty() {
+            format!("skipped (missing {})", missing.join(", "))
+        } else {
+            match build::build(&project, &recipe, &[format!("platform={platform}")], false) {
+                Ok(()) => "ok".into(),
+                Err(e) => format!("FAILED: {}", e.0.lines().next().unwrap_or("")),
+            }
+        };
+        rows.push((recipe, platform, result));
+    }
+    println!("{:<28} {:<14} result", "recipe", "platform");
+    for (r, p, res) in &rows {
+        println!("{r:<28} {p:<14} {res}");
+    }
+    if rows.iter().any(|r| r.2.starts_with("FAILED")) {
+        bail!("some builds failed");
+    }
+    Ok(())
+}
+
+/// `rbuild clean`: removes out/.
+pub fn clean() -> CliResult {
+    let project = Project::find()?;
+    let out = project.out_dir();
+    if out.exists() {
+        std::fs::remove_dir_all(&out).map_err(|e| CliError(format!("{}: {e}", out.display())))?;
+        println!("removed {}", out.display());
+    }
+    Ok(())
+}
+
+/// `rbuild <recipe> [key=value …]`.
+pub fn build_recipe(words: &[String]) -> CliResult {
+    let project = Project::find()?;
+    let (name, overrides) = words.split_first().ok_or_else(|| CliError("no recipe given".into()))?;
+    build::build(&project, name, overrides, false)
+}
+
+/// `rbuild plan <recipe> [key=value …]`: the DAG and what is cached; runs nothing.
+pub fn plan(words: &[String]) -> CliResult {
+    let project = Project::find()?;
+    let (name, overrides) = words.split_first().ok_or_else(|| CliError("no recipe given".into()))?;
+    build::build(&project, name, overrides, true)
+}
