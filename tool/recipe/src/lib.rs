@@ -1,0 +1,25 @@
+//! rbuild's recipe and toolchain loader: KDL files in, typed values out, and for anything
+//! wrong a single miette report naming every problem with its file, span, label and help.
+//!
+//! - [`Recipe::load`] reads `recipes/<name>.kdl` against a [`Catalog`] of known names;
+//!   [`Recipe::apply_overrides`] applies command-line `key=value` words.
+//! - [`load_platforms`] reads every `toolchains/<platform>.kdl`; [`Platform::check`] probes the
+//!   tools a platform needs and [`Platform::install`] installs the missing ones.
+//! - [`render`] turns a report into stable plain text (tests snapshot it).
+
+mod choice;
+mod decode;
+mod diag;
+mod overrides;
+mod probe;
+mod recipe;
+mod suggest;
+mod toolchain;
+
+pub use choice::Choice;
+pub use diag::{render, LoadError, Problem, Source};
+pub use overrides::OVERRIDE_KEYS;
+pub use probe::{InstallError, ToolStatus};
+pub use recipe::{Backend, BackendSpec, Catalog, Dtype, Fallback, ModelSpec, Quantize, Recipe, RunnerSpec, WeightsSource};
+pub use suggest::{closest, edit_distance};
+pub use toolchain::{load_platform, load_platforms, InstallStep, Platform, RunSpec, Tool};

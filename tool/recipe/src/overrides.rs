@@ -1,0 +1,155 @@
+//! Command-line overrides (`rbuild mobilenet-cpu quantize=int8 platform=host`): `key=value`
+//! words applied on top of a loaded recipe. The words are treated as a one-line source named
+//! "command line", so a bad word is underlined just like a bad node in a file.
+
+use std::path::Path;
+
+use miette::{Report, SourceSpan};
+
+use crate::choice::Choice;
+use crate::diag::{LoadError, Problem, Source};
+use crate::recipe::{resolve_weights, Catalog, Dtype, Fallback, Quantize, Recipe, WeightsSource};
+use crate::suggest;
+
+/// Every key [`Recipe::apply_overrides`] accepts.
+pub const OVERRIDE_KEYS: &[&str] =
+    &["weights", "seed", "platform", "input-shape", "dtype", "quantize", "fallback", "embed-program", "top"];
+
+impl Recipe {
+    /// Applies `key=value` words in order (a later word for the same key wins). Either every
+    /// word applies or none does: all problems come back in one report.
+    ///
+    /// `weights=PATH` is resolved against the current folder (it was typed there), `seed=N`
+    /// selects seeded random weights, and `platform=a,b` replaces the recipe's platform list
+    /// with known platforms.
+    pub fn apply_overrides<S: AsRef<str>>(&mut self, words: &[S], catalog: &Catalog) -> Result<(), Report> {
+        let mut text = String::new();
+        let mut starts = Vec::new();
+        for word in words {
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            starts.push(text.len());
+            text.push_str(word.as_ref());
+        }
+        let source = Source::new("command line", text);
+        let mut next = self.clone();
+        let mut problems = Vec::new();
+        for (word, &start) in words.iter().zip(&starts) {
+            let word = word.as_ref();
+            let Some((key, value)) = word.split_once('=') else {
+                let problem = source
+                    .problem(span(start, word.len()), format!("`{word}` is not a `key=value` override"), "no `=`")
+                    .help(format!("overrides are `key=value`; keys: {}", OVERRIDE_KEYS.join(", ")));
+                problems.push(problem);
+                continue;
+            };
+            let at = Word { source: &source, key, key_span: span(start, key.len()), value_start: start + key.len() + 1 };
+            if let Err(problem) = apply(&mut next, &at, value, catalog) {
+                problems.push(problem);
+            }
+        }
+        LoadError::check("invalid overrides", problems)?;
+        *self = next;
+        Ok(())
+    }
+}
+
+/// Where one override word sits in the command-line source.
+struct Word<'a> {
+    source: &'a Source,
+    key: &'a str,
+    key_span: SourceSpan,
+    value_start: usize,
+}
+
+impl Word<'_> {
+    /// A problem about `part` of the value (which starts `offset` bytes into it).
+    fn bad(&self, offset: usize, part: &str, expected: &str) -> Problem {
+        let key = self.key;
+        self.source
+            .problem(span(self.value_start + offset, part.len()), format!("bad value `{part}` for `{key}`"), format!("expected {expected}"))
+            .help(format!("`{key}` takes {expected}"))
+    }
+}
+
+fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Result<(), Problem> {
+    match w.key {
+        "weights" => {
+            recipe.model.weights = resolve_weights(value, Path::new(""))
+                .map_err(|e| e.problem(w.source, span(w.value_start, value.len()), "the current folder"))?;
+        }
+        "seed" => {
+            let seed = value.parse().map_err(|_| w.bad(0, value, "an integer seed from 0 to 18446744073709551615"))?;
+            recipe.model.weights = WeightsSource::Random(seed);
+        }
+        "platform" => {
+            let mut platforms: Vec<String> = Vec::new();
+            for (offset, name) in split_commas(value) {
+                if !catalog.platforms.contains(&name) {
+                    let help = suggest::help(name, catalog.platforms, "known platforms");
+                    return Err(w.bad(offset, name, "a known platform").help(help));
+                }
+                if !platforms.iter().any(|p| p == name) {
+                    platforms.push(name.to_string());
+                }
+            }
+            recipe.platforms = platforms;
+        }
+        "input-shape" => {
+            let expected = "positive integers separated by commas, e.g. `1,3,224,224`";
+            let mut shape = Vec::new();
+            for (offset, dim) in split_commas(value) {
+                match dim.parse::<u32>() {
+                    Ok(n) if n > 0 => shape.push(n as usize),
+                    _ => return Err(w.bad(offset, dim, expected)),
+                }
+            }
+            recipe.model.input_shape = shape;
+        }
+        "dtype" => recipe.model.dtype = choice::<Dtype>(w, value)?,
+        "quantize" => recipe.model.quantize = choice::<Quantize>(w, value)?,
+        "fallback" => recipe.backend.fallback = choice::<Fallback>(w, value)?,
+        "embed-program" => {
+            recipe.runner.embed_program = match value {
+                "true" => true,
+                "false" => false,
+                _ => return Err(w.bad(0, value, "`true` or `false`")),
+            }
+        }
+        "top" => match value.parse::<u32>() {
+            Ok(n) if n > 0 => recipe.runner.top = Some(n),
+            _ => return Err(w.bad(0, value, "a positive integer")),
+        },
+        key => {
+            let help = suggest::help(key, OVERRIDE_KEYS, "override keys");
+            return Err(w.source.problem(w.key_span, format!("unknown override key `{key}`"), "unknown key").help(help));
+        }
+    }
+    Ok(())
+}
+
+fn choice<T: Choice>(w: &Word, value: &str) -> Result<T, Problem> {
+    T::from_name(value).ok_or_else(|| {
+        let expected = T::expected();
+        let problem = w.bad(0, value, &expected);
+        match suggest::closest(value, T::names()) {
+            Some(best) => problem.help(format!("did you mean `{best}`? `{}` takes {expected}", w.key)),
+            None => problem,
+        }
+    })
+}
+
+/// The comma-separated parts of `value` with their byte offsets in it. An empty value yields
+/// one empty part, so "nothing given" is reported like any other bad part.
+fn split_commas(value: &str) -> impl Iterator<Item = (usize, &str)> {
+    value.split(',').scan(0, |offset, part| {
+        let at = *offset;
+        *offset += part.len() + 1;
+        Some((at, part))
+    })
+}
+
+fn span(offset: usize, len: usize) -> SourceSpan {
+    SourceSpan::from(offset..offset + len)
+}

@@ -1,0 +1,323 @@
+//! Platform files (`toolchains/<platform>.kdl`): the Rust target, linker, the tools a build for
+//! the platform needs (how to find them, how to install them) and how to run a binary there.
+//! Adding a platform is adding a file, not code.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kdl::{KdlDocument, KdlNode};
+use miette::Report;
+
+use crate::decode::{Decoder, Parent, Spanned};
+use crate::diag::{syntax_problems, LoadError, Problem, Source};
+
+/// A loaded platform file.
+#[derive(Clone, Debug)]
+pub struct Platform {
+    /// The file stem: `toolchains/linux-arm64.kdl` is `linux-arm64`.
+    pub name: String,
+    pub description: String,
+    /// The Rust target triple; `None` builds for the machine rbuild runs on.
+    pub rust_target: Option<String>,
+    /// The linker cargo should use for `rust_target` (one of `tools`).
+    pub linker: Option<String>,
+    pub tools: Vec<Tool>,
+    pub run: RunSpec,
+    /// The file's text, for diagnostics raised later about this platform.
+    pub source: Source,
+}
+
+/// A program a build for the platform needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    /// The executable looked up on PATH (defaults to the tool's name).
+    pub command: String,
+    /// Arguments that make it print its version; the first line of output is kept.
+    pub version_args: Vec<String>,
+    /// How to install it when missing, in order.
+    pub install: Vec<InstallStep>,
+}
+
+/// One way of installing a missing tool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InstallStep {
+    /// Debian/Ubuntu packages: `apt-get install -y …`.
+    Apt(Vec<String>),
+    /// Python packages: `pip install …`.
+    Pip(Vec<String>),
+    /// Rust standard libraries for targets: `rustup target add …`.
+    RustupTarget(Vec<String>),
+    /// Rust programs: `cargo install …`.
+    Cargo(Vec<String>),
+    /// Instructions for a person; [`Platform::install`] cannot run these.
+    Manual(String),
+}
+
+impl InstallStep {
+    /// The program and arguments that perform this step, or `None` for manual steps.
+    pub fn command(&self) -> Option<(&'static str, Vec<String>)> {
+        let with = |prefix: &[&str], items: &[String]| {
+            prefix.iter().map(|s| s.to_string()).chain(items.iter().cloned()).collect::<Vec<_>>()
+        };
+        match self {
+            InstallStep::Apt(p) => Some(("apt-get", with(&["install", "-y"], p))),
+            InstallStep::Pip(p) => Some(("pip", with(&["install"], p))),
+            InstallStep::RustupTarget(t) => Some(("rustup", with(&["target", "add"], t))),
+            InstallStep::Cargo(c) => Some(("cargo", with(&["install"], c))),
+            InstallStep::Manual(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for InstallStep {
+    /// The exact command a person would type (or the manual instructions).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self, self.command()) {
+            (InstallStep::Manual(text), _) => f.write_str(text),
+            (_, Some((program, args))) => write!(f, "{program} {}", args.join(" ")),
+            (_, None) => Ok(()),
+        }
+    }
+}
+
+/// How a binary built for the platform is run on this machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunSpec {
+    /// Directly.
+    Native,
+    /// Through an emulator: `program args… <binary> <binary's args…>`.
+    Emulator { program: String, args: Vec<String> },
+}
+
+impl RunSpec {
+    /// A command that runs `binary` (add the binary's own arguments to it).
+    pub fn command(&self, binary: &Path) -> Command {
+        match self {
+            RunSpec::Native => Command::new(binary),
+            RunSpec::Emulator { program, args } => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(binary);
+                cmd
+            }
+        }
+    }
+}
+
+const TOP: &[&str] = &["description", "target", "linker", "run", "tool"];
+const TOOL: &[&str] = &["command", "version", "install"];
+const INSTALL: &[&str] = &["apt", "pip", "rustup-target", "cargo", "manual"];
+
+/// Loads every `*.kdl` file in `dir` (sorted by name). Problems in all files come back in
+/// one report.
+pub fn load_platforms(dir: impl AsRef<Path>) -> Result<Vec<Platform>, Report> {
+    let dir = dir.as_ref();
+    let what = format!("cannot load platforms from `{}`", dir.display());
+    let files = kdl_files(dir).map_err(|e| {
+        LoadError::report(
+            &what,
+            vec![Problem::plain(format!("cannot read folder `{}`: {e}", dir.display()))
+                .help("platform files live in `toolchains/<platform>.kdl` at the repository root")],
+        )
+    })?;
+    let mut platforms = Vec::new();
+    let mut problems = Vec::new();
+    for path in files {
+        match read_platform(&path) {
+            Ok(platform) => platforms.push(platform),
+            Err(mut found) => problems.append(&mut found),
+        }
+    }
+    LoadError::check(&what, problems)?;
+    Ok(platforms)
+}
+
+/// Loads one platform file.
+pub fn load_platform(path: impl AsRef<Path>) -> Result<Platform, Report> {
+    let path = path.as_ref();
+    read_platform(path).map_err(|problems| LoadError::report(&format!("cannot load platform `{}`", path.display()), problems))
+}
+
+impl Platform {
+    /// Parses and validates platform `text` as if read from `path` (whose stem names it).
+    pub fn from_source(path: impl AsRef<Path>, text: impl Into<String>) -> Result<Platform, Report> {
+        let path = path.as_ref();
+        parse_platform(path, text.into())
+            .map_err(|problems| LoadError::report(&format!("cannot load platform `{}`", path.display()), problems))
+    }
+}
+
+/// The `.kdl` files directly in `dir`, sorted so reports and listings are stable.
+pub(crate) fn kdl_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "kdl") && path.is_file() {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn read_platform(path: &Path) -> Result<Platform, Vec<Problem>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| vec![Problem::plain(format!("cannot read `{}`: {e}", path.display()))])?;
+    parse_platform(path, text)
+}
+
+fn parse_platform(path: &Path, text: String) -> Result<Platform, Vec<Problem>> {
+    let source = Source::new(path.display().to_string(), text);
+    let doc: KdlDocument = source.text().parse().map_err(|e| syntax_problems(&source, e))?;
+    let mut d = Decoder::new(&source);
+    let platform = decode(&mut d, &doc);
+    if !d.problems.is_empty() {
+        return Err(d.problems);
+    }
+    let (description, rust_target, linker, tools, run) =
+        platform.ok_or_else(|| vec![Problem::plain(format!("`{}` could not be decoded", path.display()))])?;
+    let name = path.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    Ok(Platform { name, description, rust_target, linker, tools, run, source })
+}
+
+type Parts = (String, Option<String>, Option<String>, Vec<Tool>, RunSpec);
+
+fn decode(d: &mut Decoder, doc: &KdlDocument) -> Option<Parts> {
+    let file = Parent::File("platform file");
+    if !d.not_empty(doc, "platform file", "`target \"host\"; run \"native\"`") {
+        return None;
+    }
+    let top = d.fields(file, Some(doc), TOP, &["tool"]);
+    let description = match top.get("description") {
+        Some(node) => d.string(node).map(|s| s.value),
+        None => Some(String::new()),
+    };
+    let target = d
+        .require(&top, file, "target", "`target \"aarch64-unknown-linux-gnu\"` or `target \"host\"`")
+        .and_then(|node| d.string(node))
+        .and_then(|t| rust_target(d, t));
+    let tools: Vec<Option<Tool>> = top.all("tool").map(|node| tool(d, node)).collect();
+    let declared: Vec<&str> = tools.iter().flatten().map(|t| t.name.as_str()).collect();
+    duplicate_tools(d, &top.all("tool").collect::<Vec<_>>());
+    let linker = match top.get("linker") {
+        Some(node) => d.string(node).and_then(|l| declared_tool(d, l, &declared, "linker")).map(Some),
+        None => Some(None),
+    };
+    let run = d
+        .require(&top, file, "run", "`run \"native\"` or `run \"qemu-aarch64\" \"-L\" \"/usr/aarch64-linux-gnu\"`")
+        .and_then(|node| run(d, node, &declared));
+    let tools = tools.into_iter().collect::<Option<Vec<Tool>>>();
+    Some((description?, target?, linker?, tools?, run?))
+}
+
+/// `host` means "no cross target"; anything else must at least look like a target triple.
+fn rust_target(d: &mut Decoder, target: Spanned<String>) -> Option<Option<String>> {
+    if target.value == "host" {
+        return Some(None);
+    }
+    let looks_like_triple = target.value.split('-').count() >= 2
+        && target.value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if looks_like_triple {
+        return Some(Some(target.value));
+    }
+    d.error(
+        target.span,
+        format!("`{}` is not a Rust target triple", target.value),
+        "not a target triple",
+        "write a triple such as `aarch64-unknown-linux-gnu` (`rustc --print target-list` lists them), or `host`",
+    );
+    None
+}
+
+fn tool(d: &mut Decoder, node: &KdlNode) -> Option<Tool> {
+    let name = d.block_name(node, TOOL);
+    let fields = d.fields(Parent::Node(node), node.children(), TOOL, &[]);
+    let command = match fields.get("command") {
+        Some(n) => d.string(n).map(|c| Some(c.value)),
+        None => Some(None),
+    };
+    let version_args = match fields.get("version") {
+        Some(n) => d.strings(n).map(|args| args.into_iter().map(|a| a.value).collect()),
+        None => Some(vec!["--version".to_string()]),
+    };
+    let install = match fields.get("install") {
+        Some(n) => install(d, n),
+        None => Some(Vec::new()),
+    };
+    let name = name?.value;
+    let command = command?.unwrap_or_else(|| name.clone());
+    Some(Tool { name, command, version_args: version_args?, install: install? })
+}
+
+fn install(d: &mut Decoder, node: &KdlNode) -> Option<Vec<InstallStep>> {
+    for extra in d.args(node, INSTALL) {
+        d.error(extra.span(), "`install` takes no values", "unexpected value", "put the steps in its block: `install { apt \"…\" }`");
+    }
+    let fields = d.fields(Parent::Node(node), node.children(), INSTALL, INSTALL);
+    let mut steps = Some(Vec::new());
+    for step in fields.iter() {
+        let kind = step.name().value();
+        let step = if kind == "manual" {
+            d.string(step).map(|text| InstallStep::Manual(text.value))
+        } else {
+            d.strings(step).map(|items| {
+                let items = items.into_iter().map(|i| i.value).collect();
+                match kind {
+                    "apt" => InstallStep::Apt(items),
+                    "pip" => InstallStep::Pip(items),
+                    "rustup-target" => InstallStep::RustupTarget(items),
+                    _ => InstallStep::Cargo(items),
+                }
+            })
+        };
+        match (step, steps.as_mut()) {
+            (Some(step), Some(steps)) => steps.push(step),
+            _ => steps = None,
+        }
+    }
+    steps
+}
+
+fn duplicate_tools(d: &mut Decoder, nodes: &[&KdlNode]) {
+    let name_of = |n: &KdlNode| n.entries().first().and_then(|e| e.value().as_string()).map(str::to_string);
+    for (i, node) in nodes.iter().enumerate() {
+        let Some(name) = name_of(node) else { continue };
+        if let Some(first) = nodes[..i].iter().find(|n| name_of(n).as_deref() == Some(&name)) {
+            let problem = d
+                .source
+                .problem(node.name().span(), format!("tool `{name}` is declared twice"), "declared again here")
+                .also(first.name().span(), "first declared here")
+                .help("keep one declaration");
+            d.report(problem);
+        }
+    }
+}
+
+/// Programs the platform file names (linker, emulator) must be declared as tools, so
+/// `rbuild doctor` checks them and knows how to install them.
+fn declared_tool(d: &mut Decoder, program: Spanned<String>, declared: &[&str], role: &str) -> Option<String> {
+    if declared.contains(&program.value.as_str()) {
+        return Some(program.value);
+    }
+    let help = format!(
+        "declare it so it can be checked and installed: `tool \"{}\" {{ install {{ apt \"…\" }} }}`",
+        program.value
+    );
+    d.error(program.span, format!("{role} `{}` is not declared as a tool", program.value), "not a declared tool", help);
+    None
+}
+
+fn run(d: &mut Decoder, node: &KdlNode, declared: &[&str]) -> Option<RunSpec> {
+    let mut words = d.strings(node)?.into_iter();
+    let program = words.next()?;
+    if program.value == "native" {
+        if let Some(extra) = words.next() {
+            d.error(extra.span, "`run \"native\"` takes no arguments", "extra value", "remove it, or name an emulator instead of `native`");
+            return None;
+        }
+        return Some(RunSpec::Native);
+    }
+    let program = declared_tool(d, program, declared, "emulator")?;
+    Some(RunSpec::Emulator { program, args: words.map(|w| w.value).collect() })
+}

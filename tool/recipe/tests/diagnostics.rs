@@ -1,0 +1,111 @@
+//! Snapshots of the rendered report for each class of mistake, from files in `tests/cases/`.
+
+mod common;
+
+use common::{assert_snapshot, catalog, problems, BACKENDS};
+use rbuild_recipe::{load_platforms, render, Backend, Catalog, Recipe};
+
+/// Loads `tests/cases/<case>.kdl`, which must fail, snapshots the report and returns the
+/// number of problems in it.
+fn recipe_case(case: &str, catalog: &Catalog) -> usize {
+    let report = match Recipe::load(format!("tests/cases/{case}.kdl"), catalog) {
+        Ok(recipe) => panic!("{case} loaded: {recipe:?}"),
+        Err(report) => report,
+    };
+    assert_snapshot(case, &render(&report));
+    problems(&report).problems.len()
+}
+
+#[test]
+fn kdl_syntax_errors_are_wrapped_with_the_file_name() {
+    assert_eq!(recipe_case("syntax", &catalog()), 2);
+}
+
+#[test]
+fn unknown_nodes_get_suggestions() {
+    assert_eq!(recipe_case("unknown-node", &catalog()), 4);
+}
+
+#[test]
+fn properties_are_rejected() {
+    assert_eq!(recipe_case("unknown-property", &catalog()), 3);
+}
+
+#[test]
+fn wrong_value_types() {
+    assert_eq!(recipe_case("wrong-type", &catalog()), 6);
+}
+
+#[test]
+fn unknown_names_get_suggestions() {
+    assert_eq!(recipe_case("unknown-names", &catalog()), 8);
+}
+
+#[test]
+fn backend_not_in_this_build() {
+    let only_cpu = Catalog { backends: &[Backend::Cpu], ..catalog() };
+    assert_eq!(BACKENDS.len(), 4);
+    assert_eq!(recipe_case("unavailable-backend", &only_cpu), 1);
+}
+
+#[test]
+fn missing_required_nodes() {
+    assert_eq!(recipe_case("missing-required", &catalog()), 3);
+    assert_eq!(recipe_case("missing-child", &catalog()), 2);
+    assert_eq!(recipe_case("empty", &catalog()), 1);
+}
+
+#[test]
+fn weights_file_must_exist() {
+    assert_eq!(recipe_case("weights-missing", &catalog()), 1);
+    assert_eq!(recipe_case("bad-seed", &catalog()), 1);
+}
+
+#[test]
+fn duplicates_point_at_both() {
+    assert_eq!(recipe_case("duplicates", &catalog()), 2);
+}
+
+#[test]
+fn counts_and_ranges() {
+    assert_eq!(recipe_case("shape-errors", &catalog()), 8);
+}
+
+#[test]
+fn all_errors_of_a_file_come_in_one_report() {
+    let report = Recipe::load("tests/cases/multi-error.kdl", &catalog()).unwrap_err();
+    assert_snapshot("multi-error", &render(&report));
+    let messages: Vec<&str> = problems(&report).problems.iter().map(|p| p.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            "missing `platforms` in the recipe",
+            "weights file `tests/cases/missing.safetensors` does not exist",
+            "unknown node `quantise` in `model`",
+            "unexpected property `fallback` on `backend`",
+            "`top` expects an integer, found a string",
+            "unknown node `platform` in the recipe",
+        ]
+    );
+    // Every problem names its file and points at a span with a label and a help line.
+    for p in &problems(&report).problems {
+        assert_eq!(p.source.as_ref().map(|s| s.name()), Some("tests/cases/multi-error.kdl"));
+        assert!(!p.labels.is_empty() && p.help.is_some(), "{p:?}");
+    }
+}
+
+#[test]
+fn unreadable_recipe() {
+    let report = Recipe::load("tests/cases/no-such-recipe.kdl", &catalog()).unwrap_err();
+    let text = render(&report);
+    assert!(text.contains("cannot read `tests/cases/no-such-recipe.kdl`"), "{text}");
+}
+
+#[test]
+fn platform_file_errors_of_all_files_in_one_report() {
+    let report = load_platforms("tests/cases/toolchains-bad").unwrap_err();
+    assert_snapshot("toolchains-bad", &render(&report));
+    let files: std::collections::BTreeSet<_> =
+        problems(&report).problems.iter().filter_map(|p| p.source.as_ref()).map(|s| s.name().to_string()).collect();
+    assert_eq!(files.len(), 3, "{files:?}");
+}
