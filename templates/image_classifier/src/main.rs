@@ -1,0 +1,216 @@
+//! `image_classifier --model model.pte --image photo.png [--top 5] [--labels labels.txt]`:
+//! classify one image with an ExecuTorch-compatible program and print the top-k classes.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+use rbuild_image_classifier::{classify, decode, kernels, preprocess};
+use rbuild_runtime::backend::BackendRegistry;
+use rbuild_runtime::buffer::AlignedBuf;
+use rbuild_runtime::{KernelContext, Method, Program, ScalarType, Value};
+
+#[derive(Parser)]
+#[command(name = "image_classifier", about = "Classify an image with an ExecuTorch-compatible program")]
+struct Args {
+    /// The .pte program (optional when one was embedded at build time).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// PNG or JPEG image.
+    #[arg(long, required_unless_present = "list_kernels")]
+    image: Option<PathBuf>,
+    /// How many classes to print.
+    #[arg(long, default_value_t = 5)]
+    top: usize,
+    /// Class names, one per line (line N names class N); default: the class index.
+    #[arg(long)]
+    labels: Option<PathBuf>,
+    /// Threads kernels may use.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Executions to time; the median latency is reported.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Print the registered kernels' op names, one per line, and exit.
+    #[arg(long)]
+    list_kernels: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A user-facing failure: the message names the file concerned.
+struct Failure(String);
+
+type Outcome<T = ()> = Result<T, Failure>;
+
+/// Prefixes an error with the file it concerns.
+fn in_file<T, E: std::fmt::Display>(r: Result<T, E>, path: &Path) -> Outcome<T> {
+    r.map_err(|e| Failure(format!("{}: {e}", path.display())))
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The program compiled in with `--features embed-program` (16-aligned, as the runtime views
+/// constants in place).
+#[cfg(rbuild_embedded)]
+fn embedded_program() -> Option<&'static [u8]> {
+    #[repr(C, align(16))]
+    struct Aligned<T: ?Sized>(T);
+    static PROGRAM: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/program.pte")));
+    Some(&PROGRAM.0)
+}
+
+#[cfg(not(rbuild_embedded))]
+fn embedded_program() -> Option<&'static [u8]> {
+    None
+}
+
+/// Reads the program straight into aligned memory: the runtime views constant tensors in place.
+fn read_program(path: &Path) -> Outcome<AlignedBuf> {
+    use std::io::Read;
+    let mut f = in_file(std::fs::File::open(path), path)?;
+    let len = in_file(f.metadata(), path)?.len();
+    let mut buf = usize::try_from(len)
+        .ok()
+        .and_then(AlignedBuf::try_zeroed)
+        .ok_or_else(|| Failure(format!("{}: cannot allocate {len} bytes for the program", path.display())))?;
+    in_file(f.read_exact(buf.as_mut_slice()), path)?;
+    Ok(buf)
+}
+
+fn run(a: Args) -> Outcome {
+    if a.list_kernels {
+        for op in kernels::registry().ops() {
+            println!("{op}");
+        }
+        return Ok(());
+    }
+    let image_path = a.image.clone().ok_or_else(|| Failure("--image is required".into()))?;
+    let image_bytes = in_file(std::fs::read(&image_path), &image_path)?;
+    let image = in_file(decode::decode_image(&image_bytes), &image_path)?;
+
+    let owned;
+    let (program_bytes, model_name): (&[u8], PathBuf) = match (&a.model, embedded_program()) {
+        (Some(p), _) => {
+            owned = read_program(p)?;
+            (owned.as_slice(), p.clone())
+        }
+        (None, Some(bytes)) => (bytes, PathBuf::from("<embedded program>")),
+        (None, None) => {
+            let why = if cfg!(feature = "embed-program") {
+                " (built with embed-program, but RBUILD_EMBED_PROGRAM was not set)"
+            } else {
+                ""
+            };
+            return Err(Failure(format!("--model is required: this binary has no embedded program{why}")));
+        }
+    };
+    let program = in_file(Program::load(program_bytes), &model_name)?;
+    let registry = kernels::registry();
+    let mut method = in_file(program.load_method("forward", &registry, &BackendRegistry::new()), &model_name)?;
+    let (crop_h, crop_w) = in_file(image_input_size(&method), &model_name)?;
+
+    let input = preprocess::imagenet_eval(&image, crop_h, crop_w);
+    let input_bytes: Vec<u8> = input.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut ctx = KernelContext { threads: a.threads.max(1) };
+    let mut times = Vec::with_capacity(a.repeat.max(1));
+    for _ in 0..a.repeat.max(1) {
+        let t = Instant::now();
+        // Re-bound every run: planned memory may reuse the input's bytes once it is dead.
+        in_file(method.set_input_tensor(0, ScalarType::Float, &[1, 3, crop_h, crop_w], &input_bytes), &model_name)?;
+        in_file(method.execute(&mut ctx), &model_name)?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+
+    let logits = in_file(logits(&method), &model_name)?;
+    let labels = match &a.labels {
+        Some(p) => {
+            let labels = classify::parse_labels(&in_file(std::fs::read_to_string(p), p)?);
+            if labels.len() != logits.len() {
+                return Err(Failure(format!(
+                    "{}: {} labels, but the model has {} classes",
+                    p.display(),
+                    labels.len(),
+                    logits.len()
+                )));
+            }
+            Some(labels)
+        }
+        None => None,
+    };
+    let top = classify::top_k(&classify::softmax(&logits), a.top);
+    let label = |i: usize| labels.as_ref().map_or_else(|| i.to_string(), |l| l[i].clone());
+
+    if a.json {
+        let rows: Vec<_> = top
+            .iter()
+            .enumerate()
+            .map(|(r, &(i, p))| serde_json::json!({"rank": r + 1, "index": i, "label": label(i), "probability": p}))
+            .collect();
+        let out = serde_json::json!({
+            "model": model_name.display().to_string(),
+            "image": image_path.display().to_string(),
+            "input_shape": [1, 3, crop_h, crop_w],
+            "top": rows,
+            "latency_ms": {"median": median, "min": times[0], "runs": times.len()},
+            "threads": ctx.threads,
+        });
+        println!("{out}");
+    } else {
+        for (r, &(i, p)) in top.iter().enumerate() {
+            println!("{} {i} {} {p:.6}", r + 1, label(i));
+        }
+        println!(
+            "latency: median {median:.3} ms, min {:.3} ms over {} run(s), {} thread(s)",
+            times[0],
+            times.len(),
+            ctx.threads
+        );
+    }
+    Ok(())
+}
+
+/// The (H, W) of the method's image input, which must be a float32 [1, 3, H, W] tensor in
+/// contiguous (NCHW) order.
+fn image_input_size(method: &Method<'_>) -> Result<(usize, usize), String> {
+    if method.inputs().len() != 1 {
+        return Err(format!("method 'forward' takes {} inputs; an image classifier takes one", method.inputs().len()));
+    }
+    let Some(Value::Tensor(t)) = method.input_value(0) else {
+        return Err("the method's input is not a tensor".into());
+    };
+    let shape = t.shape.as_slice();
+    match shape {
+        [1, 3, h, w] if t.dtype == ScalarType::Float && t.dim_order.is_contiguous() && *h > 0 && *w > 0 => Ok((*h, *w)),
+        _ => Err(format!(
+            "the method's input is {} {shape:?} (dim order {:?}); an image classifier needs float32 [1, 3, H, W] (NCHW)",
+            t.dtype,
+            t.dim_order.as_slice()
+        )),
+    }
+}
+
+/// Output 0 as class logits: float32 [1, C] or [C].
+fn logits(method: &Method<'_>) -> Result<Vec<f32>, String> {
+    let Some(Value::Tensor(t)) = method.output_value(0) else {
+        return Err("the method's first output is not a tensor".into());
+    };
+    let shape = t.shape.as_slice().to_vec();
+    if t.dtype != ScalarType::Float || !matches!(shape.as_slice(), [1, _] | [_]) {
+        return Err(format!("the method's output is {} {shape:?}; expected float32 logits [1, C]", t.dtype));
+    }
+    let bytes = method.output_bytes(0).ok_or("the method's output has no data")?;
+    Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+}
