@@ -608,10 +608,10 @@ fn logical(args: &KernelArgs<'_>, name: &str, f: impl Fn(bool, bool) -> bool) ->
 
 macro_rules! bitwise_kernels {
     ($($tensor_fn:ident, $scalar_fn:ident, $op:tt;)*) => {$(
-        fn $tensor_fn(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+        pub fn $tensor_fn(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
             bitwise(args, Operand::tensor(args, 1)?, stringify!($tensor_fn), |x, y| x $op y)
         }
-        fn $scalar_fn(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+        pub fn $scalar_fn(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
             bitwise(args, Operand::scalar(args, 1)?, stringify!($scalar_fn), |x, y| x $op y)
         }
     )*};
@@ -679,10 +679,10 @@ fn compare(
 /// `<op>.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out)` for each comparison.
 macro_rules! comparison_kernels {
     ($($tensor_fn:ident, $scalar_fn:ident, $op:tt;)*) => {$(
-        fn $tensor_fn(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+        pub fn $tensor_fn(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
             compare(args, Operand::tensor(args, 1)?, |x, y| x $op y, |x, y| x $op y, |x, y| x $op y)
         }
-        fn $scalar_fn(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+        pub fn $scalar_fn(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
             compare(args, Operand::scalar(args, 1)?, |x, y| x $op y, |x, y| x $op y, |x, y| x $op y)
         }
     )*};

@@ -126,7 +126,7 @@ fn mod_f64(a: f64, b: f64) -> f64 {
 macro_rules! prim_kernels {
     ($($(#[$doc:meta])* fn $name:ident($args:ident) $body:block)*) => {$(
         $(#[$doc])*
-        fn $name(_: &mut KernelContext, $args: &KernelArgs<'_>) -> KernelResult $body
+        pub fn $name(_: &mut KernelContext, $args: &KernelArgs<'_>) -> KernelResult $body
     )*};
 }
 

@@ -91,7 +91,7 @@ fn unary(
 macro_rules! float_kernels {
     ($($fn_name:ident, $op:literal: $f64:expr, $f32:expr;)*) => {$(
         #[doc = concat!("`", $op, "(Tensor self, *, Tensor(a!) out)`.")]
-        fn $fn_name(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+        pub fn $fn_name(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
             unary(args, 1, $op, $f64, None, $f32)
         }
     )*};
@@ -118,7 +118,7 @@ float_kernels! {
 macro_rules! real_kernels {
     ($($fn_name:ident, $op:literal: $f64:expr, $i64:expr, $f32:expr;)*) => {$(
         #[doc = concat!("`", $op, "(Tensor self, *, Tensor(a!) out)`.")]
-        fn $fn_name(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+        pub fn $fn_name(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
             unary(args, 1, $op, $f64, Some(&$i64), $f32)
         }
     )*};

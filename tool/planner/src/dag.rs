@@ -138,6 +138,7 @@ impl<'r> Dag<'r> {
             // Forget the old record first: if we are interrupted mid-step, nothing vouches for
             // half-updated outputs.
             self.cache.invalidate(&spec.id);
+            hold_for_tests(&spec.id);
             let t = Instant::now();
             let ctx = StepCtx { id: &spec.id, deps: &records };
             let result = run(&ctx).and_then(|()| {
@@ -164,5 +165,14 @@ impl<'r> Dag<'r> {
             }
         }
         Ok(summary)
+    }
+}
+
+/// Interruption tests set `RBUILD_TEST_HOLD=<step id>` to stop a build inside that step (after
+/// its cache record is gone, before its outputs exist) long enough to kill it there.
+fn hold_for_tests(step: &str) {
+    if std::env::var("RBUILD_TEST_HOLD").is_ok_and(|s| s == step) {
+        eprintln!("holding in step {step} (RBUILD_TEST_HOLD)");
+        std::thread::sleep(std::time::Duration::from_secs(60));
     }
 }

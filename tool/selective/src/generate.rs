@@ -64,6 +64,13 @@ pub fn generate(template: &Path, dest: &Path, package: &str, selected: &[(String
     let err = |what: &str, e: &dyn std::fmt::Display| format!("{what}: {e}");
     let manifest = std::fs::read_to_string(template.join("Cargo.toml")).map_err(|e| err(&template.join("Cargo.toml").display().to_string(), &e))?;
     let mut doc: DocumentMut = manifest.parse().map_err(|e| err("template Cargo.toml", &e))?;
+    // Renaming the package renames its library; the binary imports it by the template's name.
+    let original = doc["package"]["name"].as_str().unwrap_or_default().replace('-', "_");
+    if template.join("src/lib.rs").exists() && doc.get("lib").is_none() {
+        let mut lib = Table::new();
+        lib["name"] = toml_edit::value(original);
+        doc["lib"] = Item::Table(lib);
+    }
     doc["package"]["name"] = toml_edit::value(package);
     for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
         if let Some(t) = doc.get_mut(section).and_then(|i| i.as_table_mut()) {

@@ -1,0 +1,170 @@
+//! `rbuild mobilenet-cpu` end to end: build, run the runner, no-op rebuild, plan, real
+//! weights against the PyTorch reference, interrupted builds, and a missing toolchain.
+//! Builds land in a temporary out/ (RBUILD_OUT); runners compile for real (release).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::testdata;
+
+struct Env {
+    out: tempfile::TempDir,
+}
+
+impl Env {
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_rbuild"));
+        c.env("RBUILD_OUT", self.out.path()).env_remove("RBUILD_TEST_HOLD");
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "rbuild {args:?} failed:\n{text}");
+        text
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.out.path().join("mobilenet-cpu/host")
+    }
+}
+
+fn classify(runner: &Path, model: &Path, image: &Path) -> Vec<(usize, f64)> {
+    let o = Command::new(runner).arg("--model").arg(model).arg("--image").arg(image).arg("--json").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["top"].as_array().unwrap().iter().map(|r| (r["index"].as_u64().unwrap() as usize, r["probability"].as_f64().unwrap())).collect()
+}
+
+fn softmax_top5(logits: &[f32]) -> Vec<(usize, f64)> {
+    let max = logits.iter().fold(f32::MIN, |a, &b| a.max(b)) as f64;
+    let exps: Vec<f64> = logits.iter().map(|&x| (x as f64 - max).exp()).collect();
+    let sum: f64 = exps.iter().sum();
+    let mut idx: Vec<usize> = (0..logits.len()).collect();
+    idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+    idx.into_iter().take(5).map(|i| (i, exps[i] / sum)).collect()
+}
+
+/// Starts a build, waits until its stderr shows `marker` (optionally holding it inside step
+/// `hold`), and kills it there (SIGKILL rather than Ctrl-C's SIGINT: rbuild does no cleanup on
+/// either, SIGKILL cannot be ignored — background jobs inherit an ignored SIGINT — and it is the
+/// harsher case).
+fn interrupt_at(env: &Env, hold: Option<&str>, marker: &str, args: &[&str]) {
+    let mut cmd = env.cmd();
+    if let Some(step) = hold {
+        cmd.env("RBUILD_TEST_HOLD", step);
+    }
+    let mut child = cmd.args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    // Wait for the hold message, then interrupt.
+    let mut err = child.stderr.take().unwrap();
+    let mut seen = String::new();
+    let t = Instant::now();
+    while !seen.contains(marker) && t.elapsed() < Duration::from_secs(600) {
+        let mut buf = [0u8; 256];
+        let n = std::io::Read::read(&mut err, &mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(seen.contains(marker), "build never showed {marker:?}: {seen}");
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "an interrupted build must not succeed");
+}
+
+#[test]
+fn mobilenet_cpu_builds_runs_caches_and_survives_interruption() {
+    let env = Env { out: tempfile::tempdir().unwrap() };
+
+    // Plan first: runs nothing, writes nothing but (at most) the hash memo.
+    let plan = env.ok(&["plan", "mobilenet-cpu"]);
+    assert!(plan.contains("would run") && !env.dir().exists(), "{plan}");
+
+    // Interrupted during export, then rebuilt: a correct program, no stale cache entry.
+    interrupt_at(&env, Some("export"), "holding in step export", &["mobilenet-cpu"]);
+
+    // The first command of the README: random weights, announced.
+    let first = env.ok(&["mobilenet-cpu"]);
+    assert!(first.contains("random weights"), "{first}");
+    let (runner, model) = (env.dir().join("image_classifier"), env.dir().join("model.pte"));
+    let img = testdata().join("models/images/img2_shapes_w300_h300.png");
+    assert_eq!(classify(&runner, &model, &img).len(), 5);
+
+    // The runner's kernels are exactly the program's operators.
+    let kernels: serde_json::Value = serde_json::from_slice(&std::fs::read(env.out.path().join("mobilenet-cpu/program/kernels.json")).unwrap()).unwrap();
+    let listed = Command::new(&runner).arg("--list-kernels").output().unwrap();
+    let mut listed: Vec<String> = String::from_utf8_lossy(&listed.stdout).lines().map(String::from).collect();
+    listed.sort();
+    let ops: Vec<String> = kernels["ops"].as_array().unwrap().iter().map(|o| o.as_str().unwrap().to_string()).collect();
+    assert_eq!(listed, ops);
+    let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(env.dir().join("manifest.json")).unwrap()).unwrap();
+    let (small, all) = (manifest["runner_stripped_bytes"].as_u64().unwrap(), manifest["runner_all_kernels_stripped_bytes"].as_u64().unwrap());
+    eprintln!("runner {small} bytes stripped, with all kernels {all} bytes");
+    assert!(small < all);
+
+    // Nothing changed: nothing runs.
+    let again = env.ok(&["mobilenet-cpu"]);
+    assert!(again.contains("0 ran, 5 cached"), "{again}");
+
+    // Real weights: the top-5 matches PyTorch's logits for this image.
+    let weights = testdata().join("models/mobilenet_v2/model.safetensors");
+    let w = format!("weights={}", weights.display());
+    let real = env.ok(&["mobilenet-cpu", &w]);
+    assert!(!real.contains("random weights"), "{real}");
+    let io = std::fs::read(testdata().join("models/mobilenet_v2/model.io.safetensors")).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&io).unwrap();
+    let logits: Vec<f32> = io.tensor("output.0").unwrap().data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let want = softmax_top5(&logits);
+    let got = classify(&runner, &model, &img);
+    for ((gi, gp), (wi, wp)) in got.iter().zip(&want) {
+        assert_eq!(gi, wi, "top-5 {got:?} vs {want:?}");
+        assert!((gp - wp).abs() <= 1e-4, "top-5 {got:?} vs {want:?}");
+    }
+
+    // Interrupted in the runner step, then rebuilt.
+    {
+        // cargo's own output shows it compiling the runner: kill rbuild right then.
+        interrupt_at(&env, None, "Compiling rbuild-runner", &["mobilenet-cpu", &w, "embed-program=true"]);
+        let rebuilt = env.ok(&["mobilenet-cpu", &w, "embed-program=true"]);
+        assert!(rebuilt.contains("runner:host") && rebuilt.contains("ran"), "{rebuilt}");
+        let o = Command::new(&runner).arg("--image").arg(&img).arg("--json").output().unwrap();
+        assert!(o.status.success(), "embedded-program runner: {}", String::from_utf8_lossy(&o.stderr));
+    }
+}
+
+#[test]
+fn a_platform_with_missing_tools_fails_before_any_work() {
+    let env = Env { out: tempfile::tempdir().unwrap() };
+    // linux-arm64 needs a cross gcc and qemu; where they are absent the build must stop at once.
+    let probe = env.ok(&["doctor"]);
+    if !probe.contains("missing  aarch64-linux-gnu-gcc") {
+        eprintln!("SKIPPED: this machine has the arm64 cross toolchain");
+        return;
+    }
+    let o = env.run(&["mobilenet-cpu", "platform=linux-arm64"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("aarch64-linux-gnu-gcc") && err.contains("apt-get install -y gcc-aarch64-linux-gnu"), "{err}");
+    assert!(!env.out.path().join("mobilenet-cpu").exists(), "work was done before the toolchain check");
+}
+
+#[test]
+fn recipe_errors_are_diagnostics() {
+    let env = Env { out: tempfile::tempdir().unwrap() };
+    let o = env.run(&["mobilenet-cpu", "wieghts=x"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("weights") && err.contains("command line"), "{err}");
+    let o = env.run(&["mobilenet-cuda"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("mobilenet-cpu"), "suggests the known recipe: {err}");
+}
