@@ -45,7 +45,11 @@ enum Command {
         json: bool,
     },
     /// Build every recipe × platform whose toolchain is present.
-    All,
+    All {
+        /// Builds to run at once.
+        #[arg(short = 'j', long, default_value_t = 1)]
+        jobs: usize,
+    },
     /// Remove build outputs (out/).
     Clean,
     /// Build a recipe: `rbuild mobilenet-cpu [key=value …]`.
@@ -72,7 +76,7 @@ fn main() -> ExitCode {
         Command::Doctor => cli::recipes::doctor(),
         Command::Toolchain { command: ToolchainCommand::Install { platform } } => cli::recipes::toolchain_install(&platform),
         Command::Matrix { json } => cli::recipes::matrix(json),
-        Command::All => cli::recipes::all(),
+        Command::All { jobs } => cli::recipes::all(jobs),
         Command::Clean => cli::recipes::clean(),
         Command::Recipe(words) => cli::recipes::build_recipe(&words),
     };

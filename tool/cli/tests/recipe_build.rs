@@ -130,6 +130,37 @@ fn mobilenet_cpu_builds_runs_caches_and_survives_interruption() {
         assert!((gp - wp).abs() <= 1e-4, "top-5 {got:?} vs {want:?}");
     }
 
+    // Every shared image: the top-5 matches ExecuTorch 1.3.1 running ExecuTorch's own MobileNetV2
+    // program on the reference preprocessing (PyTorch logits exist for img2 only).
+    if let Some(python) = common::oracle_python() {
+        for entry in std::fs::read_dir(testdata().join("models/images")).unwrap() {
+            let png = entry.unwrap().path();
+            if png.extension().is_none_or(|x| x != "png") {
+                continue;
+            }
+            let pre = png.with_extension("preprocessed.safetensors");
+            let et_out = env.out.path().join("et_logits.safetensors");
+            let run = Command::new(&python)
+                .arg(common::repo().join("tool/python/et_run.py"))
+                .arg(testdata().join("models/mobilenet_v2/model.pte"))
+                .arg(&pre)
+                .arg("pil.normalized")
+                .arg(&et_out)
+                .output()
+                .unwrap();
+            assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+            let bytes = std::fs::read(&et_out).unwrap();
+            let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+            let logits: Vec<f32> = st.tensor("output.0").unwrap().data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+            let want = softmax_top5(&logits);
+            let got = classify(&runner, &model, &png);
+            for ((gi, gp), (wi, wp)) in got.iter().zip(&want) {
+                assert_eq!(gi, wi, "{}: top-5 {got:?} vs ExecuTorch {want:?}", png.display());
+                assert!((gp - wp).abs() <= 1e-4, "{}: top-5 {got:?} vs ExecuTorch {want:?}", png.display());
+            }
+        }
+    }
+
     // Interrupted in the runner step, then rebuilt.
     {
         // cargo's own output shows it compiling the runner: kill rbuild right then.

@@ -274,6 +274,12 @@ pub fn print_artifacts(a: &Artifacts) {
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     for f in &a.files {
         eprintln!("  {:>12} bytes  {}", size(f), f.display());
+        if f.file_name().is_some_and(|n| n == "kernels.json") {
+            if let Ok(k) = selected_kernels(f) {
+                let ops: Vec<&str> = k.iter().map(|(o, _)| o.as_str()).collect();
+                eprintln!("  {:>12} kernels: {}", ops.len(), ops.join(", "));
+            }
+        }
     }
     for (platform, bin, all) in &a.runners {
         let (s, t) = (size(bin), size(all));

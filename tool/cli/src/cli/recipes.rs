@@ -87,25 +87,37 @@ pub fn matrix(json: bool) -> CliResult {
     Ok(())
 }
 
-/// `rbuild all`: builds every combination whose toolchain is present; prints a table.
-pub fn all() -> CliResult {
+/// `rbuild all [-j N]`: builds every combination whose toolchain is present, `jobs` at a
+/// time; prints a table.
+pub fn all(jobs: usize) -> CliResult {
     let project = Project::find()?;
     let platforms = build::platforms(&project)?;
-    let mut rows = Vec::new();
-    for (recipe, platform) in combinations(&project)? {
-        let p = platforms.iter().find(|p| p.name == platform);
-        let missing: Vec<String> =
-            p.map(|p| p.check().into_iter().filter(|s| s.found.is_none()).map(|s| s.tool).collect()).unwrap_or_default();
-        let result = if !missing.is_empty() {
-            format!("skipped (missing {})", missing.join(", "))
-        } else {
-            match build::build(&project, &recipe, &[format!("platform={platform}")], false) {
-                Ok(()) => "ok".into(),
-                Err(e) => format!("FAILED: {}", e.0.lines().next().unwrap_or("")),
-            }
-        };
-        rows.push((recipe, platform, result));
-    }
+    let combos = combinations(&project)?;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let rows = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1).min(combos.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((recipe, platform)) = combos.get(i) else { break };
+                let p = platforms.iter().find(|p| &p.name == platform);
+                let missing: Vec<String> =
+                    p.map(|p| p.check().into_iter().filter(|s| s.found.is_none()).map(|s| s.tool).collect()).unwrap_or_default();
+                let result = if !missing.is_empty() {
+                    format!("skipped (missing {})", missing.join(", "))
+                } else {
+                    match build::build(&project, recipe, &[format!("platform={platform}")], false) {
+                        Ok(()) => "ok".into(),
+                        Err(e) => format!("FAILED: {}", e.0.lines().next().unwrap_or("")),
+                    }
+                };
+                rows.lock().unwrap().push((i, recipe.clone(), platform.clone(), result));
+            });
+        }
+    });
+    let mut rows = rows.into_inner().unwrap();
+    rows.sort();
+    let rows: Vec<(String, String, String)> = rows.into_iter().map(|(_, r, p, res)| (r, p, res)).collect();
     println!("{:<28} {:<14} result", "recipe", "platform");
     for (r, p, res) in &rows {
         println!("{r:<28} {p:<14} {res}");
