@@ -22,6 +22,17 @@ fn tool_version() -> String {
     format!("{} {:?}", env!("CARGO_PKG_VERSION"), stat)
 }
 
+/// The Rust toolchain that compiles runners (`rustc -vV`): a new compiler rebuilds them.
+fn rustc_version() -> String {
+    std::process::Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("release") || l.starts_with("commit-hash")).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// Content hash of every file under `dir` (templates are small).
 fn dir_hash(dir: &Path, hashes: &mut FileHashes) -> CliResult<String> {
     let mut files = Vec::new();
@@ -142,6 +153,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
 
     let template = project.template_dir(&r.runner.template);
     let template_hash = dir_hash(&template, hashes)?;
+    let rustc = rustc_version();
     let mut files = vec![program.clone(), kernels_json.clone()];
     let mut runners = Vec::new();
     for p in &l.platforms {
@@ -150,7 +162,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
         let linker = p.linker.clone();
         let compile_key = |what: &str| {
             let mut k = KeyHasher::new();
-            k.add("tool", &version).add("what", what).add("template", &template_hash);
+            k.add("tool", &version).add("rustc", &rustc).add("what", what).add("template", &template_hash);
             k.add("target", target.as_deref().unwrap_or("host")).add("linker", linker.as_deref().unwrap_or("default"));
             k.add("embed-program", &r.runner.embed_program.to_string());
             k
