@@ -176,7 +176,7 @@ impl<'s> Decoder<'s> {
     pub fn no_children(&mut self, node: &KdlNode) {
         if let Some(children) = node.children() {
             let name = node.name().value();
-            let span = if children.span().len() == 0 { node.span() } else { children.span() };
+            let span = if children.span().is_empty() { node.span() } else { children.span() };
             self.error(span, format!("`{name}` takes no children block"), "unexpected block", format!("remove the `{{ … }}` after `{name}`"));
         }
     }

@@ -193,7 +193,10 @@ pub(crate) fn span_text(text: &str, span: SourceSpan) -> &str {
 pub fn render(report: &Report) -> String {
     let handler = GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor())
         .with_width(100)
-        .with_links(false);
+        .with_links(false)
+        // Never split a path or a command across lines in messages and help.
+        .with_break_words(false)
+        .with_word_separator(textwrap::WordSeparator::AsciiSpace);
     let mut out = String::new();
     // Writing into a String cannot fail; a renderer error would leave partial text, which is
     // still the most useful thing to return.

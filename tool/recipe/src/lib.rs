@@ -6,6 +6,10 @@
 //! - [`load_platforms`] reads every `toolchains/<platform>.kdl`; [`Platform::check`] probes the
 //!   tools a platform needs and [`Platform::install`] installs the missing ones.
 //! - [`render`] turns a report into stable plain text (tests snapshot it).
+//!
+//! The file formats, from the crate's README:
+//!
+#![doc = include_str!("../README.md")]
 
 mod choice;
 mod decode;
@@ -13,13 +17,12 @@ mod diag;
 mod overrides;
 mod probe;
 mod recipe;
-mod suggest;
+pub mod suggest;
 mod toolchain;
 
 pub use choice::Choice;
 pub use diag::{render, LoadError, Problem, Source};
 pub use overrides::OVERRIDE_KEYS;
 pub use probe::{InstallError, ToolStatus};
-pub use recipe::{Backend, BackendSpec, Catalog, Dtype, Fallback, ModelSpec, Quantize, Recipe, RunnerSpec, WeightsSource};
-pub use suggest::{closest, edit_distance};
+pub use recipe::{recipe_names, Backend, BackendSpec, Catalog, Dtype, Fallback, ModelSpec, Quantize, Recipe, RunnerSpec, WeightsSource};
 pub use toolchain::{load_platform, load_platforms, InstallStep, Platform, RunSpec, Tool};

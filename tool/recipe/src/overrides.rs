@@ -64,11 +64,12 @@ struct Word<'a> {
 }
 
 impl Word<'_> {
-    /// A problem about `part` of the value (which starts `offset` bytes into it).
-    fn bad(&self, offset: usize, part: &str, expected: &str) -> Problem {
+    /// A problem about `part` of the value (which starts `offset` bytes into it), labelled
+    /// `label`, with a help line saying what the key takes.
+    fn bad(&self, offset: usize, part: &str, label: &str, expected: &str) -> Problem {
         let key = self.key;
         self.source
-            .problem(span(self.value_start + offset, part.len()), format!("bad value `{part}` for `{key}`"), format!("expected {expected}"))
+            .problem(span(self.value_start + offset, part.len()), format!("bad value `{part}` for `{key}`"), label)
             .help(format!("`{key}` takes {expected}"))
     }
 }
@@ -80,7 +81,7 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
                 .map_err(|e| e.problem(w.source, span(w.value_start, value.len()), "the current folder"))?;
         }
         "seed" => {
-            let seed = value.parse().map_err(|_| w.bad(0, value, "an integer seed from 0 to 18446744073709551615"))?;
+            let seed = value.parse().map_err(|_| w.bad(0, value, "not a seed", "a non-negative integer, e.g. `seed=3`"))?;
             recipe.model.weights = WeightsSource::Random(seed);
         }
         "platform" => {
@@ -88,7 +89,7 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
             for (offset, name) in split_commas(value) {
                 if !catalog.platforms.contains(&name) {
                     let help = suggest::help(name, catalog.platforms, "known platforms");
-                    return Err(w.bad(offset, name, "a known platform").help(help));
+                    return Err(w.bad(offset, name, "not a known platform", "known platform names").help(help));
                 }
                 if !platforms.iter().any(|p| p == name) {
                     platforms.push(name.to_string());
@@ -102,7 +103,7 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
             for (offset, dim) in split_commas(value) {
                 match dim.parse::<u32>() {
                     Ok(n) if n > 0 => shape.push(n as usize),
-                    _ => return Err(w.bad(offset, dim, expected)),
+                    _ => return Err(w.bad(offset, dim, "not a positive integer", expected)),
                 }
             }
             recipe.model.input_shape = shape;
@@ -114,12 +115,12 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
             recipe.runner.embed_program = match value {
                 "true" => true,
                 "false" => false,
-                _ => return Err(w.bad(0, value, "`true` or `false`")),
+                _ => return Err(w.bad(0, value, "not `true` or `false`", "`true` or `false`")),
             }
         }
         "top" => match value.parse::<u32>() {
             Ok(n) if n > 0 => recipe.runner.top = Some(n),
-            _ => return Err(w.bad(0, value, "a positive integer")),
+            _ => return Err(w.bad(0, value, "not a positive integer", "a positive integer")),
         },
         key => {
             let help = suggest::help(key, OVERRIDE_KEYS, "override keys");
@@ -132,7 +133,7 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
 fn choice<T: Choice>(w: &Word, value: &str) -> Result<T, Problem> {
     T::from_name(value).ok_or_else(|| {
         let expected = T::expected();
-        let problem = w.bad(0, value, &expected);
+        let problem = w.bad(0, value, &format!("not a {}", T::WHAT), &expected);
         match suggest::closest(value, T::names()) {
             Some(best) => problem.help(format!("did you mean `{best}`? `{}` takes {expected}", w.key)),
             None => problem,

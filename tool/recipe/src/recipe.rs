@@ -187,11 +187,31 @@ impl Recipe {
         Ok(Recipe { name, description, model, backend, runner, platforms, source })
     }
 
+    /// The path of recipe `name` in `dir` (`recipes/<name>.kdl`), or a report with the closest
+    /// known name, for `rbuild <name>`.
+    pub fn find(dir: impl AsRef<Path>, name: &str) -> Result<PathBuf, Report> {
+        let dir = dir.as_ref();
+        let path = dir.join(format!("{name}.kdl"));
+        if path.is_file() {
+            return Ok(path);
+        }
+        let names = recipe_names(dir).unwrap_or_default();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let help = suggest::help(name, &names, &format!("recipes in `{}`", dir.display()));
+        Err(LoadError::report(&format!("unknown recipe `{name}`"), vec![Problem::plain(format!("there is no `{}`", path.display())).help(help)]))
+    }
+
     /// A problem about `span` of this recipe, for later steps (e.g. the planner labelling the
     /// `backend` node when an operator has no kernel). Wrap it with [`LoadError::report`].
     pub fn problem(&self, span: SourceSpan, message: impl Into<String>, label: impl Into<String>) -> Problem {
         self.source.problem(span, message, label)
     }
+}
+
+/// The recipes in `dir`: the stems of its `.kdl` files, sorted.
+pub fn recipe_names(dir: impl AsRef<Path>) -> std::io::Result<Vec<String>> {
+    let files = crate::toolchain::kdl_files(dir.as_ref())?;
+    Ok(files.iter().filter_map(|f| f.file_stem()).map(|s| s.to_string_lossy().into_owned()).collect())
 }
 
 type Parts = (String, ModelSpec, BackendSpec, RunnerSpec, Vec<String>);
@@ -324,6 +344,7 @@ pub(crate) enum WeightsError {
     BadSeed,
     NoHome,
     Missing(PathBuf),
+    NotAFile(PathBuf),
 }
 
 impl WeightsError {
@@ -340,6 +361,9 @@ impl WeightsError {
             WeightsError::Missing(path) => source
                 .problem(span, format!("weights file `{}` does not exist", path.display()), "no such file")
                 .help(forms),
+            WeightsError::NotAFile(path) => source
+                .problem(span, format!("weights path `{}` is not a file", path.display()), "not a file")
+                .help(forms),
         }
     }
 }
@@ -354,6 +378,8 @@ pub(crate) fn resolve_weights(text: &str, base: &Path) -> Result<WeightsSource, 
     let path = if path.is_absolute() { path } else { base.join(path) };
     if path.is_file() {
         Ok(WeightsSource::File(path))
+    } else if path.exists() {
+        Err(WeightsError::NotAFile(path))
     } else {
         Err(WeightsError::Missing(path))
     }

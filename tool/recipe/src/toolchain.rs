@@ -197,9 +197,13 @@ fn decode(d: &mut Decoder, doc: &KdlDocument) -> Option<Parts> {
         .require(&top, file, "target", "`target \"aarch64-unknown-linux-gnu\"` or `target \"host\"`")
         .and_then(|node| d.string(node))
         .and_then(|t| rust_target(d, t));
-    let tools: Vec<Option<Tool>> = top.all("tool").map(|node| tool(d, node)).collect();
-    let declared: Vec<&str> = tools.iter().flatten().map(|t| t.name.as_str()).collect();
-    duplicate_tools(d, &top.all("tool").collect::<Vec<_>>());
+    let tool_nodes: Vec<&KdlNode> = top.all("tool").collect();
+    let tools: Vec<Option<Tool>> = tool_nodes.iter().map(|node| tool(d, node)).collect();
+    // Names as written, so a tool with a mistake in its block still counts as declared and
+    // does not also make its linker or emulator "undeclared".
+    let declared: Vec<String> = tool_nodes.iter().filter_map(|n| tool_name(n)).collect();
+    let declared: Vec<&str> = declared.iter().map(String::as_str).collect();
+    duplicate_tools(d, &tool_nodes);
     let linker = match top.get("linker") {
         Some(node) => d.string(node).and_then(|l| declared_tool(d, l, &declared, "linker")).map(Some),
         None => Some(None),
@@ -279,11 +283,15 @@ fn install(d: &mut Decoder, node: &KdlNode) -> Option<Vec<InstallStep>> {
     steps
 }
 
+/// A `tool` node's name as written (its first value, when that is a string).
+fn tool_name(node: &KdlNode) -> Option<String> {
+    node.entries().first().and_then(|e| e.value().as_string()).map(str::to_string)
+}
+
 fn duplicate_tools(d: &mut Decoder, nodes: &[&KdlNode]) {
-    let name_of = |n: &KdlNode| n.entries().first().and_then(|e| e.value().as_string()).map(str::to_string);
     for (i, node) in nodes.iter().enumerate() {
-        let Some(name) = name_of(node) else { continue };
-        if let Some(first) = nodes[..i].iter().find(|n| name_of(n).as_deref() == Some(&name)) {
+        let Some(name) = tool_name(node) else { continue };
+        if let Some(first) = nodes[..i].iter().find(|n| tool_name(n).as_deref() == Some(&name)) {
             let problem = d
                 .source
                 .problem(node.name().span(), format!("tool `{name}` is declared twice"), "declared again here")

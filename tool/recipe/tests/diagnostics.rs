@@ -28,7 +28,7 @@ fn unknown_nodes_get_suggestions() {
 
 #[test]
 fn properties_are_rejected() {
-    assert_eq!(recipe_case("unknown-property", &catalog()), 3);
+    assert_eq!(recipe_case("unknown-property", &catalog()), 4);
 }
 
 #[test]
@@ -108,4 +108,42 @@ fn platform_file_errors_of_all_files_in_one_report() {
     let files: std::collections::BTreeSet<_> =
         problems(&report).problems.iter().filter_map(|p| p.source.as_ref()).map(|s| s.name().to_string()).collect();
     assert_eq!(files.len(), 3, "{files:?}");
+}
+
+#[test]
+fn truncated_files_never_panic() {
+    // Every prefix of every case and shipped file: a crude fuzz of the parser, the decoder and
+    // the renderer (spans must stay inside the text), cutting at each character boundary.
+    let mut files: Vec<_> = std::fs::read_dir("tests/cases").unwrap().map(|e| e.unwrap().path()).collect();
+    files.extend(std::fs::read_dir("tests/cases/toolchains-bad").unwrap().map(|e| e.unwrap().path()));
+    files.extend(std::fs::read_dir(common::RECIPES).unwrap().map(|e| e.unwrap().path()));
+    files.extend(std::fs::read_dir(common::TOOLCHAINS).unwrap().map(|e| e.unwrap().path()));
+    for path in files.iter().filter(|p| p.is_file()) {
+        let text = std::fs::read_to_string(path).unwrap();
+        for (cut, _) in text.char_indices() {
+            let prefix = &text[..cut];
+            if let Err(report) = Recipe::from_source("cut.kdl", prefix, &catalog()) {
+                assert!(!render(&report).is_empty());
+            }
+            if let Err(report) = rbuild_recipe::Platform::from_source("cut.kdl", prefix) {
+                assert!(!render(&report).is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn recipes_are_found_by_name_with_suggestions() {
+    let path = Recipe::find(common::RECIPES, "mobilenet-cpu").unwrap();
+    assert_eq!(path, std::path::Path::new(common::RECIPES).join("mobilenet-cpu.kdl"));
+    let report = Recipe::find(common::RECIPES, "mobilnet-cpu").unwrap_err();
+    assert_snapshot("unknown-recipe", &render(&report));
+    assert!(rbuild_recipe::recipe_names(common::RECIPES).unwrap().contains(&"mobilenet-cpu".to_string()));
+}
+
+#[test]
+fn weights_path_that_is_a_folder() {
+    let text = "model \"mobilenet_v2\" { weights \"cases\"; input-shape 1 3 224 224 }\nbackend \"cpu\"\nrunner \"image-classifier\"\nplatforms \"host\"\n";
+    let report = Recipe::from_source("tests/folder-weights.kdl", text, &catalog()).unwrap_err();
+    assert_eq!(problems(&report).problems[0].message, "weights path `tests/cases` is not a file");
 }

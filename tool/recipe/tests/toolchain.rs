@@ -1,0 +1,113 @@
+//! Probing and installing a platform's tools.
+
+mod common;
+
+use std::path::Path;
+
+use common::TOOLCHAINS;
+use rbuild_recipe::{load_platform, InstallError, InstallStep, Platform, RunSpec};
+
+#[test]
+fn host_check_finds_cargo_and_rustc() {
+    let host = load_platform(Path::new(TOOLCHAINS).join("host.kdl")).unwrap();
+    let statuses = host.check();
+    let names: Vec<&str> = statuses.iter().map(|s| s.tool.as_str()).collect();
+    assert_eq!(names, ["cargo", "rustc", "cc"]);
+    // The tests run under cargo, so cargo and rustc are installed.
+    for status in &statuses[..2] {
+        let (path, version) = status.found.as_ref().unwrap_or_else(|| panic!("{} not found", status.tool));
+        assert!(path.is_file(), "{path:?}");
+        assert!(version.starts_with(&status.tool), "{version}");
+    }
+    assert_eq!(statuses[2].install_hint, "apt-get install -y build-essential");
+}
+
+#[test]
+fn cross_platform_hints_are_exact_commands() {
+    let arm = load_platform(Path::new(TOOLCHAINS).join("linux-arm64.kdl")).unwrap();
+    let hints: Vec<(String, String)> = arm.check().into_iter().map(|s| (s.tool, s.install_hint)).collect();
+    assert_eq!(
+        hints,
+        [
+            ("aarch64-linux-gnu-gcc".to_string(), "apt-get install -y gcc-aarch64-linux-gnu".to_string()),
+            ("qemu-aarch64".to_string(), "apt-get install -y qemu-user".to_string()),
+            ("rust-std for aarch64-unknown-linux-gnu".to_string(), "rustup target add aarch64-unknown-linux-gnu".to_string()),
+        ]
+    );
+}
+
+#[test]
+fn run_command_wraps_the_binary_in_the_emulator() {
+    let arm = load_platform(Path::new(TOOLCHAINS).join("linux-arm64.kdl")).unwrap();
+    let cmd = arm.run.command(Path::new("out/runner"));
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    assert_eq!(cmd.get_program(), "qemu-aarch64");
+    assert_eq!(args, ["-L", "/usr/aarch64-linux-gnu", "out/runner"]);
+    assert_eq!(RunSpec::Native.command(Path::new("out/runner")).get_program(), "out/runner");
+}
+
+#[test]
+fn install_steps_display_as_commands() {
+    let steps = [
+        (InstallStep::Apt(vec!["a".into(), "b".into()]), "apt-get install -y a b"),
+        (InstallStep::Pip(vec!["ziglang".into()]), "pip install ziglang"),
+        (InstallStep::RustupTarget(vec!["thumbv8m.main-none-eabihf".into()]), "rustup target add thumbv8m.main-none-eabihf"),
+        (InstallStep::Cargo(vec!["flip-link".into()]), "cargo install flip-link"),
+        (InstallStep::Manual("ask IT".into()), "ask IT"),
+    ];
+    for (step, shown) in steps {
+        assert_eq!(step.to_string(), shown);
+    }
+}
+
+#[test]
+fn install_with_nothing_missing_runs_nothing() {
+    let text = "target \"host\"\nrun \"native\"\ntool \"cargo\" { install { apt \"never-run\" } }\n";
+    let platform = Platform::from_source("present.kdl", text).unwrap();
+    assert_eq!(platform.install(), Ok(Vec::new()));
+}
+
+#[test]
+fn a_tool_without_automatic_steps_is_reported_not_run() {
+    let text = r#"
+target "host"
+run "native"
+tool "rbuild-test-no-such-tool" {
+    install {
+        manual "build it from source"
+    }
+}
+tool "rbuild-test-undeclared-install"
+"#;
+    let platform = Platform::from_source("manual.kdl", text).unwrap();
+    let statuses = platform.check();
+    assert!(statuses.iter().all(|s| s.found.is_none()));
+    assert_eq!(statuses[1].install_hint, "no install steps are declared for `rbuild-test-undeclared-install` in manual.kdl");
+    match platform.install() {
+        Err(InstallError::Manual { ran, steps }) => {
+            assert!(ran.is_empty());
+            assert_eq!(steps.len(), 2);
+            assert_eq!(steps[0], ("rbuild-test-no-such-tool".to_string(), "build it from source".to_string()));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_broken_version_probe_is_reported_not_fatal() {
+    // `true` prints nothing; `sh -c 'exit 3'` prints nothing either and fails.
+    let text = r#"
+target "host"
+run "native"
+tool "true" { version "--version" }
+tool "sh" { version "-c" "echo 'sh 9.9' >&2; exit 3" }
+"#;
+    let platform = Platform::from_source("probe.kdl", text).unwrap();
+    let statuses = platform.check();
+    if let Some((_, version)) = &statuses[0].found {
+        assert!(!version.is_empty());
+    }
+    if let Some((_, version)) = &statuses[1].found {
+        assert_eq!(version, "sh 9.9", "stderr is read when stdout is empty");
+    }
+}
