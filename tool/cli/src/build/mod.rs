@@ -40,17 +40,8 @@ pub fn load(project: &Project, name: &str, overrides: &[String]) -> CliResult<Lo
         runners: &runner_names,
         platforms: &platform_names,
     };
-    let path = project.recipes_dir().join(format!("{name}.kdl"));
-    if !path.exists() {
-        let known = project.recipe_names();
-        let hint = rbuild_recipe::closest(name, known.iter().map(String::as_str))
-            .map(|c| format!(" (did you mean `{c}`?)"))
-            .unwrap_or_default();
-        return Err(CliError(format!(
-            "no recipe `{name}`{hint}: recipes are {} (see `rbuild list`)",
-            known.join(", ")
-        )));
-    }
+    // A missing recipe is reported with the closest known name.
+    let path = Recipe::find(project.recipes_dir(), name).map_err(report)?;
     let mut recipe = Recipe::load(&path, &catalog).map_err(report)?;
     recipe.apply_overrides(overrides, &catalog).map_err(report)?;
     let platforms = recipe
