@@ -31,15 +31,16 @@ pub fn eval_node(g: &Graph, node: &Node, env: &HashMap<ValueId, Vec<u8>>) -> Res
             Origin::Const(c) => c.bytes(),
             _ => env.get(&v).ok_or_else(|| ExportError::Invalid(format!("{}: input value {v} not computed", node.op)))?,
         };
-        Ok(h.tensor::<u8>(rbuild_runtime::ScalarType::Byte, &[bytes.len()], bytes)).map(|id| {
-            // Retag the byte buffer with the real dtype and shape.
-            if let Value::Tensor(t) = &mut h.frame.values[id as usize] {
-                t.dtype = m.dtype;
-                t.shape = rbuild_runtime::tensor::Shape::new(&sizes).expect("rank <= 16");
-                t.dim_order = rbuild_runtime::tensor::DimOrder::contiguous(sizes.len());
-            }
-            id
-        })
+        let shape = rbuild_runtime::tensor::Shape::new(&sizes)
+            .ok_or_else(|| ExportError::Invalid(format!("{}: rank {} above 16", node.op, sizes.len())))?;
+        let id = h.tensor::<u8>(rbuild_runtime::ScalarType::Byte, &[bytes.len()], bytes);
+        // Retag the byte buffer with the real dtype and shape.
+        if let Value::Tensor(t) = &mut h.frame.values[id as usize] {
+            t.dtype = m.dtype;
+            t.shape = shape;
+            t.dim_order = rbuild_runtime::tensor::DimOrder::contiguous(sizes.len());
+        }
+        Ok(id)
     };
     let mut ids = Vec::new();
     for a in &node.args {
@@ -68,6 +69,9 @@ pub fn eval_node(g: &Graph, node: &Node, env: &HashMap<ValueId, Vec<u8>>) -> Res
     for &o in &node.outputs {
         let m = g.meta(o);
         let sizes = m.sizes().ok_or_else(|| ExportError::Invalid(format!("{}: evaluation needs static shapes", node.op)))?;
+        if sizes.len() > rbuild_runtime::tensor::MAX_RANK {
+            return Err(ExportError::Invalid(format!("{}: output rank {} above 16", node.op, sizes.len())));
+        }
         outs.push(h.out(m.dtype, &sizes));
     }
     ids.extend(&outs);
