@@ -67,6 +67,13 @@ enum ToolchainCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Ctrl-C stops at once: every output is written to a temporary file and renamed, and a
+    // step's cache record only after its outputs, so nothing left behind can be mistaken for
+    // a finished artifact. (An explicit handler also overrides an inherited "ignore SIGINT".)
+    let _ = ctrlc::set_handler(|| {
+        eprintln!("\ninterrupted: finished steps stay cached; run the same command to continue");
+        std::process::exit(130);
+    });
     let result = match cli.command {
         Command::Run(a) => cli::run::run(a),
         Command::Inspect(a) => cli::inspect::inspect(a),

@@ -54,10 +54,8 @@ fn softmax_top5(logits: &[f32]) -> Vec<(usize, f64)> {
 }
 
 /// Starts a build, waits until its stderr shows `marker` (optionally holding it inside step
-/// `hold`), and kills it there (SIGKILL rather than Ctrl-C's SIGINT: rbuild does no cleanup on
-/// either, SIGKILL cannot be ignored — background jobs inherit an ignored SIGINT — and it is the
-/// harsher case).
-fn interrupt_at(env: &Env, hold: Option<&str>, marker: &str, args: &[&str]) {
+/// `hold`), and interrupts it there with `signal` (INT as Ctrl-C sends, or KILL).
+fn interrupt_at(env: &Env, hold: Option<&str>, marker: &str, signal: &str, args: &[&str]) {
     let mut cmd = env.cmd();
     if let Some(step) = hold {
         cmd.env("RBUILD_TEST_HOLD", step);
@@ -76,7 +74,9 @@ fn interrupt_at(env: &Env, hold: Option<&str>, marker: &str, args: &[&str]) {
         seen.push_str(&String::from_utf8_lossy(&buf[..n]));
     }
     assert!(seen.contains(marker), "build never showed {marker:?}: {seen}");
-    child.kill().unwrap();
+    // A positive pid only: this signals the one rbuild process.
+    let sent = Command::new("kill").args(["-s", signal, "--", &child.id().to_string()]).status().unwrap();
+    assert!(sent.success());
     let status = child.wait().unwrap();
     assert!(!status.success(), "an interrupted build must not succeed");
 }
@@ -90,7 +90,10 @@ fn mobilenet_cpu_builds_runs_caches_and_survives_interruption() {
     assert!(plan.contains("would run") && !env.dir().exists(), "{plan}");
 
     // Interrupted during export, then rebuilt: a correct program, no stale cache entry.
-    interrupt_at(&env, Some("export"), "holding in step export", &["mobilenet-cpu"]);
+    interrupt_at(&env, Some("export"), "holding in step export", "INT", &["mobilenet-cpu"]);
+    assert!(!env.dir().join("model.pte").exists());
+    // The harsher case: killed outright (no handler runs) right after export finished.
+    interrupt_at(&env, Some("select"), "holding in step select", "KILL", &["mobilenet-cpu"]);
 
     // The first command of the README: random weights, announced.
     let first = env.ok(&["mobilenet-cpu"]);
@@ -164,7 +167,7 @@ fn mobilenet_cpu_builds_runs_caches_and_survives_interruption() {
     // Interrupted in the runner step, then rebuilt.
     {
         // cargo's own output shows it compiling the runner: kill rbuild right then.
-        interrupt_at(&env, None, "Compiling rbuild-runner", &["mobilenet-cpu", &w, "embed-program=true"]);
+        interrupt_at(&env, None, "Compiling rbuild-runner", "INT", &["mobilenet-cpu", &w, "embed-program=true"]);
         let rebuilt = env.ok(&["mobilenet-cpu", &w, "embed-program=true"]);
         assert!(rebuilt.contains("runner:host") && rebuilt.contains("ran"), "{rebuilt}");
         let o = Command::new(&runner).arg("--image").arg(&img).arg("--json").output().unwrap();
