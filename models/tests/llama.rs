@@ -40,13 +40,13 @@ fn llama_tiny_prefill_matches_hf() {
     // (a) eager evaluation of the graph (non-core ops decomposed first).
     let mut eager = g.clone();
     decompose::decompose(&mut eager).unwrap();
-    let got = floats(&eval::evaluate(&eager, &[ids.clone()]).unwrap()[0]);
+    let got = floats(&eval::evaluate(&eager, std::slice::from_ref(&ids)).unwrap()[0]);
     assert_close(&got, &want, atol, rtol, "llama_tiny eager graph vs HF");
 
     // (b) the optimized, planned and emitted program in rbuild's runtime.
     let mut g = g;
     passes::optimize(&mut g).unwrap();
-    let optimized = floats(&eval::evaluate(&g, &[ids.clone()]).unwrap()[0]);
+    let optimized = floats(&eval::evaluate(&g, std::slice::from_ref(&ids)).unwrap()[0]);
     assert_close(&optimized, &want, atol, rtol, "llama_tiny optimized graph vs HF");
     let p = plan::plan_memory(&g);
     let bytes = emit::emit(&g, &p, "forward").unwrap();
@@ -56,6 +56,29 @@ fn llama_tiny_prefill_matches_hf() {
     m.set_input_tensor(0, ScalarType::Long, &[1, S], &ids).unwrap();
     m.execute(&mut KernelContext::default()).unwrap();
     assert_close(&floats(m.output_bytes(0).unwrap()), &want, atol, rtol, "llama_tiny emitted program vs HF");
+}
+
+/// Another length: the no-cache forward over prompt + 24 greedy tokens (`greedy` case,
+/// `output.1`, logits [1, 36, 512]), through the emitted program.
+#[test]
+fn llama_tiny_36_tokens_match_hf_no_cache_forward() {
+    let dir = model_dir("llama_tiny");
+    let io = Weights::open(&dir.join("greedy.io.safetensors")).unwrap();
+    let mut ids = io.get("input.0", ScalarType::Long, &[1, S]).unwrap().bytes().to_vec();
+    ids.extend_from_slice(io.get("output.0", ScalarType::Long, &[1, 24]).unwrap().bytes());
+    let want = io.f32s("output.1", &[1, 36, VOCAB]).unwrap();
+    let json = std::fs::read_to_string(dir.join("greedy.json")).unwrap();
+    let (atol, rtol) = (json_number(&json, "atol"), json_number(&json, "rtol"));
+    let mut g = build_llama(&dir, 36).unwrap();
+    passes::optimize(&mut g).unwrap();
+    let p = plan::plan_memory(&g);
+    let bytes = emit::emit(&g, &p, "forward").unwrap();
+    let buf = AlignedBuf::from_bytes(&bytes);
+    let program = Program::load(buf.as_slice()).unwrap();
+    let mut m = program.load_method("forward", &rbuild_kernels::registry(), &BackendRegistry::new()).unwrap();
+    m.set_input_tensor(0, ScalarType::Long, &[1, 36], &ids).unwrap();
+    m.execute(&mut KernelContext::default()).unwrap();
+    assert_close(&floats(m.output_bytes(0).unwrap()), &want, atol, rtol, "llama_tiny 36 tokens, emitted program vs HF");
 }
 
 #[test]
