@@ -1,6 +1,7 @@
 //! Model definitions: Rust functions that describe a model on a [`GraphBuilder`] from a
 //! state dict ([`Weights`]), and a registry building them by name.
 
+pub mod llama;
 pub mod mobilenet_v2;
 pub mod mobilenet_v3;
 pub mod params;
@@ -50,7 +51,16 @@ pub fn model(name: &str) -> Result<&'static Model> {
     MODELS
         .iter()
         .find(|m| m.name == name)
-        .ok_or_else(|| ExportError::Invalid(format!("unknown model '{name}'; known models: {}", names().join(", "))))
+        .ok_or_else(|| {
+            if language_models().contains(&name) {
+                return ExportError::Invalid(format!("'{name}' takes token ids, not an image: build it with build_llama"));
+            }
+            ExportError::Invalid(format!(
+                "unknown model '{name}'; known models: {}, {}",
+                names().join(", "),
+                language_models().join(", ")
+            ))
+        })
 }
 
 /// Builds model `name` from `w` for a float32 NCHW input of `input_shape`; the graph's one
@@ -68,4 +78,16 @@ pub fn build(name: &str, w: &Weights, input_shape: &[usize]) -> Result<Graph> {
     p.check_all_used(name)?;
     b.output(logits);
     Ok(b.finish())
+}
+
+/// Token-id models, built with their own entry points ([`build_llama`]).
+pub fn language_models() -> &'static [&'static str] {
+    &["llama"]
+}
+
+/// Builds HF `LlamaForCausalLM` from a checkpoint directory (`config.json`,
+/// `model.safetensors`) as a full-sequence forward: int64 ids [1, seq_len] → float32 logits
+/// [1, seq_len, vocab], no KV cache.
+pub fn build_llama(dir: &std::path::Path, seq_len: usize) -> Result<Graph> {
+    llama::build_from_dir(dir, seq_len)
 }

@@ -185,4 +185,60 @@ impl GraphBuilder {
     pub fn permute(&mut self, x: ValueId, dims: &[i64]) -> Result<ValueId> {
         self.call1("aten::permute_copy", vec![Arg::Tensor(x), Arg::Ints(dims.to_vec())])
     }
+
+    pub fn sub(&mut self, a: ValueId, b: ValueId) -> Result<ValueId> {
+        self.call1("aten::sub.Tensor", vec![Arg::Tensor(a), Arg::Tensor(b), Arg::Scalar(Scalar::Int(1))])
+    }
+
+    /// `x + s` for a float scalar.
+    pub fn add_scalar(&mut self, x: ValueId, s: f64) -> Result<ValueId> {
+        self.call1("aten::add.Scalar", vec![Arg::Tensor(x), Arg::Scalar(Scalar::Double(s)), Arg::Scalar(Scalar::Int(1))])
+    }
+
+    /// `x * s` for a float scalar.
+    pub fn mul_scalar(&mut self, x: ValueId, s: f64) -> Result<ValueId> {
+        self.call1("aten::mul.Scalar", vec![Arg::Tensor(x), Arg::Scalar(Scalar::Double(s))])
+    }
+
+    pub fn pow_scalar(&mut self, x: ValueId, exponent: f64) -> Result<ValueId> {
+        self.call1("aten::pow.Tensor_Scalar", vec![Arg::Tensor(x), Arg::Scalar(Scalar::Double(exponent))])
+    }
+
+    pub fn rsqrt(&mut self, x: ValueId) -> Result<ValueId> {
+        self.call1("aten::rsqrt", vec![Arg::Tensor(x)])
+    }
+
+    pub fn neg(&mut self, x: ValueId) -> Result<ValueId> {
+        self.call1("aten::neg", vec![Arg::Tensor(x)])
+    }
+
+    /// Rows of `weight` [num_embeddings, dim] gathered by integer `indices`.
+    pub fn embedding(&mut self, weight: ValueId, indices: ValueId) -> Result<ValueId> {
+        self.call1(
+            "aten::embedding",
+            vec![Arg::Tensor(weight), Arg::Tensor(indices), Arg::Int(-1), Arg::Bool(false), Arg::Bool(false)],
+        )
+    }
+
+    /// Batched matrix product [b, n, m] @ [b, m, p].
+    pub fn bmm(&mut self, a: ValueId, b: ValueId) -> Result<ValueId> {
+        self.call1("aten::bmm", vec![Arg::Tensor(a), Arg::Tensor(b)])
+    }
+
+    pub fn softmax(&mut self, x: ValueId, dim: i64) -> Result<ValueId> {
+        self.call1("aten::_softmax", vec![Arg::Tensor(x), Arg::Int(dim), Arg::Bool(false)])
+    }
+
+    /// `x[start:end]` along `dim` (step 1).
+    pub fn slice(&mut self, x: ValueId, dim: i64, start: i64, end: i64) -> Result<ValueId> {
+        self.call1("aten::slice_copy.Tensor", vec![Arg::Tensor(x), Arg::Int(dim), Arg::Int(start), Arg::Int(end), Arg::Int(1)])
+    }
+
+    pub fn expand(&mut self, x: ValueId, size: &[i64]) -> Result<ValueId> {
+        self.call1("aten::expand_copy", vec![Arg::Tensor(x), Arg::Ints(size.to_vec()), Arg::Bool(false)])
+    }
+
+    pub fn cat(&mut self, xs: &[ValueId], dim: i64) -> Result<ValueId> {
+        self.call1("aten::cat", vec![Arg::Tensors(xs.to_vec()), Arg::Int(dim)])
+    }
 }

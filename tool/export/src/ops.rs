@@ -81,6 +81,29 @@ const SCHEMAS: &[(&str, &str)] = &[
         "aten::cat(Tensor[] tensors, int dim=0) -> Tensor",
         "aten::cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)",
     ),
+    (
+        "aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
+        "aten::embedding.out(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("aten::bmm(Tensor self, Tensor mat2) -> Tensor", "aten::bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
+        "aten::_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("aten::rsqrt(Tensor self) -> Tensor", "aten::rsqrt.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::neg(Tensor self) -> Tensor", "aten::neg.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
+        "aten::pow.Tensor_Scalar_out(Tensor self, Scalar exponent, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::slice_copy.Tensor(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor",
+        "aten::slice_copy.Tensor_out(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor",
+        "aten::expand_copy.out(Tensor self, SymInt[] size, *, bool implicit=False, Tensor(a!) out) -> Tensor(a!)",
+    ),
     // Not Core ATen: the builder may use these; the decomposition pass rewrites them.
     ("aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", ""),
     ("aten::hardswish(Tensor self) -> Tensor", ""),

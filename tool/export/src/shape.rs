@@ -61,7 +61,78 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
     let same = |i: usize| -> Result<Vec<TensorMeta>> { Ok(vec![tensor(g, op, args, i)?.clone()]) };
     match op {
         "aten::relu" | "aten::hardtanh" | "aten::clamp" | "aten::sigmoid" | "aten::hardswish" | "aten::hardsigmoid"
-        | "aten::clone" | "aten::dropout" | "aten::add.Scalar" | "aten::mul.Scalar" | "aten::div.Scalar" => same(0),
+        | "aten::clone" | "aten::dropout" | "aten::add.Scalar" | "aten::mul.Scalar" | "aten::div.Scalar" | "aten::rsqrt"
+        | "aten::neg" | "aten::pow.Tensor_Scalar" => same(0),
+        "aten::_softmax" => {
+            let x = tensor(g, op, args, 0)?;
+            norm_dim(op, int(op, args, 1)?, x.rank())?;
+            require_float(op, x)?;
+            Ok(vec![x.clone()])
+        }
+        "aten::embedding" => {
+            let (w, idx) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            if w.rank() != 2 {
+                return Err(shape_err(op, format!("weight {:?} must be 2-D [num_embeddings, dim]", w.shape)));
+            }
+            if !matches!(idx.dtype, ScalarType::Long | ScalarType::Int) {
+                return Err(shape_err(op, format!("indices must be int64 or int32, got {}", idx.dtype)));
+            }
+            let mut shape = idx.shape.clone();
+            shape.push(w.shape[1]);
+            Ok(vec![TensorMeta::new(w.dtype, shape)])
+        }
+        "aten::bmm" => {
+            let (a, b) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            if a.rank() != 3 || b.rank() != 3 || a.shape[0] != b.shape[0] || a.shape[2] != b.shape[1] || a.dtype != b.dtype {
+                return Err(shape_err(op, format!("cannot batch-multiply {:?} {} by {:?} {}", a.shape, a.dtype, b.shape, b.dtype)));
+            }
+            Ok(vec![TensorMeta::new(a.dtype, vec![a.shape[0], a.shape[1], b.shape[2]])])
+        }
+        "aten::slice_copy.Tensor" => {
+            let x = tensor(g, op, args, 0)?;
+            let mut xs = fixed(op, x)?;
+            let dim = norm_dim(op, int(op, args, 1)?, xs.len())?;
+            let opt = |i: usize| -> Result<Option<i64>> {
+                match args.get(i) {
+                    Some(Arg::Int(v)) => Ok(Some(*v)),
+                    Some(Arg::None) => Ok(None),
+                    other => Err(shape_err(op, format!("argument {i} must be an int or None, got {other:?}"))),
+                }
+            };
+            let step = int(op, args, 4)?;
+            if step <= 0 {
+                return Err(shape_err(op, format!("step must be positive, got {step}")));
+            }
+            let n = xs[dim] as i64;
+            // PyTorch's clamping: negative indices count from the end, then clamp to [0, n].
+            let clamp = |v: i64| (if v < 0 { v + n } else { v }).clamp(0, n);
+            let start = clamp(opt(2)?.unwrap_or(0));
+            let end = clamp(opt(3)?.unwrap_or(n)).max(start);
+            xs[dim] = ((end - start + step - 1) / step) as usize;
+            Ok(vec![TensorMeta::fixed(x.dtype, &xs)])
+        }
+        "aten::expand_copy" => {
+            let x = tensor(g, op, args, 0)?;
+            let size = ints(op, args, 1)?;
+            if size.len() < x.rank() {
+                return Err(shape_err(op, format!("size {size:?} has fewer dims than the input {:?}", x.shape)));
+            }
+            let lead = size.len() - x.rank();
+            let shape = size
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| {
+                    let src = if i >= lead { Some(x.shape[i - lead]) } else { None };
+                    match (src, s) {
+                        (Some(d), -1) => Ok(d),
+                        (None, s) if s >= 0 => Ok(Dim::Fixed(s as usize)),
+                        (Some(d), s) if s >= 0 && (d == Dim::Fixed(s as usize) || d == Dim::Fixed(1)) => Ok(Dim::Fixed(s as usize)),
+                        _ => Err(shape_err(op, format!("cannot expand {:?} to {size:?}", x.shape))),
+                    }
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok(vec![TensorMeta::new(x.dtype, shape)])
+        }
         "aten::add.Tensor" | "aten::sub.Tensor" | "aten::mul.Tensor" | "aten::div.Tensor" => {
             let (a, b) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
             if a.dtype != b.dtype {
