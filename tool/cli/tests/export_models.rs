@@ -114,3 +114,27 @@ fn random_mobilenet_v3_large_runs_the_same_in_executorch() {
         eprintln!("{}", run_oracle(&python, &[case], tmp.path()));
     }
 }
+
+/// The Llama full-sequence export (Core ATen only) matches Hugging Face's prefill logits here
+/// and runs as-is in ExecuTorch 1.3.1.
+#[test]
+fn llama_tiny_prefill_matches_here_and_in_executorch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = testdata().join("models/llama_tiny");
+    let pte = tmp.path().join("llama.pte");
+    rbuild(&["export", "--model", "llama", "--weights", dir.to_str().unwrap(), "--seq-len", "12", "--out", pte.to_str().unwrap()]);
+    let io = dir.join("prefill.io.safetensors");
+    let out = tmp.path().join("out.safetensors");
+    rbuild(&["run", pte.to_str().unwrap(), "--inputs", io.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    let (got, want) = (std::fs::read(&out).unwrap(), std::fs::read(&io).unwrap());
+    let (got, want) = (SafeTensors::deserialize(&got).unwrap(), SafeTensors::deserialize(&want).unwrap());
+    let (g, w) = (floats(&got, "output.0"), floats(&want, "output.0"));
+    assert_eq!(g.len(), 12 * 512);
+    let worst = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    eprintln!("llama_tiny prefill: max |err| vs Hugging Face {worst:.2e}");
+    assert!(worst <= 1e-4, "max err {worst}");
+    if let Some(python) = oracle_python() {
+        let case = serde_json::json!({"label": "exported llama_tiny prefill", "pte": pte, "io": io, "atol": 1e-4, "rtol": 1e-4, "outputs": 1});
+        eprintln!("{}", run_oracle(&python, &[case], tmp.path()));
+    }
+}

@@ -26,6 +26,10 @@ pub struct ExportArgs {
     /// Input shape, e.g. 1,3,224,224.
     #[arg(long, value_delimiter = ',', default_value = "1,3,224,224")]
     pub input_shape: Vec<usize>,
+    /// Sequence length of language models (`--model llama`; `--weights` is then the Hugging Face
+    /// folder with config.json and model.safetensors).
+    #[arg(long, default_value_t = 128)]
+    pub seq_len: usize,
     /// Method name in the program.
     #[arg(long, default_value = "forward")]
     pub method: String,
@@ -39,10 +43,18 @@ pub fn export(a: ExportArgs) -> CliResult {
         for m in rbuild_models::names() {
             println!("{m}");
         }
+        for m in rbuild_models::language_models() {
+            println!("{m} (full-sequence forward; --weights HF_FOLDER --seq-len N)");
+        }
         return Ok(());
     }
-    let (Some(model), Some(out)) = (a.model.as_deref(), a.out.as_ref()) else { bail!("--model and --out are required") };
+    let (Some(model), Some(_)) = (a.model.as_deref(), a.out.as_ref()) else { bail!("--model and --out are required") };
     let t0 = Instant::now();
+    if rbuild_models::language_models().contains(&model) {
+        let Some(dir) = &a.weights else { bail!("--model {model} needs --weights HF_FOLDER (config.json + model.safetensors)") };
+        let graph = rbuild_models::build_llama(dir, a.seq_len).map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
+        return finish(model, graph, &a, t0, t0.elapsed(), t0.elapsed());
+    }
     let weights = match (&a.weights, a.random_weights) {
         (Some(p), _) => Weights::open(p).map_err(|e| CliError(e.to_string()))?,
         (None, Some(seed)) => {
@@ -52,8 +64,14 @@ pub fn export(a: ExportArgs) -> CliResult {
         (None, None) => bail!("give --weights FILE, or --random-weights SEED for a demo"),
     };
     let t_load = t0.elapsed();
-    let mut graph = rbuild_models::build(model, &weights, &a.input_shape).map_err(|e| CliError(format!("{model}: {e}")))?;
+    let graph = rbuild_models::build(model, &weights, &a.input_shape).map_err(|e| CliError(format!("{model}: {e}")))?;
     let t_build = t0.elapsed();
+    finish(model, graph, &a, t0, t_load, t_build)
+}
+
+/// Passes, planning, emission and the report, for any built graph.
+fn finish(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0: Instant, t_load: std::time::Duration, t_build: std::time::Duration) -> CliResult {
+    let out = a.out.as_ref().expect("checked by the caller");
     let report = passes::optimize(&mut graph).map_err(|e| CliError(format!("{model}: {e}")))?;
     let t_passes = t0.elapsed();
     let mem = plan::plan_memory(&graph);
