@@ -25,19 +25,44 @@ pub struct Weights {
     pub source: String,
 }
 
-fn dtype(d: safetensors::Dtype) -> Option<ScalarType> {
+/// The runtime dtype of a safetensors dtype (None for those the runtime has no type for).
+pub fn scalar_type(d: safetensors::Dtype) -> Option<ScalarType> {
     use safetensors::Dtype as D;
     Some(match d {
         D::BOOL => ScalarType::Bool,
         D::U8 => ScalarType::Byte,
         D::I8 => ScalarType::Char,
         D::I16 => ScalarType::Short,
+        D::U16 => ScalarType::UInt16,
         D::I32 => ScalarType::Int,
+        D::U32 => ScalarType::UInt32,
         D::I64 => ScalarType::Long,
+        D::U64 => ScalarType::UInt64,
         D::F16 => ScalarType::Half,
         D::BF16 => ScalarType::BFloat16,
         D::F32 => ScalarType::Float,
         D::F64 => ScalarType::Double,
+        _ => return None,
+    })
+}
+
+/// The safetensors dtype that stores a runtime dtype (quantized types as their integers).
+pub fn safetensors_dtype(s: ScalarType) -> Option<safetensors::Dtype> {
+    use safetensors::Dtype as D;
+    Some(match s {
+        ScalarType::Bool => D::BOOL,
+        ScalarType::Byte | ScalarType::QUInt8 => D::U8,
+        ScalarType::Char | ScalarType::QInt8 => D::I8,
+        ScalarType::Short => D::I16,
+        ScalarType::UInt16 => D::U16,
+        ScalarType::Int | ScalarType::QInt32 => D::I32,
+        ScalarType::UInt32 => D::U32,
+        ScalarType::Long => D::I64,
+        ScalarType::UInt64 => D::U64,
+        ScalarType::Half => D::F16,
+        ScalarType::BFloat16 => D::BF16,
+        ScalarType::Float => D::F32,
+        ScalarType::Double => D::F64,
         _ => return None,
     })
 }
@@ -55,7 +80,7 @@ impl Weights {
         let base = map.as_ptr() as usize;
         let mut entries = HashMap::new();
         for (name, view) in st.tensors() {
-            let dt = dtype(view.dtype())
+            let dt = scalar_type(view.dtype())
                 .ok_or_else(|| io(&format!("tensor '{name}' has unsupported dtype {:?}", view.dtype())))?;
             let start = view.data().as_ptr() as usize - base;
             debug_assert!(start >= 8 + header_len);
@@ -111,12 +136,7 @@ impl Weights {
         let mut views = Vec::new();
         for n in names {
             let e = &self.entries[n];
-            let dt = match e.dtype {
-                ScalarType::Float => safetensors::Dtype::F32,
-                ScalarType::Long => safetensors::Dtype::I64,
-                ScalarType::Double => safetensors::Dtype::F64,
-                d => return Err(io(&format!("cannot save dtype {d}"))),
-            };
+            let dt = safetensors_dtype(e.dtype).ok_or_else(|| io(&format!("cannot save dtype {}", e.dtype)))?;
             views.push((n.clone(), safetensors::tensor::TensorView::new(dt, e.shape.clone(), e.data.bytes()).map_err(|e| io(&e))?));
         }
         let bytes = safetensors::serialize(views, None).map_err(|e| io(&e))?;

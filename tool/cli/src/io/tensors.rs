@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use rbuild_runtime::ScalarType;
-use safetensors::{Dtype, SafeTensors};
+use safetensors::SafeTensors;
 
 use crate::error::{bail, CliResult, InFile};
 
@@ -16,43 +16,7 @@ pub struct HostTensor {
     pub data: Vec<u8>,
 }
 
-pub fn dtype_to_scalar(d: Dtype) -> Option<ScalarType> {
-    Some(match d {
-        Dtype::BOOL => ScalarType::Bool,
-        Dtype::U8 => ScalarType::Byte,
-        Dtype::I8 => ScalarType::Char,
-        Dtype::I16 => ScalarType::Short,
-        Dtype::U16 => ScalarType::UInt16,
-        Dtype::I32 => ScalarType::Int,
-        Dtype::U32 => ScalarType::UInt32,
-        Dtype::I64 => ScalarType::Long,
-        Dtype::U64 => ScalarType::UInt64,
-        Dtype::F16 => ScalarType::Half,
-        Dtype::BF16 => ScalarType::BFloat16,
-        Dtype::F32 => ScalarType::Float,
-        Dtype::F64 => ScalarType::Double,
-        _ => return None,
-    })
-}
-
-pub fn scalar_to_dtype(s: ScalarType) -> Option<Dtype> {
-    Some(match s {
-        ScalarType::Bool => Dtype::BOOL,
-        ScalarType::Byte | ScalarType::QUInt8 => Dtype::U8,
-        ScalarType::Char | ScalarType::QInt8 => Dtype::I8,
-        ScalarType::Short => Dtype::I16,
-        ScalarType::UInt16 => Dtype::U16,
-        ScalarType::Int | ScalarType::QInt32 => Dtype::I32,
-        ScalarType::UInt32 => Dtype::U32,
-        ScalarType::Long => Dtype::I64,
-        ScalarType::UInt64 => Dtype::U64,
-        ScalarType::Half => Dtype::F16,
-        ScalarType::BFloat16 => Dtype::BF16,
-        ScalarType::Float => Dtype::F32,
-        ScalarType::Double => Dtype::F64,
-        _ => return None,
-    })
-}
+pub use rbuild_export::weights::{safetensors_dtype as scalar_to_dtype, scalar_type as dtype_to_scalar};
 
 /// Reads every tensor of a safetensors file, validating header, offsets and shapes.
 pub fn read_safetensors(path: &Path) -> CliResult<HashMap<String, HostTensor>> {
