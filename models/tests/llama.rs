@@ -6,12 +6,10 @@ mod common;
 
 use common::*;
 use rbuild_export::passes::decompose;
-use rbuild_export::{emit, eval, passes, plan};
+use rbuild_export::{eval, passes};
 use rbuild_models::llama::{self, LlamaConfig};
 use rbuild_models::{build_llama, Weights};
-use rbuild_runtime::backend::BackendRegistry;
-use rbuild_runtime::buffer::AlignedBuf;
-use rbuild_runtime::{KernelContext, Program, ScalarType};
+use rbuild_runtime::ScalarType;
 
 const S: usize = 12;
 const VOCAB: usize = 512;
@@ -48,14 +46,7 @@ fn llama_tiny_prefill_matches_hf() {
     passes::optimize(&mut g).unwrap();
     let optimized = floats(&eval::evaluate(&g, std::slice::from_ref(&ids)).unwrap()[0]);
     assert_close(&optimized, &want, atol, rtol, "llama_tiny optimized graph vs HF");
-    let p = plan::plan_memory(&g);
-    let bytes = emit::emit(&g, &p, "forward").unwrap();
-    let buf = AlignedBuf::from_bytes(&bytes);
-    let program = Program::load(buf.as_slice()).unwrap();
-    let mut m = program.load_method("forward", &rbuild_kernels::registry(), &BackendRegistry::new()).unwrap();
-    m.set_input_tensor(0, ScalarType::Long, &[1, S], &ids).unwrap();
-    m.execute(&mut KernelContext::default()).unwrap();
-    assert_close(&floats(m.output_bytes(0).unwrap()), &want, atol, rtol, "llama_tiny emitted program vs HF");
+    assert_close(&run_emitted(&g, ScalarType::Long, &[1, S], &ids), &want, atol, rtol, "llama_tiny emitted program vs HF");
 }
 
 /// Another length: the no-cache forward over prompt + 24 greedy tokens (`greedy` case,
@@ -71,14 +62,7 @@ fn llama_tiny_36_tokens_match_hf_no_cache_forward() {
     let (atol, rtol) = (json_number(&json, "atol"), json_number(&json, "rtol"));
     let mut g = build_llama(&dir, 36).unwrap();
     passes::optimize(&mut g).unwrap();
-    let p = plan::plan_memory(&g);
-    let bytes = emit::emit(&g, &p, "forward").unwrap();
-    let buf = AlignedBuf::from_bytes(&bytes);
-    let program = Program::load(buf.as_slice()).unwrap();
-    let mut m = program.load_method("forward", &rbuild_kernels::registry(), &BackendRegistry::new()).unwrap();
-    m.set_input_tensor(0, ScalarType::Long, &[1, 36], &ids).unwrap();
-    m.execute(&mut KernelContext::default()).unwrap();
-    assert_close(&floats(m.output_bytes(0).unwrap()), &want, atol, rtol, "llama_tiny 36 tokens, emitted program vs HF");
+    assert_close(&run_emitted(&g, ScalarType::Long, &[1, 36], &ids), &want, atol, rtol, "llama_tiny 36 tokens, emitted program vs HF");
 }
 
 #[test]

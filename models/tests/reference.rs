@@ -5,11 +5,9 @@
 mod common;
 
 use common::*;
-use rbuild_export::{emit, passes, plan, Graph};
+use rbuild_export::{passes, Graph};
 use rbuild_models::{build, Weights};
-use rbuild_runtime::backend::BackendRegistry;
-use rbuild_runtime::buffer::AlignedBuf;
-use rbuild_runtime::{KernelContext, Program, ScalarType};
+use rbuild_runtime::ScalarType;
 
 const INPUT: [usize; 4] = [1, 3, 224, 224];
 
@@ -27,14 +25,8 @@ fn check_against_pytorch(name: &str, g: &Graph) {
 
     let mut g = g.clone();
     passes::optimize(&mut g).unwrap();
-    let p = plan::plan_memory(&g);
-    let bytes = emit::emit(&g, &p, "forward").unwrap();
-    let buf = AlignedBuf::from_bytes(&bytes);
-    let program = Program::load(buf.as_slice()).unwrap();
-    let mut m = program.load_method("forward", &rbuild_kernels::registry(), &BackendRegistry::new()).unwrap();
-    m.set_input_tensor(0, ScalarType::Float, &INPUT, &f32_bytes(&input)).unwrap();
-    m.execute(&mut KernelContext::default()).unwrap();
-    assert_close(&floats(m.output_bytes(0).unwrap()), &want, atol, rtol, &format!("{name} emitted program vs PyTorch"));
+    let got = run_emitted(&g, ScalarType::Float, &INPUT, &f32_bytes(&input));
+    assert_close(&got, &want, atol, rtol, &format!("{name} emitted program vs PyTorch"));
 }
 
 #[test]

@@ -64,3 +64,19 @@ pub fn assert_close(got: &[f32], want: &[f32], atol: f32, rtol: f32, what: &str)
     let i = worst.0;
     assert!(worst.1 <= 0.0, "{what}: element {i}: {} vs {} (atol {atol}, rtol {rtol})", got[i], want[i]);
 }
+
+/// Plans and emits an optimized graph, loads the program in rbuild's runtime with every kernel,
+/// runs `forward` on one input and returns output 0 as f32.
+pub fn run_emitted(g: &Graph, dtype: rbuild_runtime::ScalarType, sizes: &[usize], input: &[u8]) -> Vec<f32> {
+    use rbuild_runtime::backend::BackendRegistry;
+    use rbuild_runtime::buffer::AlignedBuf;
+    use rbuild_runtime::{KernelContext, Program};
+    let p = rbuild_export::plan::plan_memory(g);
+    let bytes = rbuild_export::emit::emit(g, &p, "forward").unwrap();
+    let buf = AlignedBuf::from_bytes(&bytes);
+    let program = Program::load(buf.as_slice()).unwrap();
+    let mut m = program.load_method("forward", &rbuild_kernels::registry(), &BackendRegistry::new()).unwrap();
+    m.set_input_tensor(0, dtype, sizes, input).unwrap();
+    m.execute(&mut KernelContext::default()).unwrap();
+    floats(m.output_bytes(0).unwrap())
+}
