@@ -37,7 +37,7 @@ fn llama_tiny_prefill_matches_hf() {
 
     // (a) eager evaluation of the graph (non-core ops decomposed first).
     let mut eager = g.clone();
-    decompose::decompose(&mut eager).unwrap();
+    decompose::decompose(&mut eager, &Default::default()).unwrap();
     let got = floats(&eval::evaluate(&eager, std::slice::from_ref(&ids)).unwrap()[0]);
     assert_close(&got, &want, atol, rtol, "llama_tiny eager graph vs HF");
 
