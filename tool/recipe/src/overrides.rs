@@ -196,7 +196,7 @@ fn boolean(w: &Word, value: &str) -> Result<bool, Problem> {
 fn choice<T: Choice>(w: &Word, value: &str) -> Result<T, Problem> {
     T::from_name(value).ok_or_else(|| {
         let expected = T::expected();
-        let problem = w.bad(0, value, &format!("not a {}", T::WHAT), &expected);
+        let problem = w.bad(0, value, &format!("not {}", T::a_what()), &expected);
         match suggest::closest(value, T::names()) {
             Some(best) => problem.help(format!("did you mean `{best}`? `{}` takes {expected}", w.key)),
             None => problem,
