@@ -165,3 +165,52 @@ impl LlmReport {
         println!("  time: {:.1} ms", self.millis);
     }
 }
+
+/// GPT-2's byte → printable-character map, which byte-level BPE vocabularies are written in.
+fn byte_symbols() -> Vec<char> {
+    let printable = |b: u32| (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+    let mut extra = 0;
+    (0u32..256)
+        .map(|b| {
+            if printable(b) {
+                char::from_u32(b).unwrap_or('?')
+            } else {
+                extra += 1;
+                char::from_u32(255 + extra).unwrap_or('?')
+            }
+        })
+        .collect()
+}
+
+/// The demo model's tokenizer: byte-level BPE with no merges (every byte is a token), the
+/// specials `<unk>`=0, `<s>`=1, `</s>`=2 and the 256 bytes at 3..=258, `<s>` prepended.
+pub fn demo_tokenizer_json() -> String {
+    let mut vocab = serde_json::Map::new();
+    for (i, s) in ["<unk>", "<s>", "</s>"].iter().enumerate() {
+        vocab.insert(s.to_string(), serde_json::json!(i));
+    }
+    for (b, c) in byte_symbols().into_iter().enumerate() {
+        vocab.insert(c.to_string(), serde_json::json!(b + 3));
+    }
+    let special = |id: usize, content: &str| {
+        serde_json::json!({"id": id, "content": content, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true})
+    };
+    let doc = serde_json::json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": [special(0, "<unk>"), special(1, "<s>"), special(2, "</s>")],
+        "normalizer": null,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}
+        },
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                  "fuse_unk": false, "byte_fallback": false, "ignore_merges": false, "vocab": vocab, "merges": []}
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
