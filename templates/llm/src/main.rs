@@ -42,6 +42,10 @@ struct Args {
     /// Random seed for sampling (default: from the clock; the one used is in --json output).
     #[arg(long)]
     seed: Option<u64>,
+    /// Tokens per prefill call (default: as many as the program takes); smaller chunks use
+    /// less memory for long prompts.
+    #[arg(long)]
+    prefill_chunk: Option<usize>,
     /// Threads kernels may use.
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -181,6 +185,9 @@ fn run(a: Args) -> Outcome {
     let prog = in_file(Program::load(program_bytes), &model_name)?;
     let registry = kernels::registry();
     let (mut model, meta) = in_file(program::load_model(&prog, &registry, a.threads), &model_name)?;
+    if let Some(n) = a.prefill_chunk {
+        model.limit_tokens_per_call(n).map_err(|e| Failure(format!("--prefill-chunk {n}: {}: {e}", model_name.display())))?;
+    }
     let tok = tokenizer::load(&tok_path).map_err(|e| Failure(e.0))?;
     let load_time = t_load.elapsed();
 

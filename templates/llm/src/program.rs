@@ -169,6 +169,19 @@ impl<'p> ProgramModel<'p> {
         Ok(ProgramModel { method, ctx, kv, per_call, fixed_one, vocab_size: meta.vocab_size, bytes: Vec::new() })
     }
 
+    /// Caps the tokens of one call (prefill then runs in chunks of at most `n`); only a
+    /// program with a KV cache can split its input.
+    pub fn limit_tokens_per_call(&mut self, n: usize) -> Result<(), String> {
+        if n == 0 {
+            return Err("a prefill chunk needs at least one token".into());
+        }
+        if !self.kv {
+            return Err(format!("method '{}' keeps no KV cache, so its input cannot be split into chunks", self.method.name));
+        }
+        self.per_call = self.per_call.min(n);
+        Ok(())
+    }
+
     fn set_tokens(&mut self, tokens: &[u32]) -> Result<(), String> {
         self.bytes.clear();
         self.bytes.extend(tokens.iter().flat_map(|&t| (t as i64).to_le_bytes()));

@@ -229,6 +229,9 @@ fn failures_exit_1_with_the_file_or_argument_named() {
     check(&["--model", &model, "--tokenizer", &tp, "--prompt", "x", "--max-new-tokens", "0"], "--max-new-tokens");
     check(&["--model", &model, "--tokenizer", &tp], "--prompt");
     check(&["--model", &model, "--tokenizer", &tp, "--prompt", "x", "--bogus"], "--bogus");
+    check(&["--model", &model, "--tokenizer", &tp, "--prompt", "x", "--prefill-chunk", "0"], "--prefill-chunk");
+    let (_d, nokv) = program("cli_fail_nokv", &Toy::new(false));
+    check(&["--model", &nokv, "--tokenizer", &tp, "--prompt", "x", "--prefill-chunk", "4"], "KV cache");
     // Not a program / a program with another signature.
     let junk = dir.join("junk.pte");
     std::fs::write(&junk, b"definitely not a program").unwrap();

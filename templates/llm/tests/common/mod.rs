@@ -18,11 +18,8 @@ pub fn temp_dir(name: &str) -> PathBuf {
 }
 
 use rbuild_export::graph::TensorMeta;
-use rbuild_export::{emit, passes, plan, ConstData, Dim, GraphBuilder};
-use rbuild_runtime::format::schema::{
-    self as fb, Chain, ContainerMetadata, EValue, ExecutionPlan, KernelTypes,
-};
-use rbuild_runtime::format::{write_pte, PteFile};
+use rbuild_export::emit::{self, Getter, MethodSpec};
+use rbuild_export::{passes, plan, ConstData, Dim, GraphBuilder};
 use rbuild_runtime::ScalarType;
 
 /// A tiny program with the LLM runner's signature whose next token is easy to predict:
@@ -113,44 +110,21 @@ impl Toy {
         let mut g = b.finish();
         passes::optimize(&mut g).unwrap();
         let mp = plan::plan_memory(&g);
-        let bytes = emit::emit(&g, &mp, "forward").unwrap();
-        if !self.getters {
-            return bytes;
+        let mut getters = Vec::new();
+        if self.getters {
+            getters = vec![
+                Getter::int("get_max_seq_len", self.max_seq_len as i64),
+                Getter::int("get_vocab_size", v as i64),
+                Getter::int("get_bos_id", 1),
+                Getter::ints("get_eos_ids", &self.eos_ids),
+                Getter::bool("use_kv_cache", self.kv),
+                Getter::bool("enable_dynamic_shape", true),
+            ];
+            if let Some(c) = self.max_context_len {
+                getters.push(Getter::int("get_max_context_len", c));
+            }
         }
-        let file = PteFile::parse(&bytes).unwrap();
-        let segs: Vec<&[u8]> = (0..file.segments().len()).map(|i| file.segment(i).unwrap()).collect();
-        let mut program = file.program.clone();
-        let int = |x: i64| EValue { val: Some(KernelTypes::Int(fb::Int { int_val: x })) };
-        let flag = |x: bool| EValue { val: Some(KernelTypes::Bool(fb::Bool { bool_val: x })) };
-        let mut getters: Vec<(&str, Vec<EValue>)> = vec![
-            ("get_max_seq_len", vec![int(self.max_seq_len as i64)]),
-            ("get_vocab_size", vec![int(v as i64)]),
-            ("get_bos_id", vec![int(1)]),
-            ("get_eos_ids", self.eos_ids.iter().map(|&e| int(e)).collect()),
-            ("use_kv_cache", vec![flag(self.kv)]),
-            ("enable_dynamic_shape", vec![flag(true)]),
-        ];
-        if let Some(c) = self.max_context_len {
-            getters.push(("get_max_context_len", vec![int(c)]));
-        }
-        let plans = program.execution_plan.get_or_insert_with(Vec::new);
-        for (name, values) in getters {
-            let n = values.len() as i32;
-            // ExecuTorch's _emit_prim_getters: constant values, no instructions.
-            plans.push(ExecutionPlan {
-                name: Some(name),
-                container_meta_type: Some(ContainerMetadata { encoded_inp_str: Some(""), encoded_out_str: Some("") }),
-                values: Some(values),
-                inputs: Some(vec![]),
-                outputs: Some((0..n).collect()),
-                chains: Some(vec![Chain { inputs: Some(vec![]), outputs: Some(vec![]), instructions: Some(vec![]), stacktrace: None }]),
-                operators: Some(vec![]),
-                delegates: Some(vec![]),
-                non_const_buffer_sizes: Some(vec![0]),
-                non_const_buffer_device: None,
-            });
-        }
-        write_pte(&program, &segs)
+        emit::emit_program(&[MethodSpec { name: "forward", graph: &g, plan: &mp }], &getters).unwrap()
     }
 
     /// Writes the program into `dir` and returns its path.
