@@ -110,8 +110,12 @@ pub struct ProgramModel<'p> {
     kv: bool,
     /// Tokens one call takes at most.
     per_call: usize,
-    /// The tokens input has a fixed length (then every call passes exactly one token).
+    /// The tokens input has a fixed length of one (then every call passes exactly one token).
     fixed_one: bool,
+    /// The tokens input has a fixed length N > 1 (a program without KV cache, such as a Core
+    /// ATen export): sequences are right-padded to N and the logits row of their last token
+    /// is read. Padding after the sequence cannot change earlier rows of a causal model.
+    pad_to: Option<usize>,
     vocab_size: Option<usize>,
     bytes: Vec<u8>,
 }
@@ -136,13 +140,14 @@ impl<'p> ProgramModel<'p> {
                 tokens.dtype
             ));
         }
-        let (per_call, fixed_one) = match tokens.dynamism {
-            Dynamism::DynamicBound => (tokens.capacity / ScalarType::Long.size(), false),
-            Dynamism::Static if dims[1] == 1 => (1, true),
+        let (per_call, fixed_one, pad_to) = match tokens.dynamism {
+            Dynamism::DynamicBound => (tokens.capacity / ScalarType::Long.size(), false, None),
+            Dynamism::Static if dims[1] == 1 => (1, true, None),
+            Dynamism::Static if n_inputs == 1 => (dims[1], false, Some(dims[1])),
             Dynamism::Static => {
                 return Err(format!(
-                    "method '{name}': input 0 (tokens) has the fixed shape [1, {}]; a generating program \
-                     needs a dynamic sequence length or a single-token input",
+                    "method '{name}': input 0 (tokens) has the fixed shape [1, {}] next to input_pos; a KV-cache \
+                     program needs a dynamic sequence length or a single-token input",
                     dims[1]
                 ))
             }
@@ -166,7 +171,7 @@ impl<'p> ProgramModel<'p> {
         let per_call = per_call.min(meta.max_seq_len.unwrap_or(usize::MAX));
         let mut ctx = KernelContext::default();
         ctx.threads = threads.max(1);
-        Ok(ProgramModel { method, ctx, kv, per_call, fixed_one, vocab_size: meta.vocab_size, bytes: Vec::new() })
+        Ok(ProgramModel { method, ctx, kv, per_call, fixed_one, pad_to, vocab_size: meta.vocab_size, bytes: Vec::new() })
     }
 
     /// Caps the tokens of one call (prefill then runs in chunks of at most `n`); only a
@@ -183,9 +188,15 @@ impl<'p> ProgramModel<'p> {
     }
 
     fn set_tokens(&mut self, tokens: &[u32]) -> Result<(), String> {
+        let len = self.pad_to.unwrap_or(tokens.len());
+        if tokens.len() > len {
+            return Err(format!("method '{}' takes at most {len} tokens, got {}", self.method.name, tokens.len()));
+        }
         self.bytes.clear();
         self.bytes.extend(tokens.iter().flat_map(|&t| (t as i64).to_le_bytes()));
-        self.method.set_input_tensor(0, ScalarType::Long, &[1, tokens.len()], &self.bytes).map_err(|e| e.to_string())
+        // Padding with token 0: any id works, nothing before it attends to it.
+        self.bytes.resize(len * 8, 0);
+        self.method.set_input_tensor(0, ScalarType::Long, &[1, len], &self.bytes).map_err(|e| e.to_string())
     }
 
     fn run(&mut self, tokens: &[u32], start_pos: usize) -> Result<Vec<f32>, String> {
@@ -195,11 +206,12 @@ impl<'p> ProgramModel<'p> {
             self.method.set_input_tensor(1, ScalarType::Long, &[1], &pos).map_err(|e| e.to_string())?;
         }
         self.method.execute(&mut self.ctx).map_err(|e| e.to_string())?;
-        self.last_logits()
+        let row = self.pad_to.map(|_| tokens.len() - 1);
+        self.logits_row(row)
     }
 
-    /// The last row of output 0 (float logits [1, V] or [1, S, V]).
-    fn last_logits(&self) -> Result<Vec<f32>, String> {
+    /// Row `row` (default: the last) of output 0 (float logits [1, V] or [1, S, V]).
+    fn logits_row(&self, row: Option<usize>) -> Result<Vec<f32>, String> {
         let name = &self.method.name;
         let t = self
             .method
@@ -224,7 +236,18 @@ impl<'p> ProgramModel<'p> {
         if bytes.len() < n * 4 {
             return Err(format!("method '{name}': logits {dims:?} hold only {} bytes", bytes.len()));
         }
-        let row = &bytes[(n - v) * 4..n * 4];
+        let rows = n / v;
+        let r = match row {
+            None => rows - 1,
+            Some(r) if r < rows && rows == self.pad_to.unwrap_or(rows) => r,
+            Some(_) => {
+                return Err(format!(
+                    "method '{name}': logits {dims:?} are not one row per input token, so the row of the last real \
+                     token of a padded input cannot be found (export with full logits, or with a KV cache)"
+                ))
+            }
+        };
+        let row = &bytes[r * v * 4..(r + 1) * v * 4];
         Ok(row.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
     }
 }

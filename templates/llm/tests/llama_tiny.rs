@@ -77,3 +77,39 @@ fn greedy_tokens_equal_hugging_face() {
         assert_eq!(ids(&j["generated_token_ids"]), want, "{name}, prefill in chunks");
     }
 }
+
+/// The Core-ATen-only export (no KV cache, fixed input length, full logits, the program
+/// ExecuTorch runs as-is): the runner pads each step's sequence and reads its last real row.
+#[test]
+fn core_aten_fixed_length_program_gives_the_same_tokens() {
+    use rbuild_export::emit::Getter;
+    let (prompt, _, want) = reference();
+    let (c, w) = llama::open_checkpoint(Path::new(&testdata("models/llama_tiny"))).unwrap();
+    let n = 40;
+    let mut g = llama::build(&c, &w, n).unwrap();
+    passes::optimize_with(&mut g, &Options { decompose_linear: true }).unwrap();
+    let mem = plan::plan_memory(&g);
+    let getters = vec![
+        Getter::int("get_max_seq_len", n as i64),
+        Getter::int("get_vocab_size", 512),
+        Getter::bool("use_kv_cache", false),
+        Getter::bool("enable_dynamic_shape", false),
+        Getter::int("get_bos_id", 1),
+        Getter::ints("get_eos_ids", &[2]),
+    ];
+    let bytes = emit::emit_program(&[MethodSpec { name: "forward", graph: &g, plan: &mem }], &getters).unwrap();
+    let dir = temp_dir("llama_tiny_core_aten");
+    let model = dir.join("core_aten.pte");
+    std::fs::write(&model, bytes).unwrap();
+    let j = generate(&model, &prompt, &[]);
+    assert_eq!(ids(&j["generated_token_ids"]), want);
+    // 12 + 29 > 40: refused before running, with the numbers.
+    let tok = testdata("models/llama_tiny/tokenizer.json");
+    let o = Command::new(BIN)
+        .args(["--model", model.to_str().unwrap(), "--tokenizer", &tok, "--prompt", &prompt, "--max-new-tokens", "29"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("41") && e.contains("40"), "{e}");
+}
