@@ -79,3 +79,55 @@ fn bad_tokenizer_files_are_errors_naming_the_file() {
     let e = tokenizer::load(&dir.join("missing.json")).err().unwrap().0;
     assert!(e.contains("missing.json"), "{e}");
 }
+
+/// A Llama-2-style tokenizer.json (SentencePiece conventions: "▁" for spaces, byte fallback
+/// tokens, a decoder that strips the first leading space).
+fn sentencepiece_style() -> Box<dyn Tokenizer> {
+    let mut vocab = serde_json::Map::new();
+    for (i, s) in ["<unk>", "<s>", "</s>"].iter().enumerate() {
+        vocab.insert(s.to_string(), i.into());
+    }
+    for b in 0..256 {
+        vocab.insert(format!("<0x{b:02X}>"), (3 + b).into());
+    }
+    for (i, s) in ["▁Hello", "▁world", "!"].iter().enumerate() {
+        vocab.insert(s.to_string(), (259 + i).into());
+    }
+    let special = |id: u32, c: &str| serde_json::json!({"id": id, "content": c, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true});
+    let doc = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null,
+        "added_tokens": [special(0, "<unk>"), special(1, "<s>"), special(2, "</s>")],
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"}, {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+        "pre_tokenizer": null,
+        "post_processor": null,
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "continuing_subword_prefix": null, "end_of_word_suffix": null,
+                  "fuse_unk": true, "byte_fallback": true, "ignore_merges": false, "vocab": vocab, "merges": []}
+    });
+    let dir = common::temp_dir("sp_style");
+    let p = dir.join("tokenizer.json");
+    std::fs::write(&p, doc.to_string()).unwrap();
+    tokenizer::load(&p).unwrap()
+}
+
+#[test]
+fn streaming_keeps_context_dependent_spaces_and_byte_fallback_characters() {
+    let tok = sentencepiece_style();
+    let fox: Vec<u32> = "🦊".bytes().map(|b| 3 + b as u32).collect();
+    let mut gen = vec![260];
+    gen.extend(&fox);
+    gen.push(261);
+    let mut all = vec![1, 259];
+    all.extend(&gen);
+    assert_eq!(tok.decode(&all, true).unwrap(), "Hello world🦊!");
+    // Alone, the decoder strips the continuation's leading space ...
+    assert_eq!(tok.decode(&gen, true).unwrap(), "world🦊!");
+    // ... but streamed after the prompt it keeps it, and the fox comes out whole.
+    let mut s = TextStream::new(&[1, 259], true);
+    let pieces: Vec<String> = gen.iter().map(|&id| s.push(tok.as_ref(), id).unwrap()).collect();
+    assert_eq!(pieces, vec![" world", "", "", "", "🦊", "!"]);
+    assert_eq!(s.finish(tok.as_ref()).unwrap(), "");
+}
