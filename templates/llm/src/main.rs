@@ -185,6 +185,12 @@ fn run(a: Args) -> Outcome {
     let prog = in_file(Program::load(program_bytes), &model_name)?;
     let registry = kernels::registry();
     let (mut model, meta) = in_file(program::load_model(&prog, &registry, a.threads), &model_name)?;
+    // The whole sequence must fit the KV cache (get_max_context_len; older programs have only
+    // get_max_seq_len) or, without a cache, one call.
+    let max_context = match (model.uses_kv_cache(), meta.max_context_len.or(meta.max_seq_len)) {
+        (true, Some(n)) => n,
+        _ => model.max_tokens_per_call(),
+    };
     if let Some(n) = a.prefill_chunk {
         model.limit_tokens_per_call(n).map_err(|e| Failure(format!("--prefill-chunk {n}: {}: {e}", model_name.display())))?;
     }
@@ -199,18 +205,6 @@ fn run(a: Args) -> Outcome {
     };
     let prompt = tok.encode(&text, add_special).map_err(|e| Failure(format!("{}: {}", tok_path.display(), e.0)))?;
 
-    // Sizes: the KV cache bounds the whole sequence; without one, each call sees it all.
-    let per_call = model.max_tokens_per_call();
-    let mut max_context = if model.uses_kv_cache() {
-        meta.max_context_len.or(meta.max_seq_len).unwrap_or(per_call)
-    } else {
-        per_call
-    };
-    if let Some(m) = meta.max_seq_len {
-        if !model.uses_kv_cache() || meta.max_context_len.is_none() {
-            max_context = max_context.min(m);
-        }
-    }
     let max_new = match a.max_new_tokens {
         Some(n) => n,
         None => max_context.saturating_sub(prompt.len()).max(1),
