@@ -236,6 +236,9 @@ impl<'p> ProgramModel<'p> {
         if bytes.len() < n * 4 {
             return Err(format!("method '{name}': logits {dims:?} hold only {} bytes", bytes.len()));
         }
+        if n == 0 || n % v != 0 {
+            return Err(format!("method '{name}': logits {dims:?} hold no whole row of {v} entries"));
+        }
         let rows = n / v;
         let r = match row {
             None => rows - 1,

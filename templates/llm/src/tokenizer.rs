@@ -309,7 +309,8 @@ impl Tokenizer for Tiktoken {
             for m in re.find_iter(text) {
                 let m = m.map_err(|e| err(format!("special tokens: {e}")))?;
                 self.encode_ordinary(&text[rest..m.start()], &mut out)?;
-                out.push(self.special_encoder[m.as_str()]);
+                let id = self.special_encoder.get(m.as_str()).ok_or_else(|| err(format!("special token {:?} has no id", m.as_str())))?;
+                out.push(*id);
                 rest = m.end();
             }
         }

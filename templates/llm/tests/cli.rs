@@ -184,6 +184,43 @@ fn prompt_file_and_chat_template() {
 }
 
 #[test]
+fn tiktoken_tokenizer_with_a_llama3_chat_template() {
+    let dir = temp_dir("cli_tiktoken");
+    let tokp = dir.join("tokenizer.model");
+    std::fs::write(&tokp, common::rank_file()).unwrap();
+    let template = "{{- bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+    std::fs::write(
+        dir.join("tokenizer_config.json"),
+        serde_json::json!({"chat_template": template, "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}).to_string(),
+    )
+    .unwrap();
+    let tok = tokenizer::load(&tokp).unwrap();
+    assert_eq!(tok.kind(), "tiktoken");
+    let (bos, sh, eh, eot) = (265, 271, 272, 274);
+    let mut want_prompt = vec![bos, sh];
+    want_prompt.extend(tok.encode("user", false).unwrap());
+    want_prompt.push(eh);
+    want_prompt.extend(tok.encode("\n\nhello world", false).unwrap());
+    want_prompt.extend([eot, sh]);
+    want_prompt.extend(tok.encode("assistant", false).unwrap());
+    want_prompt.push(eh);
+    want_prompt.extend(tok.encode("\n\n", false).unwrap());
+    // A program over this vocabulary that answers "hello" and then ends its turn.
+    let mut toy = Toy::new(true);
+    toy.vocab = 600;
+    toy.eos_ids = vec![eot as i64, 266];
+    let n = want_prompt.len();
+    toy.bias = vec![(0, b'h' as usize), (n, b'e' as usize), (n + 1, 257), (n + 2, b'o' as usize), (n + 3, eot as usize)];
+    let model = toy.write(&dir, "model.pte");
+    let o = run(&["--model", model.to_str().unwrap(), "--tokenizer", tokp.to_str().unwrap(), "--prompt", " hello world ", "--chat", "--temperature", "0", "--max-new-tokens", "10", "--json"]);
+    let j = json(&o);
+    assert_eq!(ids(&j["prompt_token_ids"]), want_prompt);
+    assert_eq!(ids(&j["generated_token_ids"]), vec![b'h' as u32, b'e' as u32, 257, b'o' as u32, eot]);
+    assert_eq!(j["text"], "hello");
+    assert_eq!(j["stop"], "eos");
+}
+
+#[test]
 fn sequence_budget_is_checked_before_running() {
     let prompt = tok().encode(PROMPT, true).unwrap();
     let toy = Toy::new(true); // max_seq_len 48

@@ -6,20 +6,7 @@ use rbuild_llm_runner::stream::TextStream;
 use rbuild_llm_runner::tokenizer::{self, base64_encode, Tiktoken, Tokenizer};
 
 mod common;
-
-/// Ranks 0..=255 are the single bytes (rank = byte value), then these merges.
-const MERGES: &[&str] = &["he", "ll", "hell", " w", "or", " wor", "ld", " world", "lo"];
-
-fn rank_file() -> String {
-    let mut s = String::new();
-    for b in 0..=255u8 {
-        s.push_str(&format!("{} {b}\n", base64_encode(&[b])));
-    }
-    for (i, m) in MERGES.iter().enumerate() {
-        s.push_str(&format!("{} {}\n", base64_encode(m.as_bytes()), 256 + i));
-    }
-    s
-}
+use common::{rank_file, MERGES};
 
 fn tok() -> Tiktoken {
     Tiktoken::parse(&rank_file(), None).unwrap()
