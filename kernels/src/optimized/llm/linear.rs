@@ -283,17 +283,19 @@ mod tests {
     #[test]
     fn da4w_integer_sums_are_exact_on_extreme_values() {
         // All-max magnitudes: nibble 0 (q = −8) and 15 (q = 7) against xq = ±127.
-        let (m, k, n, group) = (1, 256, 4, 256);
-        let x: Vec<f32> = (0..k).map(|i| if i % 3 == 0 { -1.0 } else { 1.0 }).collect();
-        let w: Vec<u8> = (0..n * k / 2).map(|i| if i % 5 == 0 { 0x00 } else { 0xFF }).collect();
-        let s = vec![1.0f32; n];
-        let p = Linear { x: &x, m, k, n, bias: None, w: Weights::Q4 { w: &w, scales: Scales::F32(&s), group, da: true } };
-        let mut want = vec![0.0; n];
-        reference::linear_reference(&Default::default(), &p, &mut want);
-        for isa in simd::all() {
-            let mut got = vec![0.0; n];
-            super::compute_with(isa, 1, &p, &mut got);
-            assert_close(&got, &want, 1e-6, &format!("{isa:?}"));
+        for (k, group) in [(256, 256), (256, 32), (96, 32), (128, 64)] {
+            let (m, n) = (1, 4);
+            let x: Vec<f32> = (0..k).map(|i| if i % 3 == 0 { -1.0 } else { 1.0 }).collect();
+            let w: Vec<u8> = (0..n * k / 2).map(|i| if i % 5 == 0 { 0x00 } else { 0xFF }).collect();
+            let s = vec![1.0f32; n * k / group];
+            let p = Linear { x: &x, m, k, n, bias: None, w: Weights::Q4 { w: &w, scales: Scales::F32(&s), group, da: true } };
+            let mut want = vec![0.0; n];
+            reference::linear_reference(&Default::default(), &p, &mut want);
+            for isa in simd::all() {
+                let mut got = vec![0.0; n];
+                super::compute_with(isa, 1, &p, &mut got);
+                assert_close(&got, &want, 1e-6, &format!("{isa:?} k={k} group={group}"));
+            }
         }
     }
 

@@ -6,11 +6,13 @@
 //!   [16 even elements | 16 odd elements] ([`prep_q4`]), so each 16-byte run of packed weights
 //!   splits into its low nibbles (even elements) and high nibbles (odd elements) with no
 //!   shuffling; nibbles become i8 (−8), then f32, then FMA per group.
-//! - 8da4w: activations quantized to int8 per group ([`prep_8da4w`], same block permutation);
+//! - 8da4w: activations quantized to int8 per group ([`prep_8da4w`], permuted per 64-element
+//!   chunk into [32 evens | 32 odds] so one 32-byte load of weights serves 64 elements);
 //!   on AVX2 `_mm256_maddubs_epi16(nibbles, xq)` multiplies unsigned nibbles (0..15) by signed
 //!   xq and sums pairs into i16 (|Σ| ≤ 2·15·127, no saturation), `_mm256_madd_epi16` widens to
 //!   i32. The nibble offset is removed exactly per group: Σ q·xq = Σ u·xq − 8·Σ xq.
 
+use alloc::vec;
 use alloc::vec::Vec;
 
 use super::simd::Isa;
@@ -31,19 +33,33 @@ pub fn prep_q4(x: &[f32], out: &mut Vec<f32>) {
 /// One activation row quantized for 8da4w.
 #[derive(Default)]
 pub struct Act8 {
-    /// int8 values in the [evens | odds] block order.
+    /// int8 values; each 64-element chunk (and a final 32-element one) as [evens | odds], so
+    /// byte `j` of the chunk's packed weights (elements 2j, 2j+1) meets `xq[j]` and
+    /// `xq[len/2 + j]`.
     pub xq: Vec<i8>,
     /// Per group: sx_g.
     pub sx: Vec<f32>,
     /// Per group: 8 · Σ xq (the nibble-offset correction).
     pub corr: Vec<i32>,
+    /// Per lane-unit (a 64-chunk when group = 32, else a group): the correction placed in the
+    /// first i32 lane of each group's lanes, others 0.
+    pub lane_corr: Vec<i32>,
+    /// group = 32 only, per 64-chunk: [sx_a × 4 | sx_b × 4].
+    pub lane_sx: Vec<f32>,
+}
+
+/// Chunk length at element `e0` of a `k`-element row: 64, or 32 for a final half chunk.
+#[inline]
+pub fn chunk_len(e0: usize, k: usize) -> usize {
+    (k - e0).min(64)
 }
 
 /// Quantizes `x` per group (the portable kernel's exact rounding) and lays it out for the dot
 /// products.
 pub fn prep_8da4w(x: &[f32], group: usize, a: &mut Act8, scratch: &mut Vec<i8>) {
+    let k = x.len();
     scratch.clear();
-    scratch.resize(x.len(), 0);
+    scratch.resize(k, 0);
     a.sx.clear();
     a.corr.clear();
     for (xg, qg) in x.chunks_exact(group).zip(scratch.chunks_exact_mut(group)) {
@@ -51,9 +67,28 @@ pub fn prep_8da4w(x: &[f32], group: usize, a: &mut Act8, scratch: &mut Vec<i8>) 
         a.corr.push(8 * qg.iter().map(|&q| q as i32).sum::<i32>());
     }
     a.xq.clear();
-    for b in scratch.chunks_exact(BLOCK) {
-        a.xq.extend(b.iter().step_by(2));
-        a.xq.extend(b.iter().skip(1).step_by(2));
+    let mut e0 = 0;
+    while e0 < k {
+        let c = &scratch[e0..e0 + chunk_len(e0, k)];
+        a.xq.extend(c.iter().step_by(2));
+        a.xq.extend(c.iter().skip(1).step_by(2));
+        e0 += c.len();
+    }
+    a.lane_corr.clear();
+    a.lane_sx.clear();
+    if group == 32 {
+        for c in 0..k.div_ceil(64) {
+            let (ga, gb) = (2 * c, 2 * c + 1);
+            let cb = a.corr.get(gb).copied().unwrap_or(0);
+            a.lane_corr.extend([a.corr[ga], 0, 0, 0, cb, 0, 0, 0]);
+            let sb = a.sx.get(gb).copied().unwrap_or(0.0);
+            a.lane_sx.extend([a.sx[ga]; 4]);
+            a.lane_sx.extend([sb; 4]);
+        }
+    } else {
+        for &c in &a.corr {
+            a.lane_corr.extend([c, 0, 0, 0, 0, 0, 0, 0]);
+        }
     }
 }
 
@@ -116,7 +151,11 @@ pub fn rows_q4(isa: Isa, w: &[u8], k: usize, s: &[f32], group: usize, xp: &[f32]
 pub fn rows_8da4w(isa: Isa, w: &[u8], k: usize, s: &[f32], group: usize, a: &Act8, out: &mut [f32]) {
     let groups = k / group;
     assert!(
-        k % group == 0 && group % BLOCK == 0 && w.len() >= out.len() * k / 2 && s.len() >= out.len() * groups && a.xq.len() >= k && a.sx.len() >= groups,
+        k % group == 0 && group % BLOCK == 0 && w.len() >= out.len() * k / 2 && s.len() >= out.len() * groups && a.xq.len() >= k
+            && a.sx.len() >= groups
+            && a.corr.len() >= groups
+            && a.lane_corr.len() >= 8 * if group == 32 { k.div_ceil(64) } else { groups }
+            && (group != 32 || a.lane_sx.len() >= 8 * k.div_ceil(64)),
         "rows_8da4w: operand sizes"
     );
     match isa {
@@ -126,18 +165,17 @@ pub fn rows_8da4w(isa: Isa, w: &[u8], k: usize, s: &[f32], group: usize, a: &Act
         _ => {
             for (r, o) in out.iter_mut().enumerate() {
                 let row = &w[r * k / 2..(r + 1) * k / 2];
-                let mut y = 0.0f32;
-                for g in 0..groups {
-                    let mut isum = -a.corr[g];
-                    for b in (g * group / BLOCK)..((g + 1) * group / BLOCK) {
-                        let (wb, xb) = (&row[b * 16..b * 16 + 16], &a.xq[b * BLOCK..b * BLOCK + BLOCK]);
-                        for l in 0..16 {
-                            isum += (wb[l] & 0x0F) as i32 * xb[l] as i32 + (wb[l] >> 4) as i32 * xb[16 + l] as i32;
-                        }
+                let mut isum = vec![0i32; groups];
+                let mut e0 = 0;
+                while e0 < k {
+                    let len = chunk_len(e0, k);
+                    let (wb, xc) = (&row[e0 / 2..(e0 + len) / 2], &a.xq[e0..e0 + len]);
+                    for (j, &b) in wb.iter().enumerate() {
+                        isum[(e0 + 2 * j) / group] += (b & 0x0F) as i32 * xc[j] as i32 + (b >> 4) as i32 * xc[len / 2 + j] as i32;
                     }
-                    y += (a.sx[g] * s[r * groups + g]) * isum as f32;
+                    e0 += len;
                 }
-                *o = y;
+                *o = (0..groups).map(|g| (a.sx[g] * s[r * groups + g]) * (isum[g] - a.corr[g]) as f32).sum();
             }
         }
     }
@@ -248,42 +286,95 @@ mod avx2 {
         by_fours!(out, q4_block, w, k, s, group, xp)
     }
 
+    /// group = 32: each 32-byte load covers two groups (low 128-bit lane = group a, high =
+    /// group b), so scales go in as [s_a × 4 | s_b × 4].
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn da_block<const R: usize>(r0: usize, w: &[u8], k: usize, s: &[f32], group: usize, a: &Act8) -> [f32; R] {
-        let groups = k / group;
+    unsafe fn da_block32<const R: usize>(r0: usize, w: &[u8], k: usize, s: &[f32], a: &Act8) -> [f32; R] {
+        let groups = k / 32;
         let half = k / 2;
         let (w, s, xq) = (w.as_ptr().add(r0 * half), s.as_ptr().add(r0 * groups), a.xq.as_ptr());
-        let m0f = _mm_set1_epi8(0x0F);
+        let m0f = _mm256_set1_epi8(0x0F);
         let ones = _mm256_set1_epi16(1);
+        let spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
         let mut acc = [_mm256_setzero_ps(); R];
-        let blocks = group / BLOCK;
-        let mut corr = [0.0f32; R];
-        for g in 0..groups {
-            // i16 partial sums: ≤ 8 blocks · 3810 per lane, below i16::MAX for group ≤ 256.
-            let mut p = [_mm256_setzero_si256(); R];
-            for b in g * blocks..(g + 1) * blocks {
-                let xv = _mm256_loadu_si256(xq.add(b * BLOCK) as *const __m256i);
-                for r in 0..R {
-                    let v = _mm_loadu_si128(w.add(r * half + b * 16) as *const __m128i);
-                    let lo = _mm_and_si128(v, m0f);
-                    let hi = _mm_and_si128(_mm_srli_epi16(v, 4), m0f);
-                    let u = _mm256_set_m128i(hi, lo);
-                    p[r] = _mm256_add_epi16(p[r], _mm256_maddubs_epi16(u, xv));
-                }
-            }
-            let sx = *a.sx.get_unchecked(g);
-            let c = *a.corr.get_unchecked(g);
+        let full = k / 64;
+        for c in 0..full {
+            let xe = _mm256_loadu_si256(xq.add(c * 64) as *const __m256i);
+            let xo = _mm256_loadu_si256(xq.add(c * 64 + 32) as *const __m256i);
+            let corr = _mm256_loadu_si256(a.lane_corr.as_ptr().add(c * 8) as *const __m256i);
+            let sx = _mm256_loadu_ps(a.lane_sx.as_ptr().add(c * 8));
             for r in 0..R {
-                let d = sx * *s.add(r * groups + g);
-                let i32s = _mm256_madd_epi16(p[r], ones);
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i32s), _mm256_set1_ps(d), acc[r]);
-                corr[r] += d * c as f32;
+                let v = _mm256_loadu_si256(w.add(r * half + c * 32) as *const __m256i);
+                let lo = _mm256_and_si256(v, m0f);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+                let p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
+                let i = _mm256_sub_epi32(_mm256_madd_epi16(p, ones), corr);
+                let s2 = _mm_castpd_ps(_mm_load_sd(s.add(r * groups + 2 * c) as *const f64));
+                let d = _mm256_mul_ps(sx, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), spread));
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), d, acc[r]);
             }
         }
         let mut o = [0.0f32; R];
         for r in 0..R {
-            o[r] = hsum(acc[r]) - corr[r];
+            o[r] = hsum(acc[r]);
+        }
+        if k % 64 != 0 {
+            // A final 32-element chunk (one group), in 128-bit halves.
+            let c = full;
+            let g = 2 * c;
+            let xe = _mm_loadu_si128(xq.add(c * 64) as *const __m128i);
+            let xo = _mm_loadu_si128(xq.add(c * 64 + 16) as *const __m128i);
+            let m = _mm_set1_epi8(0x0F);
+            for r in 0..R {
+                let v = _mm_loadu_si128(w.add(r * half + c * 32) as *const __m128i);
+                let lo = _mm_and_si128(v, m);
+                let hi = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+                let p = _mm_add_epi16(_mm_maddubs_epi16(lo, xe), _mm_maddubs_epi16(hi, xo));
+                let i = _mm_madd_epi16(p, _mm_set1_epi16(1));
+                let i = _mm_add_epi32(i, _mm_shuffle_epi32(i, 0b01_00_11_10));
+                let i = _mm_add_epi32(i, _mm_shuffle_epi32(i, 0b10_11_00_01));
+                let isum = _mm_cvtsi128_si32(i) - *a.corr.get_unchecked(g);
+                o[r] += (*a.sx.get_unchecked(g) * *s.add(r * groups + g)) * isum as f32;
+            }
+        }
+        o
+    }
+
+    /// group ≥ 64: whole 64-element chunks per group; i16 sums across a group's chunks (≤ 4
+    /// chunks · 2 · 3810 per lane, below i16::MAX).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn da_block_big<const R: usize>(r0: usize, w: &[u8], k: usize, s: &[f32], group: usize, a: &Act8) -> [f32; R] {
+        let groups = k / group;
+        let half = k / 2;
+        let (w, s, xq) = (w.as_ptr().add(r0 * half), s.as_ptr().add(r0 * groups), a.xq.as_ptr());
+        let m0f = _mm256_set1_epi8(0x0F);
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); R];
+        let chunks = group / 64;
+        for g in 0..groups {
+            let mut p = [_mm256_setzero_si256(); R];
+            for c in g * chunks..(g + 1) * chunks {
+                let xe = _mm256_loadu_si256(xq.add(c * 64) as *const __m256i);
+                let xo = _mm256_loadu_si256(xq.add(c * 64 + 32) as *const __m256i);
+                for r in 0..R {
+                    let v = _mm256_loadu_si256(w.add(r * half + c * 32) as *const __m256i);
+                    let lo = _mm256_and_si256(v, m0f);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+                    p[r] = _mm256_add_epi16(p[r], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo)));
+                }
+            }
+            let corr = _mm256_loadu_si256(a.lane_corr.as_ptr().add(g * 8) as *const __m256i);
+            let sx = *a.sx.get_unchecked(g);
+            for r in 0..R {
+                let i = _mm256_sub_epi32(_mm256_madd_epi16(p[r], ones), corr);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(sx * *s.add(r * groups + g)), acc[r]);
+            }
+        }
+        let mut o = [0.0f32; R];
+        for r in 0..R {
+            o[r] = hsum(acc[r]);
         }
         o
     }
@@ -292,7 +383,11 @@ mod avx2 {
     /// AVX2 present; sizes as checked by `super::rows_8da4w`.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn rows_8da4w(w: &[u8], k: usize, s: &[f32], group: usize, a: &Act8, out: &mut [f32]) {
-        by_fours!(out, da_block, w, k, s, group, a)
+        if group == 32 {
+            by_fours!(out, da_block32, w, k, s, a)
+        } else {
+            by_fours!(out, da_block_big, w, k, s, group, a)
+        }
     }
 }
 
