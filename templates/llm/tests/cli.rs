@@ -288,3 +288,41 @@ fn lists_kernels() {
     let out = String::from_utf8(o.stdout).unwrap();
     assert!(out.lines().any(|l| l == "aten::embedding.out"), "{out}");
 }
+
+#[test]
+fn model_is_required_without_an_embedded_program() {
+    if cfg!(feature = "embed-program") {
+        return; // the binary may carry a program
+    }
+    let o = run(&["--tokenizer", &tokenizer_path(), "--prompt", "x"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--model"), "{}", stderr(&o));
+}
+
+#[test]
+fn malformed_programs_fail_cleanly() {
+    let dir = std::path::PathBuf::from(testdata("bad"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".pte") && n != "base.pte" && n != "bad_ext_header_magic.pte")
+        .collect();
+    names.sort();
+    assert!(names.len() >= 10, "{names:?}");
+    for bad in &names {
+        let p = testdata(&format!("bad/{bad}"));
+        let o = run(&["--model", &p, "--tokenizer", &tokenizer_path(), "--prompt", "x"]);
+        assert_eq!(o.status.code(), Some(1), "{bad}");
+        let e = stderr(&o);
+        assert!(e.contains(bad.as_str()) && !e.contains("panicked"), "{bad}: {e}");
+    }
+    // The shared bad tokenizer files.
+    let (_d, model) = program("cli_bad_tok", &Toy::new(true));
+    for bad in ["tokenizer_not_json.json", "tokenizer_truncated.json", "tokenizer_missing_vocab.json"] {
+        let p = testdata(&format!("bad/{bad}"));
+        let o = run(&["--model", &model, "--tokenizer", &p, "--prompt", "x"]);
+        assert_eq!(o.status.code(), Some(1), "{bad}");
+        let e = stderr(&o);
+        assert!(e.contains(bad) && !e.contains("panicked"), "{bad}: {e}");
+    }
+}
