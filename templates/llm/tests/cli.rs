@@ -138,12 +138,17 @@ fn sampling_is_reproducible_with_a_seed() {
     // Several equally likely tokens at each step make the draw matter.
     toy.bias.clear();
     let (_d, model) = program("cli_seed", &toy);
-    let go = |seed: &str| {
-        ids(&json(&run(&["--model", &model, "--tokenizer", &tokenizer_path(), "--prompt", PROMPT, "--temperature", "5", "--top-p", "1", "--seed", seed, "--max-new-tokens", "12", "--ignore-eos", "--json"]))["generated_token_ids"])
+    let tp = tokenizer_path();
+    let go = |seed: &str, extra: &[&str]| {
+        let mut args = vec!["--model", &model, "--tokenizer", &tp, "--prompt", PROMPT, "--temperature", "5", "--top-p", "1", "--seed", seed, "--max-new-tokens", "12", "--ignore-eos", "--json"];
+        args.extend_from_slice(extra);
+        ids(&json(&run(&args))["generated_token_ids"])
     };
-    let a = go("7");
-    assert_eq!(a, go("7"));
-    assert_ne!(a, go("8"));
+    let a = go("7", &[]);
+    assert_eq!(a, go("7", &[]));
+    assert_ne!(a, go("8", &[]));
+    // A warm-up run does not consume the reported run's random draws.
+    assert_eq!(a, go("7", &["--warmup"]));
 }
 
 #[test]
