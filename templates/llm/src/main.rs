@@ -55,6 +55,10 @@ struct Args {
     /// Keep generating past end-of-sequence tokens.
     #[arg(long)]
     ignore_eos: bool,
+    /// Run the whole generation once, silently and untimed, before the reported run (for
+    /// benchmarks: first-touch page faults and cold caches stay out of the figures).
+    #[arg(long)]
+    warmup: bool,
     /// Print the prompt before the generated text.
     #[arg(long)]
     echo: bool,
@@ -235,6 +239,13 @@ fn run(a: Args) -> Outcome {
     });
     let mut sampler = Sampler::new(a.temperature, a.top_p, seed);
 
+    if a.warmup {
+        // Its own sampler copy, so the reported run draws the same numbers as without
+        // --warmup. The KV cache needs no reset: a run from position 0 overwrites every
+        // entry it reads.
+        let mut s = sampler.clone();
+        in_file(generate::generate(&mut model as &mut dyn Model, &prompt, &mut s, &cfg, &mut |_| Ok(())), &model_name)?;
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if a.echo && !a.json {

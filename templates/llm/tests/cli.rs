@@ -138,12 +138,17 @@ fn sampling_is_reproducible_with_a_seed() {
     // Several equally likely tokens at each step make the draw matter.
     toy.bias.clear();
     let (_d, model) = program("cli_seed", &toy);
-    let go = |seed: &str| {
-        ids(&json(&run(&["--model", &model, "--tokenizer", &tokenizer_path(), "--prompt", PROMPT, "--temperature", "5", "--top-p", "1", "--seed", seed, "--max-new-tokens", "12", "--ignore-eos", "--json"]))["generated_token_ids"])
+    let tp = tokenizer_path();
+    let go = |seed: &str, extra: &[&str]| {
+        let mut args = vec!["--model", &model, "--tokenizer", &tp, "--prompt", PROMPT, "--temperature", "5", "--top-p", "1", "--seed", seed, "--max-new-tokens", "12", "--ignore-eos", "--json"];
+        args.extend_from_slice(extra);
+        ids(&json(&run(&args))["generated_token_ids"])
     };
-    let a = go("7");
-    assert_eq!(a, go("7"));
-    assert_ne!(a, go("8"));
+    let a = go("7", &[]);
+    assert_eq!(a, go("7", &[]));
+    assert_ne!(a, go("8", &[]));
+    // A warm-up run does not consume the reported run's random draws.
+    assert_eq!(a, go("7", &["--warmup"]));
 }
 
 #[test]
@@ -287,4 +292,42 @@ fn lists_kernels() {
     assert!(o.status.success());
     let out = String::from_utf8(o.stdout).unwrap();
     assert!(out.lines().any(|l| l == "aten::embedding.out"), "{out}");
+}
+
+#[test]
+fn model_is_required_without_an_embedded_program() {
+    if cfg!(feature = "embed-program") {
+        return; // the binary may carry a program
+    }
+    let o = run(&["--tokenizer", &tokenizer_path(), "--prompt", "x"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--model"), "{}", stderr(&o));
+}
+
+#[test]
+fn malformed_programs_fail_cleanly() {
+    let dir = std::path::PathBuf::from(testdata("bad"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".pte") && n != "base.pte" && n != "bad_ext_header_magic.pte")
+        .collect();
+    names.sort();
+    assert!(names.len() >= 10, "{names:?}");
+    for bad in &names {
+        let p = testdata(&format!("bad/{bad}"));
+        let o = run(&["--model", &p, "--tokenizer", &tokenizer_path(), "--prompt", "x"]);
+        assert_eq!(o.status.code(), Some(1), "{bad}");
+        let e = stderr(&o);
+        assert!(e.contains(bad.as_str()) && !e.contains("panicked"), "{bad}: {e}");
+    }
+    // The shared bad tokenizer files.
+    let (_d, model) = program("cli_bad_tok", &Toy::new(true));
+    for bad in ["tokenizer_not_json.json", "tokenizer_truncated.json", "tokenizer_missing_vocab.json"] {
+        let p = testdata(&format!("bad/{bad}"));
+        let o = run(&["--model", &model, "--tokenizer", &p, "--prompt", "x"]);
+        assert_eq!(o.status.code(), Some(1), "{bad}");
+        let e = stderr(&o);
+        assert!(e.contains(bad) && !e.contains("panicked"), "{bad}: {e}");
+    }
 }

@@ -72,6 +72,10 @@ fn greedy_tokens_equal_hugging_face() {
         assert_eq!(ids(&j["generated_token_ids"]), want, "{name}");
         let j = generate(&model, &prompt, &["--threads", "2"]);
         assert_eq!(ids(&j["generated_token_ids"]), want, "{name}, 2 threads");
+        // A warm-up generation first leaves the cache full of its entries: the reported run
+        // must not see them.
+        let j = generate(&model, &prompt, &["--warmup"]);
+        assert_eq!(ids(&j["generated_token_ids"]), want, "{name}, after a warm-up run");
         // The prompt in chunks of 5, 5 and 2 tokens: the cache carries the earlier ones.
         let j = generate(&model, &prompt, &["--prefill-chunk", "5"]);
         assert_eq!(ids(&j["generated_token_ids"]), want, "{name}, prefill in chunks");
