@@ -348,11 +348,11 @@ def np_forward(cfg, w, tokens):
 
 # ---------------------------------------------------------------- llama.cpp
 
-def llamacpp_model(path, threads, n_ctx, f32_kv=False, all_logits=False):
+def llamacpp_model(path, threads, n_ctx, f32_kv=False, all_logits=False, flash_attn=False):
     import llama_cpp
 
     kw = dict(model_path=str(path), n_ctx=n_ctx, n_batch=512, n_ubatch=512, n_threads=threads,
-              n_threads_batch=threads, seed=0, verbose=False, logits_all=all_logits)
+              n_threads_batch=threads, seed=0, verbose=False, logits_all=all_logits, flash_attn=flash_attn)
     if f32_kv:
         kw.update(type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32)
     return llama_cpp.Llama(**kw)
@@ -365,13 +365,18 @@ def llamacpp_logits(path, tokens, f32_kv=True):
     return np.array(llm.scores[: len(tokens)], dtype=np.float64)
 
 
-def llamacpp_time(path, threads, prompt, new_tokens, repeat, n_ctx):
+def llamacpp_time(path, threads, prompt, new_tokens, repeat, n_ctx, flash_attn=False):
     """Median prefill and decode tok/s. Wall time around llama.cpp's decode calls (Llama.eval),
     greedy argmax included as a runner would; llama.cpp's own perf counters are reported beside."""
     import llama_cpp
 
-    llm = llamacpp_model(path, threads, n_ctx)
+    llm = llamacpp_model(path, threads, n_ctx, flash_attn=flash_attn)
     ctx = llm.ctx
+    n_vocab = llm.n_vocab()
+
+    def argmax_last():
+        # Llama.eval keeps logits only with logits_all; read the last row from the context.
+        return int(np.argmax(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(n_vocab,))))
 
     def one():
         llm.reset()
@@ -379,12 +384,12 @@ def llamacpp_time(path, threads, prompt, new_tokens, repeat, n_ctx):
         t0 = time.perf_counter()
         llm.eval(prompt)
         t1 = time.perf_counter()
-        tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        tok = argmax_last()
         out = [tok]
         t2 = time.perf_counter()
         for _ in range(new_tokens - 1):
             llm.eval([tok])
-            tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            tok = argmax_last()
             out.append(tok)
         t3 = time.perf_counter()
         perf = llama_cpp.llama_perf_context(ctx)
@@ -425,11 +430,22 @@ def check(work):
     activations to 8 bits there, hence the looser bound). A GGUF written without the q/k
     permutation must fail the F32 comparison: shows the check can fail."""
     work = Path(work)
+    ok = True
+    # The reference itself, against Hugging Face's logits for the shared llama_tiny (when present).
+    hf = HERE.parent.parent.parent / "shared" / "testdata" / "models" / "llama_tiny"
+    if (hf / "prefill.io.safetensors").exists():
+        from safetensors.numpy import load_file
+
+        hcfg, hw = load_hf(hf)
+        hcfg.setdefault("rope_theta", hcfg.get("rope_parameters", {}).get("rope_theta", ROPE_THETA))
+        io = load_file(str(hf / "prefill.io.safetensors"))
+        err = float(np.abs(np_forward(hcfg, hw, io["input.0"][0].tolist()) - io["output.0"][0]).max())
+        ok &= err < 1e-4
+        print(f"  check numpy reference vs Hugging Face (llama_tiny prefill): max|err| {err:.1e}  {'ok' if err < 1e-4 else 'FAIL'}")
     folder = gen(work / "tiny", TINY, seed=1)
     cfg, w = load_hf(folder)
     tokens = prompt_ids(12, cfg["vocab_size"])
     ref = np_forward(cfg, w, tokens)
-    ok = True
     results = {}
     for qt, bound in (("f32", 1e-3), ("q8_0", 0.03), ("q4_0", 0.05)):
         g = write_gguf(folder, qt, work / f"tiny.{qt}.gguf")
@@ -533,7 +549,9 @@ def rbuild_time(runner, pte, tokenizer, prompt, new_tokens, threads, repeat):
         if r.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd[:6])} … failed ({r.returncode}): {r.stderr.strip()[-600:]}")
         if i:
-            runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+            out = r.stdout.strip()
+            # one JSON object, pretty-printed or on the last line after other output
+            runs.append(json.loads(out[out.index("{"):] if out.startswith("{") else out.splitlines()[-1]))
     st = [x.get("stats", x) for x in runs]
     return {
         "threads": threads,
@@ -604,7 +622,8 @@ def run(a):
     for qt in need:
         for n in threads:
             cpp[qt, n] = sub(["llamacpp", str(ggufs[qt]), "--threads", str(n), "--prompt-len", str(prompt_len),
-                              "--new-tokens", str(new_tokens), "--repeat", str(repeat), "--vocab", str(cfg["vocab_size"])], n)
+                              "--new-tokens", str(new_tokens), "--repeat", str(repeat), "--vocab", str(cfg["vocab_size"]),
+                              "--n-ctx", str(cfg["max_position_embeddings"])] + (["--flash-attn"] if a.flash_attn else []), n)
             r = cpp[qt, n]
             print(f"  llama.cpp {qt:5s} {n}T: prefill {r['prefill_tok_s']:8.1f} tok/s, decode {r['decode_tok_s']:6.1f} tok/s "
                   f"(its perf counters: {r['perf_prefill_tok_s']:.1f} / {r['perf_decode_tok_s']:.1f})"
@@ -697,6 +716,7 @@ def main():
     g.add_argument("--repeat", type=int, default=5)
     g.add_argument("--vocab", type=int, default=32000)
     g.add_argument("--n-ctx", type=int, default=1024)
+    g.add_argument("--flash-attn", action="store_true")
     g = sp.add_parser("membw")
     g.add_argument("work")
     g.add_argument("threads", type=int)
@@ -713,6 +733,7 @@ def main():
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--quick", action="store_true", help="32-token prompt, 16 new tokens, 2 repetitions")
     g.add_argument("--skip-check", action="store_true", help="skip the llama.cpp-vs-numpy correctness check")
+    g.add_argument("--flash-attn", action="store_true", help="llama.cpp with flash attention (llama-cpp-python's default: off)")
     g.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args()
     if a.cmd == "gen":
@@ -722,7 +743,8 @@ def main():
     elif a.cmd == "check":
         return 0 if check(a.work) else 1
     elif a.cmd == "llamacpp":
-        print(json.dumps(llamacpp_time(a.gguf, a.threads, prompt_ids(a.prompt_len, a.vocab), a.new_tokens, a.repeat, a.n_ctx)))
+        print(json.dumps(llamacpp_time(a.gguf, a.threads, prompt_ids(a.prompt_len, a.vocab), a.new_tokens, a.repeat,
+                                       a.n_ctx, a.flash_attn)))
     elif a.cmd == "membw":
         print(f"{membw(a.work, a.threads):.2f} GB/s")
     else:
