@@ -38,7 +38,7 @@ STORIES110M = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12
 # The correctness check's model: GQA (4 heads on 2 kv heads) so the k permutation with n_head_kv is
 # exercised; dims multiples of 32 so Q8_0/Q4_0 blocks fit.
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-            intermediate_size=192, vocab_size=512, max_position_embeddings=128)
+            intermediate_size=192, vocab_size=512, max_position_embeddings=256)
 BOS, EOS, UNK = 1, 2, 0
 N_SPECIAL = 3
 N_BYTES = 256
@@ -359,7 +359,7 @@ def llamacpp_model(path, threads, n_ctx, f32_kv=False, all_logits=False, flash_a
 
 
 def llamacpp_logits(path, tokens, f32_kv=True):
-    llm = llamacpp_model(path, 1, 128, f32_kv=f32_kv, all_logits=True)
+    llm = llamacpp_model(path, 1, 256, f32_kv=f32_kv, all_logits=True)
     llm.reset()
     llm.eval(tokens)
     return np.array(llm.scores[: len(tokens)], dtype=np.float64)
@@ -565,6 +565,21 @@ def rbuild_time(runner, pte, tokenizer, prompt, new_tokens, threads, repeat):
 
 # ---------------------------------------------------------------- the whole run
 
+def cpu_share(fn, threads):
+    """Runs fn() (which runs child processes) and returns (its result, the children's CPU time /
+    (wall time x threads)): near 1 when they had their cores to themselves, lower when other
+    processes took them (load the 1-minute load average would only show late)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    out = fn()
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return out, cpu / (wall * threads)
+
+
 def sub(args, threads):
     """Runs this file's subcommand pinned to cores 0..threads-1 and returns its JSON."""
     cores = ",".join(str(i) for i in range(threads))
@@ -618,18 +633,6 @@ def run(a):
           + ", ".join(f"{n} thread{'s' if n > 1 else ''} {bw[n]:.1f} GB/s" for n in threads))
 
     prompt = prompt_ids(prompt_len, cfg["vocab_size"])
-    cpp = {}
-    for qt in need:
-        for n in threads:
-            cpp[qt, n] = sub(["llamacpp", str(ggufs[qt]), "--threads", str(n), "--prompt-len", str(prompt_len),
-                              "--new-tokens", str(new_tokens), "--repeat", str(repeat), "--vocab", str(cfg["vocab_size"]),
-                              "--n-ctx", str(cfg["max_position_embeddings"])] + (["--flash-attn"] if a.flash_attn else []), n)
-            r = cpp[qt, n]
-            print(f"  llama.cpp {qt:5s} {n}T: prefill {r['prefill_tok_s']:8.1f} tok/s, decode {r['decode_tok_s']:6.1f} tok/s "
-                  f"(its perf counters: {r['perf_prefill_tok_s']:.1f} / {r['perf_decode_tok_s']:.1f})"
-                  + ("" if r["deterministic"] else "  [WARNING: greedy tokens differ between repetitions]"))
-
-    ours = {}
     rbuild = a.rbuild if a.rbuild and Path(a.rbuild).exists() else None
     runner = find_runner(root, a.runner)
     skip = None
@@ -639,21 +642,49 @@ def run(a):
         skip = "this rbuild's `export` has no --quant option yet (KV-cache llama export not landed)"
     elif runner is None:
         skip = "llama_runner not found (build it, or pass --runner PATH)"
+    ptes = {}
     if skip:
         print(f"  rbuild rows skipped: {skip}")
     else:
-        text = prompt_text(prompt, cfg["vocab_size"])
         for q in quants:
             pte = work / f"stories110m.{q}.pte"
             try:
                 rbuild_export(rbuild, folder, q, a.group_size, cfg["max_position_embeddings"], pte)
-                print(f"  rbuild export {q}: {pte.stat().st_size / 1e6:.1f} MB")
-                for n in threads:
-                    ours[q, n] = rbuild_time(runner, pte, folder / "tokenizer.json", text, new_tokens, n, repeat)
-                    if ours[q, n]["prompt_tokens"] != prompt_len:
-                        print(f"  note: rbuild's prompt is {ours[q, n]['prompt_tokens']} tokens, llama.cpp's {prompt_len}")
-            except (RuntimeError, KeyError, json.JSONDecodeError) as e:
-                print(f"  rbuild {q} skipped: {e}")
+                ptes[q] = pte
+                print(f"  rbuild export --quant {q}: {pte.stat().st_size / 1e6:.1f} MB")
+            except RuntimeError as e:
+                print(f"  rbuild {q} rows skipped: {e}")
+
+    # Each llama.cpp row is followed at once by its rbuild rows, so a change in the machine's load
+    # hits both sides of a ratio alike.
+    text = prompt_text(prompt, cfg["vocab_size"])
+    cpp, ours, shares = {}, {}, []
+    for qt in need:
+        for n in threads:
+            cpp[qt, n], share = cpu_share(lambda: sub(["llamacpp", str(ggufs[qt]), "--threads", str(n), "--prompt-len", str(prompt_len),
+                              "--new-tokens", str(new_tokens), "--repeat", str(repeat), "--vocab", str(cfg["vocab_size"]),
+                              "--n-ctx", str(cfg["max_position_embeddings"])] + (["--flash-attn"] if a.flash_attn else []), n), n)
+            shares.append(share)
+            r = cpp[qt, n]
+            print(f"  llama.cpp {qt:5s} {n}T: prefill {r['prefill_tok_s']:8.1f} tok/s, decode {r['decode_tok_s']:6.1f} tok/s "
+                  f"(its perf counters: {r['perf_prefill_tok_s']:.1f} / {r['perf_decode_tok_s']:.1f}), CPU share {share:.2f}"
+                  + ("" if r["deterministic"] else "  [WARNING: greedy tokens differ between repetitions]"))
+            for q in (q for q in quants if QUANTS[q] == qt and q in ptes):
+                try:
+                    o, share = cpu_share(lambda: rbuild_time(runner, ptes[q], folder / "tokenizer.json", text, new_tokens,
+                                                             n, repeat), n)
+                    ours[q, n] = o
+                    shares.append(share)
+                except (RuntimeError, KeyError, ValueError) as e:  # ValueError: JSONDecodeError
+                    print(f"  rbuild {q} {n}T skipped: {e}")
+                    continue
+                print(f"  rbuild    {q:5s} {n}T: prefill {o['prefill_tok_s']:8.1f} tok/s, decode {o['decode_tok_s']:6.1f} tok/s, "
+                      f"CPU share {share:.2f}")
+                if o["prompt_tokens"] != prompt_len:
+                    print(f"  note: rbuild's prompt is {o['prompt_tokens']} tokens, llama.cpp's {prompt_len}")
+    if min(shares) < 0.9:
+        print(f"  WARNING: a run got only {min(shares):.0%} of its cores' time (CPU share above): other "
+              "processes took cores, so those figures (2-thread ones most: a stalled thread stalls the other) are low and noisy")
 
     print()
     print("precision        thr | prefill tok/s            | decode tok/s             | weights MB/tok    | decode / BW bound")
