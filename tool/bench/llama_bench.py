@@ -679,6 +679,14 @@ def run(a):
                     continue
                 print(f"  rbuild    {q:5s} {n}T: prefill {o['prefill_tok_s']:8.1f} tok/s, decode {o['decode_tok_s']:6.1f} tok/s, "
                       f"CPU share {share:.2f}")
+                if o.get("generated"):
+                    # Same weights, same prompt: at fp32 the greedy tokens must be llama.cpp's f32 ones
+                    # (quantized pairs round differently and may drift apart).
+                    g, want = [int(x) for x in o["generated"]], r["generated"]
+                    k = next((i for i, (x, y) in enumerate(zip(g, want)) if x != y), min(len(g), len(want)))
+                    bad = q == "fp32" and k < min(len(g), len(want), 8)
+                    print(f"    greedy tokens equal llama.cpp {qt}'s for the first {k} of {len(g)}"
+                          + ("  [WARNING: fp32 should match f32: different functions?]" if bad else ""))
                 if o["prompt_tokens"] != prompt_len:
                     print(f"  note: rbuild's prompt is {o['prompt_tokens']} tokens, llama.cpp's {prompt_len}")
     bw = {n: max(bw[n], membw(work, n)) for n in threads}
