@@ -85,9 +85,9 @@ pub fn language_models() -> &'static [&'static str] {
     &["llama"]
 }
 
-/// Builds HF `LlamaForCausalLM` from a checkpoint directory (`config.json`,
-/// `model.safetensors`) as a full-sequence forward: int64 ids [1, seq_len] → float32 logits
-/// [1, seq_len, vocab], no KV cache.
+/// Builds a Llama-family checkpoint folder as the Core-ATen full-sequence forward: int64 ids
+/// [1, seq_len] → float32 logits [1, seq_len, vocab], no KV cache.
 pub fn build_llama(dir: &std::path::Path, seq_len: usize) -> Result<Graph> {
-    llama::build_from_dir(dir, seq_len)
+    let (c, w) = llama::open_checkpoint(dir)?;
+    llama::build(&c, &w, seq_len)
 }

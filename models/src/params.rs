@@ -78,7 +78,7 @@ impl Params {
                 self.weights.insert(name, ScalarType::Float, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect());
             }
         }
-        let data = self.weights.get(name, ScalarType::Float, shape)?;
+        let data = self.weights.get_f32(name, shape)?;
         self.used.insert(name.to_string());
         b.constant(name, ScalarType::Float, shape, data)
     }

@@ -105,7 +105,7 @@ pub fn random_weights(name: &str, seed: u64) -> Result<Weights> {
     b.output(logits);
     let mut w = p.into_weights();
     let mut g = b.finish();
-    decompose::decompose(&mut g)?;
+    decompose::decompose(&mut g, &Default::default())?;
     let images = image_like(seed ^ 0xC0FF_EE00_D15E_A5E5, CALIBRATION_INPUT);
     calibrate(&mut g, &mut w, model.classifier, images)?;
     Ok(w)

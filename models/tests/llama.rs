@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use rbuild_export::passes::decompose;
 use rbuild_export::{eval, passes};
-use rbuild_models::llama::{self, LlamaConfig};
+use rbuild_models::llama::{self, Arch, LlamaConfig};
 use rbuild_models::{build_llama, Weights};
 use rbuild_runtime::ScalarType;
 
@@ -37,7 +37,7 @@ fn llama_tiny_prefill_matches_hf() {
 
     // (a) eager evaluation of the graph (non-core ops decomposed first).
     let mut eager = g.clone();
-    decompose::decompose(&mut eager).unwrap();
+    decompose::decompose(&mut eager, &Default::default()).unwrap();
     let got = floats(&eval::evaluate(&eager, std::slice::from_ref(&ids)).unwrap()[0]);
     assert_close(&got, &want, atol, rtol, "llama_tiny eager graph vs HF");
 
@@ -71,6 +71,7 @@ fn config_is_read_from_rope_parameters_or_legacy_fields() {
     assert_eq!(
         c,
         LlamaConfig {
+            arch: Arch::Llama,
             hidden_size: 64,
             num_hidden_layers: 2,
             num_attention_heads: 4,
@@ -80,7 +81,16 @@ fn config_is_read_from_rope_parameters_or_legacy_fields() {
             vocab_size: 512,
             rms_norm_eps: 1e-5,
             rope_theta: 10000.0,
+            rope_scaling: None,
             tie_word_embeddings: false,
+            qkv_bias: false,
+            o_bias: false,
+            mlp_bias: false,
+            qk_norm: false,
+            max_position_embeddings: Some(256),
+            sliding_window: None,
+            bos_token_id: Some(1),
+            eos_token_ids: vec![2],
         }
     );
     let legacy = r#"{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
@@ -92,8 +102,10 @@ fn config_is_read_from_rope_parameters_or_legacy_fields() {
 #[test]
 fn bad_configs_and_missing_weights_are_clear_errors() {
     let base = std::fs::read_to_string(model_dir("llama_tiny").join("config.json")).unwrap();
-    let e = LlamaConfig::parse(&base.replace("\"llama\"", "\"mistral\""), "cfg").unwrap_err().to_string();
-    assert!(e.contains("model_type 'mistral'"), "{e}");
+    let e = LlamaConfig::parse(&base.replace("\"llama\"", "\"gemma\""), "cfg").unwrap_err().to_string();
+    assert!(e.contains("model_type 'gemma'") && e.contains("qwen3"), "{e}");
+    let e = LlamaConfig::parse(&base.replace("\"silu\"", "\"gelu\""), "cfg").unwrap_err().to_string();
+    assert!(e.contains("hidden_act 'gelu'"), "{e}");
     let e = LlamaConfig::parse(&base.replace("\"default\"", "\"yarn\""), "cfg").unwrap_err().to_string();
     assert!(e.contains("rope_type 'yarn'"), "{e}");
     let e = LlamaConfig::parse(&base.replace("\"hidden_size\": 64,", ""), "cfg").unwrap_err().to_string();

@@ -7,9 +7,11 @@ pub mod conv;
 pub mod create;
 pub mod index;
 pub mod linalg;
+pub mod llm;
 pub mod norm;
 pub mod prim;
 pub mod quant;
+pub mod quant_linear;
 pub mod reduce;
 pub mod shape;
 pub mod unary;
@@ -28,6 +30,8 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     quant::KERNELS,
     linalg::KERNELS,
     conv::KERNELS,
+    llm::KERNELS,
+    quant_linear::KERNELS,
 ];
 
 /// Every portable module's op → kernel path list, in the order of `KERNEL_SETS`.
@@ -43,4 +47,6 @@ pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
     quant::KERNEL_PATHS,
     linalg::KERNEL_PATHS,
     conv::KERNEL_PATHS,
+    llm::KERNEL_PATHS,
+    quant_linear::KERNEL_PATHS,
 ];

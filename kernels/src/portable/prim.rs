@@ -13,6 +13,7 @@ use super::binary::{floor_div_f64, floor_div_i64};
 rbuild_runtime::kernel_table! {
     "aten::sym_size.int" => sym_size_int,
     "aten::sym_numel" => sym_numel,
+    "aten::_local_scalar_dense" => local_scalar_dense,
     "executorch_prim::add.Scalar" => add,
     "executorch_prim::sub.Scalar" => sub,
     "executorch_prim::mul.Scalar" => mul,
@@ -144,6 +145,26 @@ prim_kernels! {
         let sizes = tensor_sizes(args, 0)?;
         let n = sizes.checked_numel().ok_or_else(|| kerr!("sym_numel: element count of {sizes:?} overflows"))?;
         args.set_int(1, n as i64)
+    }
+    /// `aten::_local_scalar_dense(Tensor self) -> Scalar` (`tensor.item()`): [self, result].
+    /// Reads the one element of an integer, floating or bool tensor.
+    fn local_scalar_dense(args) {
+        let t = args.tensor(0)?;
+        if t.numel() != 1 {
+            return Err(kerr!("_local_scalar_dense: needs a one-element tensor, got {:?}", t.sizes()));
+        }
+        use rbuild_runtime::ScalarType as S;
+        match t.dtype {
+            S::Long => args.set_int(1, t.data::<i64>()?[0]),
+            S::Int => args.set_int(1, t.data::<i32>()?[0] as i64),
+            S::Short => args.set_int(1, t.data::<i16>()?[0] as i64),
+            S::Char => args.set_int(1, t.data::<i8>()?[0] as i64),
+            S::Byte => args.set_int(1, t.data::<u8>()?[0] as i64),
+            S::Bool => args.set_bool(1, t.data::<u8>()?[0] != 0),
+            S::Float => args.set_double(1, t.data::<f32>()?[0] as f64),
+            S::Double => args.set_double(1, t.data::<f64>()?[0]),
+            d => Err(kerr!("_local_scalar_dense: dtype {d} is not supported")),
+        }
     }
     fn add(args) { binary(args, |a, b| Ok(a.wrapping_add(b)), |a, b| a + b) }
     fn sub(args) { binary(args, |a, b| Ok(a.wrapping_sub(b)), |a, b| a - b) }
@@ -319,5 +340,20 @@ mod tests {
         assert!(matches!(h.value(r), Value::Int(30)));
         let not_tensor = h.int(4);
         assert!(h.call(super::sym_numel, &[not_tensor, r]).is_err());
+    }
+
+    #[test]
+    fn local_scalar_dense_reads_the_one_element() {
+        let mut h = OpHarness::new();
+        let r = h.none();
+        let pos = h.tensor::<i64>(ScalarType::Long, &[1], &[17]);
+        h.call(super::local_scalar_dense, &[pos, r]).unwrap();
+        assert!(matches!(h.value(r), Value::Int(17)));
+        let x = h.tensor::<f32>(ScalarType::Float, &[1, 1], &[2.5]);
+        h.call(super::local_scalar_dense, &[x, r]).unwrap();
+        assert!(matches!(h.value(r), Value::Double(d) if *d == 2.5));
+        let two = h.tensor::<i64>(ScalarType::Long, &[2], &[1, 2]);
+        let e = h.call(super::local_scalar_dense, &[two, r]).unwrap_err();
+        assert!(e.message.contains("one-element"), "{e}");
     }
 }

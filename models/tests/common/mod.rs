@@ -36,7 +36,7 @@ pub fn output_sizes(g: &Graph) -> Vec<usize> {
 /// Runs the builder's graph eagerly: non-core ops are first decomposed (eval needs out variants).
 pub fn run(g: &Graph, input: &[f32]) -> Vec<f32> {
     let mut g = g.clone();
-    decompose::decompose(&mut g).unwrap();
+    decompose::decompose(&mut g, &Default::default()).unwrap();
     floats(&eval::evaluate(&g, &[f32_bytes(input)]).unwrap()[0])
 }
 

@@ -5,6 +5,7 @@ mod build;
 mod cli;
 mod error;
 mod io;
+mod llm;
 mod project;
 
 use std::process::ExitCode;

@@ -122,7 +122,7 @@ fn llama_tiny_prefill_matches_here_and_in_executorch() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = testdata().join("models/llama_tiny");
     let pte = tmp.path().join("llama.pte");
-    rbuild(&["export", "--model", "llama", "--weights", dir.to_str().unwrap(), "--seq-len", "12", "--out", pte.to_str().unwrap()]);
+    rbuild(&["export", "--model", "llama", "--weights", dir.to_str().unwrap(), "--core-aten", "--max-seq-len", "12", "--out", pte.to_str().unwrap()]);
     let io = dir.join("prefill.io.safetensors");
     let out = tmp.path().join("out.safetensors");
     rbuild(&["run", pte.to_str().unwrap(), "--inputs", io.to_str().unwrap(), "--output", out.to_str().unwrap()]);

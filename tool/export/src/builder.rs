@@ -4,7 +4,7 @@
 use rbuild_runtime::{Scalar, ScalarType};
 
 use crate::error::{shape_err, Result};
-use crate::graph::{Arg, ConstData, Dim, Graph, Origin, Sym, TensorMeta, ValueId};
+use crate::graph::{Arg, ConstData, Dim, Graph, IntOrSym, Origin, Sym, TensorMeta, ValueId};
 use crate::ops;
 use crate::shape;
 
@@ -20,7 +20,7 @@ impl GraphBuilder {
 
     /// Declares a symbolic dimension with inclusive bounds.
     pub fn sym(&mut self, name: &str, min: usize, max: usize) -> Dim {
-        self.graph.syms.push(Sym { name: name.into(), min, max });
+        self.graph.syms.push(Sym { name: name.into(), min, max, value: None });
         Dim::Sym(self.graph.syms.len() - 1)
     }
 
@@ -41,6 +41,57 @@ impl GraphBuilder {
             });
         }
         Ok(self.graph.add_value(TensorMeta::fixed(dtype, sizes), Origin::Const(data), name))
+    }
+
+    /// Mutable state (a KV cache): zero at load, kept between executions, written in place by
+    /// ops that mark the argument `(a!)`.
+    pub fn state(&mut self, name: &str, dtype: ScalarType, sizes: &[usize]) -> ValueId {
+        self.graph.add_value(TensorMeta::fixed(dtype, sizes), Origin::State, name)
+    }
+
+    /// `x.size(dim)` at run time. When that dimension is a symbol, the result becomes the
+    /// symbol's run-time value, which [`Self::view_dims`] and friends refer to.
+    pub fn sym_size(&mut self, x: ValueId, dim: usize) -> Result<ValueId> {
+        let d = *self.meta(x).shape.get(dim).ok_or_else(|| shape_err("aten::sym_size.int", format!("no dim {dim}")))?;
+        let v = self.call1("aten::sym_size.int", vec![Arg::Tensor(x), Arg::Int(dim as i64)])?;
+        if let Dim::Sym(s) = d {
+            self.graph.syms[s].value.get_or_insert(v);
+        }
+        Ok(v)
+    }
+
+    /// `x.item()` of a one-element integer tensor, as a run-time integer.
+    pub fn item(&mut self, x: ValueId) -> Result<ValueId> {
+        self.call1("aten::_local_scalar_dense", vec![Arg::Tensor(x)])
+    }
+
+    /// A size list argument for `dims`: fixed sizes as ints, symbols as their run-time values
+    /// (which [`Self::sym_size`] must have produced).
+    pub fn size_arg(&self, dims: &[Dim]) -> Result<Arg> {
+        if let Some(fixed) = dims.iter().map(|d| if let Dim::Fixed(n) = d { Some(*n as i64) } else { None }).collect::<Option<Vec<_>>>() {
+            return Ok(Arg::Ints(fixed));
+        }
+        let items = dims
+            .iter()
+            .map(|d| match *d {
+                Dim::Fixed(n) => Ok(IntOrSym::Int(n as i64)),
+                Dim::Sym(s) => self.graph.syms[s].value.map(IntOrSym::Sym).ok_or_else(|| {
+                    shape_err("size list", format!("symbol {} has no run-time value (call sym_size first)", self.graph.syms[s].name))
+                }),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Arg::SymInts(items))
+    }
+
+    /// `view_copy` to sizes that may include symbols.
+    pub fn view_dims(&mut self, x: ValueId, dims: &[Dim]) -> Result<ValueId> {
+        let size = self.size_arg(dims)?;
+        self.call1("aten::view_copy", vec![Arg::Tensor(x), size])
+    }
+
+    /// `select_copy(x, dim, index)`; a negative index counts from the end at run time.
+    pub fn select(&mut self, x: ValueId, dim: i64, index: i64) -> Result<ValueId> {
+        self.call1("aten::select_copy.int", vec![Arg::Tensor(x), Arg::Int(dim), Arg::Int(index)])
     }
 
     pub fn output(&mut self, v: ValueId) {
@@ -67,7 +118,8 @@ impl GraphBuilder {
             .into_iter()
             .map(|m| {
                 let name = format!("{short}_{}", self.graph.values.len());
-                self.graph.add_value(m, Origin::Computed, name)
+                let origin = if ops::returns_int(op) { Origin::SymInt } else { Origin::Computed };
+                self.graph.add_value(m, origin, name)
             })
             .collect();
         self.graph.nodes.push(crate::graph::Node { op: op.to_string(), args, outputs: outputs.clone() });

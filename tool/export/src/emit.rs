@@ -11,7 +11,7 @@ use rbuild_runtime::format::write_pte;
 use rbuild_runtime::Scalar;
 
 use crate::error::{ExportError, Result};
-use crate::graph::{Arg, Dim, Graph, Origin, ValueId};
+use crate::graph::{Arg, Dim, Graph, IntOrSym, Origin, ValueId};
 use crate::ops;
 use crate::plan::MemoryPlan;
 
@@ -32,14 +32,18 @@ fn container_meta(inputs: usize, outputs: usize) -> (String, String) {
     (inp, out)
 }
 
+/// Constants of the whole program: one segment, 16-aligned entries; offset 0 is a placeholder.
+struct Constants {
+    data: Vec<u8>,
+    offsets: Vec<u64>,
+}
+
 struct Emitter<'g> {
     g: &'g Graph,
     plan: &'g MemoryPlan,
     values: Vec<EValue<'static>>,
-    tensor_index: HashMap<ValueId, i32>,
+    value_index: HashMap<ValueId, i32>,
     ints: HashMap<i64, i32>,
-    constant_data: Vec<u8>,
-    constant_offsets: Vec<u64>,
     none: Option<i32>,
 }
 
@@ -80,8 +84,14 @@ impl<'g> Emitter<'g> {
         }
     }
 
-    fn tensor(&mut self, v: ValueId) -> Result<i32> {
-        if let Some(&i) = self.tensor_index.get(&v) {
+    /// The EValue of a graph value: a tensor, or an Int slot a prim op fills at run time.
+    fn value(&mut self, v: ValueId, constants: &mut Constants) -> Result<i32> {
+        if let Some(&i) = self.value_index.get(&v) {
+            return Ok(i);
+        }
+        if matches!(self.g.values[v].origin, Origin::SymInt) {
+            let i = self.push(KernelTypes::Int(fb::Int { int_val: 0 }));
+            self.value_index.insert(v, i);
             return Ok(i);
         }
         let m = self.g.meta(v);
@@ -96,12 +106,11 @@ impl<'g> Emitter<'g> {
         };
         match &self.g.values[v].origin {
             Origin::Const(c) => {
-                // Constants are 16-aligned in one segment; offset index 0 is a placeholder.
-                let pad = self.constant_data.len().div_ceil(16) * 16;
-                self.constant_data.resize(pad, 0);
-                self.constant_offsets.push(pad as u64);
-                self.constant_data.extend_from_slice(c.bytes());
-                t.data_buffer_idx = (self.constant_offsets.len() - 1) as u32;
+                let pad = constants.data.len().div_ceil(16) * 16;
+                constants.data.resize(pad, 0);
+                constants.offsets.push(pad as u64);
+                constants.data.extend_from_slice(c.bytes());
+                t.data_buffer_idx = (constants.offsets.len() - 1) as u32;
             }
             _ => {
                 let off = self.plan.offsets.get(v).copied().flatten().ok_or_else(|| {
@@ -115,20 +124,31 @@ impl<'g> Emitter<'g> {
             }
         }
         let i = self.push(KernelTypes::Tensor(t));
-        self.tensor_index.insert(v, i);
+        self.value_index.insert(v, i);
         Ok(i)
     }
 
-    fn arg(&mut self, a: &Arg) -> Result<i32> {
+    fn arg(&mut self, a: &Arg, constants: &mut Constants) -> Result<i32> {
         Ok(match a {
-            Arg::Tensor(v) => self.tensor(*v)?,
+            Arg::Tensor(v) | Arg::SymInt(v) => self.value(*v, constants)?,
             Arg::Tensors(vs) => {
-                let items = vs.iter().map(|&v| self.tensor(v)).collect::<Result<Vec<_>>>()?;
+                let items = vs.iter().map(|&v| self.value(v, constants)).collect::<Result<Vec<_>>>()?;
                 self.push(KernelTypes::TensorList(fb::TensorList { items: Some(items) }))
             }
             Arg::Int(i) | Arg::Scalar(Scalar::Int(i)) => self.int(*i),
             Arg::Ints(v) => {
                 let items = v.iter().map(|&i| self.int(i) as i64).collect();
+                self.push(KernelTypes::IntList(fb::IntList { items: Some(items) }))
+            }
+            // An IntList holds EValue indices, so run-time sizes are simply their Int slots.
+            Arg::SymInts(v) => {
+                let items = v
+                    .iter()
+                    .map(|item| match *item {
+                        IntOrSym::Int(i) => Ok(self.int(i) as i64),
+                        IntOrSym::Sym(s) => self.value(s, constants).map(|x| x as i64),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
                 self.push(KernelTypes::IntList(fb::IntList { items: Some(items) }))
             }
             Arg::Float(d) | Arg::Scalar(Scalar::Double(d)) => self.push(KernelTypes::Double(fb::Double { double_val: *d })),
@@ -140,19 +160,57 @@ impl<'g> Emitter<'g> {
     }
 }
 
-/// The program for a planned graph whose nodes are out variants, as one method.
-pub fn emit(g: &Graph, plan: &MemoryPlan, method: &str) -> Result<Vec<u8>> {
-    let mut e = Emitter {
-        g,
-        plan,
-        values: Vec::new(),
-        tensor_index: HashMap::new(),
-        ints: HashMap::new(),
-        constant_data: Vec::new(),
-        constant_offsets: vec![0],
-        none: None,
-    };
-    let inputs = g.inputs.iter().map(|&v| e.tensor(v)).collect::<Result<Vec<_>>>()?;
+/// One planned, out-variant graph to emit as a method.
+pub struct MethodSpec<'a> {
+    pub name: &'a str,
+    pub graph: &'a Graph,
+    pub plan: &'a MemoryPlan,
+}
+
+/// A constant value a getter method returns.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GetterValue {
+    Int(i64),
+    Bool(bool),
+    Double(f64),
+}
+
+/// A metadata method with no inputs and no instructions (ExecuTorch's `_emit_prim_getters`):
+/// `get_max_seq_len`, `use_kv_cache`, …
+#[derive(Clone, Debug, PartialEq)]
+pub struct Getter {
+    pub name: String,
+    pub values: Vec<GetterValue>,
+}
+
+impl Getter {
+    pub fn int(name: &str, v: i64) -> Getter {
+        Getter { name: name.into(), values: vec![GetterValue::Int(v)] }
+    }
+    pub fn ints(name: &str, v: &[i64]) -> Getter {
+        Getter { name: name.into(), values: v.iter().map(|&i| GetterValue::Int(i)).collect() }
+    }
+    pub fn bool(name: &str, v: bool) -> Getter {
+        Getter { name: name.into(), values: vec![GetterValue::Bool(v)] }
+    }
+}
+
+/// A method's parts, owned until the writer has borrowed them.
+struct MethodParts {
+    name: String,
+    values: Vec<EValue<'static>>,
+    inputs: Vec<i32>,
+    outputs: Vec<i32>,
+    instructions: Vec<Instruction>,
+    operators: Vec<(String, String)>,
+    container: (String, String),
+    buffer_sizes: Vec<i64>,
+}
+
+fn method_parts(m: &MethodSpec<'_>, constants: &mut Constants) -> Result<MethodParts> {
+    let g = m.graph;
+    let mut e = Emitter { g, plan: m.plan, values: Vec::new(), value_index: HashMap::new(), ints: HashMap::new(), none: None };
+    let inputs = g.inputs.iter().map(|&v| e.value(v, constants)).collect::<Result<Vec<_>>>()?;
     let mut operators: Vec<(String, String)> = Vec::new();
     let mut instructions = Vec::new();
     for n in &g.nodes {
@@ -167,49 +225,116 @@ pub fn emit(g: &Graph, plan: &MemoryPlan, method: &str) -> Result<Vec<u8>> {
                 operators.len() - 1
             }
         };
-        let mut args = n.args.iter().map(|a| e.arg(a)).collect::<Result<Vec<_>>>()?;
-        let outs = n.outputs.iter().map(|&o| e.tensor(o)).collect::<Result<Vec<_>>>()?;
+        let mut args = n.args.iter().map(|a| e.arg(a, constants)).collect::<Result<Vec<_>>>()?;
+        let outs = n.outputs.iter().map(|&o| e.value(o, constants)).collect::<Result<Vec<_>>>()?;
         args.extend(&outs);
         // The KernelCall convention: the return value(s) again, several as one TensorList.
-        let ret = if outs.len() == 1 { outs[0] } else { e.push(KernelTypes::TensorList(fb::TensorList { items: Some(outs) })) };
-        args.push(ret);
+        // Prim ops (run-time integers) take their result slot once.
+        if !ops::returns_int(&n.op) {
+            let ret = if outs.len() == 1 { outs[0] } else { e.push(KernelTypes::TensorList(fb::TensorList { items: Some(outs) })) };
+            args.push(ret);
+        }
         instructions.push(Instruction {
             instr_args: Some(InstructionArguments::KernelCall(KernelCall { op_index: op_index as i32, args: Some(args) })),
         });
     }
-    let outputs = g.outputs.iter().map(|&v| e.tensor(v)).collect::<Result<Vec<_>>>()?;
-    let (inp, out) = container_meta(inputs.len(), outputs.len());
-    // The writer borrows strings for the program's lifetime; these live until it returns.
-    let operators_fb: Vec<Operator> =
-        operators.iter().map(|(n, o)| Operator { name: Some(n.as_str()), overload: Some(o.as_str()) }).collect();
-    let plan_fb = ExecutionPlan {
-        name: Some(method),
-        container_meta_type: Some(ContainerMetadata { encoded_inp_str: Some(&inp), encoded_out_str: Some(&out) }),
-        values: Some(e.values),
-        inputs: Some(inputs),
-        outputs: Some(outputs),
-        chains: Some(vec![Chain {
-            inputs: Some(vec![]),
-            outputs: Some(vec![]),
-            instructions: Some(instructions),
-            stacktrace: None,
-        }]),
-        operators: Some(operators_fb),
-        delegates: Some(vec![]),
-        non_const_buffer_sizes: Some(vec![0, plan.arena_bytes as i64]),
-        non_const_buffer_device: None,
-    };
-    let has_constants = e.constant_offsets.len() > 1;
+    let outputs = g.outputs.iter().map(|&v| e.value(v, constants)).collect::<Result<Vec<_>>>()?;
+    Ok(MethodParts {
+        name: m.name.to_string(),
+        container: container_meta(inputs.len(), outputs.len()),
+        values: e.values,
+        inputs,
+        outputs,
+        instructions,
+        operators,
+        buffer_sizes: vec![0, m.plan.arena_bytes as i64],
+    })
+}
+
+fn getter_parts(gt: &Getter) -> MethodParts {
+    let values = gt
+        .values
+        .iter()
+        .map(|v| EValue {
+            val: Some(match *v {
+                GetterValue::Int(i) => KernelTypes::Int(fb::Int { int_val: i }),
+                GetterValue::Bool(b) => KernelTypes::Bool(fb::Bool { bool_val: b }),
+                GetterValue::Double(d) => KernelTypes::Double(fb::Double { double_val: d }),
+            }),
+        })
+        .collect();
+    MethodParts {
+        name: gt.name.clone(),
+        container: container_meta(0, gt.values.len()),
+        values,
+        inputs: vec![],
+        outputs: (0..gt.values.len() as i32).collect(),
+        instructions: vec![],
+        operators: vec![],
+        buffer_sizes: vec![0],
+    }
+}
+
+/// The program for a planned graph whose nodes are out variants, as one method.
+pub fn emit(g: &Graph, plan: &MemoryPlan, method: &str) -> Result<Vec<u8>> {
+    emit_program(&[MethodSpec { name: method, graph: g, plan }], &[])
+}
+
+/// A program with several methods and constant getters, sharing one constant segment.
+/// Methods come out sorted by name (deterministic, and how ExecuTorch lists them).
+pub fn emit_program(methods: &[MethodSpec<'_>], getters: &[Getter]) -> Result<Vec<u8>> {
+    let mut constants = Constants { data: Vec::new(), offsets: vec![0] };
+    let mut parts = Vec::new();
+    for m in methods {
+        parts.push(method_parts(m, &mut constants)?);
+    }
+    parts.extend(getters.iter().map(getter_parts));
+    parts.sort_by(|a, b| a.name.cmp(&b.name));
+    for w in parts.windows(2) {
+        if w[0].name == w[1].name {
+            return Err(ExportError::Invalid(format!("two methods are named {}", w[0].name)));
+        }
+    }
+    // The writer borrows strings for the program's lifetime; `parts` outlives it.
+    let operators: Vec<Vec<Operator>> = parts
+        .iter()
+        .map(|p| p.operators.iter().map(|(n, o)| Operator { name: Some(n.as_str()), overload: Some(o.as_str()) }).collect())
+        .collect();
+    let plans: Vec<ExecutionPlan> = parts
+        .iter()
+        .zip(operators)
+        .map(|(p, ops)| ExecutionPlan {
+            name: Some(p.name.as_str()),
+            container_meta_type: Some(ContainerMetadata {
+                encoded_inp_str: Some(p.container.0.as_str()),
+                encoded_out_str: Some(p.container.1.as_str()),
+            }),
+            values: Some(p.values.clone()),
+            inputs: Some(p.inputs.clone()),
+            outputs: Some(p.outputs.clone()),
+            chains: Some(vec![Chain {
+                inputs: Some(vec![]),
+                outputs: Some(vec![]),
+                instructions: Some(p.instructions.clone()),
+                stacktrace: None,
+            }]),
+            operators: Some(ops),
+            delegates: Some(vec![]),
+            non_const_buffer_sizes: Some(p.buffer_sizes.clone()),
+            non_const_buffer_device: None,
+        })
+        .collect();
+    let has_constants = constants.offsets.len() > 1;
     let program = fb::Program {
         version: 0,
-        execution_plan: Some(vec![plan_fb]),
+        execution_plan: Some(plans),
         constant_buffer: Some(vec![]),
         backend_delegate_data: Some(vec![]),
         segments: Some(vec![]),
-        constant_segment: Some(SubsegmentOffsets { segment_index: 0, offsets: Some(e.constant_offsets) }),
+        constant_segment: Some(SubsegmentOffsets { segment_index: 0, offsets: Some(constants.offsets) }),
         mutable_data_segments: None,
         named_data: None,
     };
-    let segments: Vec<&[u8]> = if has_constants { vec![&e.constant_data] } else { vec![] };
+    let segments: Vec<&[u8]> = if has_constants { vec![&constants.data] } else { vec![] };
     Ok(write_pte(&program, &segments))
 }

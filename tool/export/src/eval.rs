@@ -52,6 +52,9 @@ pub fn eval_node(g: &Graph, node: &Node, env: &HashMap<ValueId, Vec<u8>>) -> Res
             }
             Arg::Int(i) => h.int(*i),
             Arg::Ints(v) => h.int_list(v),
+            Arg::SymInt(_) | Arg::SymInts(_) => {
+                return Err(ExportError::Invalid(format!("{}: cannot evaluate with run-time sizes", node.op)))
+            }
             Arg::Float(f) => h.double(*f),
             Arg::Bool(b) => h.bool(*b),
             Arg::Scalar(Scalar::Int(i)) => h.int(*i),

@@ -20,6 +20,9 @@ pub struct Sym {
     pub name: String,
     pub min: usize,
     pub max: usize,
+    /// The `SymInt` value holding this size at run time (set by `GraphBuilder::sym_size`);
+    /// size lists that mention the symbol refer to it.
+    pub value: Option<ValueId>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -85,6 +88,12 @@ pub enum Origin {
     Const(ConstData),
     /// Produced by a node.
     Computed,
+    /// Mutable state that lives across executions (a KV cache): planned memory of its own for
+    /// the whole method, zero at load, written in place by ops whose schema marks it `(a!)`.
+    State,
+    /// A scalar integer produced by a node at run time (`aten::sym_size.int`,
+    /// `aten::_local_scalar_dense`); no tensor memory. Its meta is int64 [].
+    SymInt,
 }
 
 #[derive(Clone, Debug)]
@@ -102,6 +111,10 @@ pub enum Arg {
     Tensors(Vec<ValueId>),
     Int(i64),
     Ints(Vec<i64>),
+    /// A `SymInt` argument computed at run time (a value with `Origin::SymInt`).
+    SymInt(ValueId),
+    /// A `SymInt[]` argument mixing fixed sizes and run-time values.
+    SymInts(Vec<IntOrSym>),
     Float(f64),
     Bool(bool),
     Scalar(Scalar),
@@ -109,6 +122,13 @@ pub enum Arg {
     Str(String),
     /// An absent optional argument.
     None,
+}
+
+/// One entry of a [`Arg::SymInts`] list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntOrSym {
+    Int(i64),
+    Sym(ValueId),
 }
 
 #[derive(Clone, Debug)]
@@ -121,11 +141,12 @@ pub struct Node {
 }
 
 impl Node {
-    /// Tensor values this node reads.
+    /// Values this node reads: tensors and run-time integers.
     pub fn tensor_inputs(&self) -> impl Iterator<Item = ValueId> + '_ {
         self.args.iter().flat_map(|a| match a {
-            Arg::Tensor(v) => vec![*v],
+            Arg::Tensor(v) | Arg::SymInt(v) => vec![*v],
             Arg::Tensors(vs) => vs.clone(),
+            Arg::SymInts(items) => items.iter().filter_map(|i| if let IntOrSym::Sym(v) = i { Some(*v) } else { None }).collect(),
             _ => vec![],
         })
     }
@@ -187,8 +208,15 @@ impl Graph {
         for n in &mut self.nodes {
             for a in &mut n.args {
                 match a {
-                    Arg::Tensor(v) if *v == old => *v = new,
+                    Arg::Tensor(v) | Arg::SymInt(v) if *v == old => *v = new,
                     Arg::Tensors(vs) => vs.iter_mut().filter(|v| **v == old).for_each(|v| *v = new),
+                    Arg::SymInts(items) => {
+                        for i in items.iter_mut() {
+                            if *i == IntOrSym::Sym(old) {
+                                *i = IntOrSym::Sym(new);
+                            }
+                        }
+                    }
                     _ => {}
                 }
             }

@@ -104,8 +104,56 @@ const SCHEMAS: &[(&str, &str)] = &[
         "aten::expand_copy(Tensor self, SymInt[] size, *, bool implicit=False) -> Tensor",
         "aten::expand_copy.out(Tensor self, SymInt[] size, *, bool implicit=False, Tensor(a!) out) -> Tensor(a!)",
     ),
+    (
+        "aten::select_copy.int(Tensor self, int dim, SymInt index) -> Tensor",
+        "aten::select_copy.int_out(Tensor self, int dim, SymInt index, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // Run-time integers (emitted as ExecuTorch's prim ops: arguments, then the result value).
+    ("aten::sym_size.int(Tensor self, int dim) -> SymInt", "aten::sym_size.int(Tensor self, int dim) -> SymInt"),
+    ("aten::_local_scalar_dense(Tensor self) -> Scalar", "aten::_local_scalar_dense(Tensor self) -> Scalar"),
+    // Not Core ATen, but ExecuTorch runs it (optimized and portable libraries); the decomposition
+    // pass rewrites it into permute_copy + mm/addmm unless the export keeps it.
+    (
+        "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
+        "aten::linear.out(Tensor input, Tensor weight, Tensor? bias=None, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // ExecuTorch's LLM custom op (extension/llm/custom_ops): KV-cache update + causal SDPA.
+    (
+        "llama::sdpa_with_kv_cache(Tensor query, Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache, SymInt start_pos, SymInt seq_len, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None) -> Tensor",
+        "llama::sdpa_with_kv_cache.out(Tensor query, Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache, SymInt start_pos, SymInt seq_len, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None, *, Tensor(c!) out) -> Tensor(c!)",
+    ),
+    // ExecuTorch's quantized library: dequantizing embedding lookups.
+    (
+        "quantized_decomposed::embedding_byte(Tensor weight, Tensor weight_scales, Tensor? weight_zero_points, int weight_quant_min, int weight_quant_max, Tensor indices) -> Tensor",
+        "quantized_decomposed::embedding_byte.out(Tensor weight, Tensor weight_scales, Tensor? weight_zero_points, int weight_quant_min, int weight_quant_max, Tensor indices, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "quantized_decomposed::embedding_4bit(Tensor weight, Tensor weight_scales, Tensor? weight_zero_points, int weight_quant_min, int weight_quant_max, Tensor indices) -> Tensor",
+        "quantized_decomposed::embedding_4bit.out(Tensor weight, Tensor weight_scales, Tensor? weight_zero_points, int weight_quant_min, int weight_quant_max, Tensor indices, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // rbuild's fused LLM ops (kernels/src/portable/llm.rs and quant_linear.rs define them).
+    (
+        "rbuild::rms_norm(Tensor input, Tensor weight, float eps) -> Tensor",
+        "rbuild::rms_norm.out(Tensor input, Tensor weight, float eps, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::rope(Tensor input, Tensor cos, Tensor sin, SymInt start_pos) -> Tensor",
+        "rbuild::rope.out(Tensor input, Tensor cos, Tensor sin, SymInt start_pos, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("rbuild::silu_mul(Tensor gate, Tensor up) -> Tensor", "rbuild::silu_mul.out(Tensor gate, Tensor up, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "rbuild::linear_q8(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias) -> Tensor",
+        "rbuild::linear_q8.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::linear_q4(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, int group_size) -> Tensor",
+        "rbuild::linear_q4.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, int group_size, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::linear_8da4w(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, int group_size) -> Tensor",
+        "rbuild::linear_8da4w.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, int group_size, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
     // Not Core ATen: the builder may use these; the decomposition pass rewrites them.
-    ("aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", ""),
     ("aten::hardswish(Tensor self) -> Tensor", ""),
     ("aten::hardsigmoid(Tensor self) -> Tensor", ""),
     ("aten::adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor", ""),
@@ -233,6 +281,11 @@ fn table() -> &'static HashMap<String, OpDef> {
             })
             .collect()
     })
+}
+
+/// Ops whose result is a run-time integer (emitted as prim calls, no tensor output).
+pub fn returns_int(key: &str) -> bool {
+    matches!(key, "aten::sym_size.int" | "aten::_local_scalar_dense")
 }
 
 /// Looks an operator up by its functional key (`aten::add.Tensor`, `aten::relu`).

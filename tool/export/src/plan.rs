@@ -1,7 +1,7 @@
 //! Memory planning: every non-constant tensor gets an offset in one arena (memory id 1).
 //!
 //! Lifetimes are [first definition, last use] in node order (graph inputs from the start,
-//! graph outputs to the end). Placement is greedy by size: largest tensors first, each at the
+//! graph outputs to the end; mutable state for the whole method). Placement is greedy by size: largest tensors first, each at the
 //! lowest 16-aligned offset that no time-overlapping tensor already occupies.
 
 use crate::graph::{Graph, Origin, ValueId};
@@ -34,6 +34,8 @@ pub fn lifetimes(g: &Graph) -> Vec<Option<(usize, usize)>> {
         for v in n.tensor_inputs() {
             if let Some((_, e)) = &mut life[v] {
                 *e = (*e).max(k);
+            } else if matches!(g.values[v].origin, Origin::State) {
+                life[v] = Some((0, end));
             }
         }
         for &o in &n.outputs {
@@ -46,8 +48,11 @@ pub fn lifetimes(g: &Graph) -> Vec<Option<(usize, usize)>> {
         }
     }
     for (v, l) in life.iter_mut().enumerate() {
-        if matches!(g.values[v].origin, Origin::Const(_)) {
-            *l = None;
+        match g.values[v].origin {
+            // Constants live in the program; run-time integers are values, not memory.
+            Origin::Const(_) | Origin::SymInt => *l = None,
+            // State must survive between executions: nothing else may ever share its bytes.
+            _ => {}
         }
     }
     life

@@ -3,7 +3,7 @@
 use rbuild_runtime::ScalarType;
 
 use crate::error::{shape_err, Result};
-use crate::graph::{Arg, Dim, Graph, TensorMeta};
+use crate::graph::{Arg, Dim, Graph, IntOrSym, TensorMeta};
 
 fn tensor<'a>(g: &'a Graph, op: &str, args: &[Arg], i: usize) -> Result<&'a TensorMeta> {
     match args.get(i) {
@@ -261,6 +261,11 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             }
             Ok(vec![TensorMeta::new(x.dtype, shape)])
         }
+        "aten::view_copy" if matches!(args.get(1), Some(Arg::SymInts(_))) => {
+            let x = tensor(g, op, args, 0)?;
+            let Some(Arg::SymInts(size)) = args.get(1) else { unreachable!() };
+            Ok(vec![TensorMeta::new(x.dtype, view_sym(g, op, &x.shape, size)?)])
+        }
         "aten::view_copy" => {
             let x = tensor(g, op, args, 0)?;
             let numel: usize = fixed(op, x)?.iter().product();
@@ -309,8 +314,171 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             shape[dim] = Dim::Fixed(total);
             Ok(vec![TensorMeta::new(first.dtype, shape)])
         }
+        "aten::select_copy.int" => {
+            let x = tensor(g, op, args, 0)?;
+            let dim = norm_dim(op, int(op, args, 1)?, x.rank())?;
+            if let Some(Arg::Int(i)) = args.get(2) {
+                let n = g.dim_max(x.shape[dim]) as i64;
+                if let Dim::Fixed(_) = x.shape[dim] {
+                    if *i >= n || *i < -n {
+                        return Err(shape_err(op, format!("index {i} out of range for dim {dim} of {:?}", x.shape)));
+                    }
+                }
+            } else if !matches!(args.get(2), Some(Arg::SymInt(_))) {
+                return Err(shape_err(op, format!("argument 2 must be an int, got {:?}", args.get(2))));
+            }
+            let mut shape = x.shape.clone();
+            shape.remove(dim);
+            Ok(vec![TensorMeta::new(x.dtype, shape)])
+        }
+        "aten::sym_size.int" => {
+            let x = tensor(g, op, args, 0)?;
+            norm_dim(op, int(op, args, 1)?, x.rank())?;
+            Ok(vec![TensorMeta::fixed(ScalarType::Long, &[])])
+        }
+        "aten::_local_scalar_dense" => {
+            let x = tensor(g, op, args, 0)?;
+            if !matches!(x.dtype, ScalarType::Long | ScalarType::Int) || x.shape.iter().any(|&d| d != Dim::Fixed(1)) {
+                return Err(shape_err(op, format!("needs a one-element integer tensor, got {} {:?}", x.dtype, x.shape)));
+            }
+            Ok(vec![TensorMeta::fixed(ScalarType::Long, &[])])
+        }
+        "llama::sdpa_with_kv_cache" => {
+            let q = tensor(g, op, args, 0)?;
+            let (k, v) = (tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);
+            let (kc, vc) = (tensor(g, op, args, 3)?, tensor(g, op, args, 4)?);
+            let ok = q.rank() == 4
+                && k.shape == v.shape
+                && kc.shape == vc.shape
+                && k.rank() == 4
+                && kc.rank() == 4
+                && q.shape[0] == k.shape[0]
+                && q.shape[1] == k.shape[1]
+                && q.shape[3] == k.shape[3]
+                && kc.shape[0] == k.shape[0]
+                && kc.shape[2] == k.shape[2]
+                && kc.shape[3] == k.shape[3]
+                && [q, k, v, kc, vc].iter().all(|m| m.dtype == ScalarType::Float);
+            if !ok {
+                return Err(shape_err(
+                    op,
+                    format!(
+                        "needs float q [B,S,H,D] {:?}, k/v [B,S,KVH,D] {:?}/{:?}, caches [B,max_seq_len,KVH,D] {:?}/{:?}",
+                        q.shape, k.shape, v.shape, kc.shape, vc.shape
+                    ),
+                ));
+            }
+            let (h, kvh) = (g.dim_max(q.shape[2]), g.dim_max(k.shape[2]));
+            if kvh == 0 || h % kvh != 0 {
+                return Err(shape_err(op, format!("{h} query heads are not a multiple of {kvh} kv heads")));
+            }
+            for i in [5, 6] {
+                if !matches!(args.get(i), Some(Arg::Int(_) | Arg::SymInt(_))) {
+                    return Err(shape_err(op, format!("argument {i} must be an int, got {:?}", args.get(i))));
+                }
+            }
+            Ok(vec![q.clone()])
+        }
+        "rbuild::rms_norm" => {
+            let (x, w) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            if x.rank() == 0 || w.shape != [x.shape[x.rank() - 1]] || x.dtype != ScalarType::Float || w.dtype != x.dtype {
+                return Err(shape_err(op, format!("weight {:?} must match the last dim of input {:?} (float)", w.shape, x.shape)));
+            }
+            Ok(vec![x.clone()])
+        }
+        "rbuild::rope" => {
+            let (x, c, sn) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);
+            if x.rank() != 4 || c.rank() != 2 || c.shape != sn.shape || c.shape[1] != x.shape[3] || x.dtype != ScalarType::Float {
+                return Err(shape_err(op, format!("input {:?} must be [B,S,H,D] float and cos/sin {:?}/{:?} [max_seq_len, D]", x.shape, c.shape, sn.shape)));
+            }
+            Ok(vec![x.clone()])
+        }
+        "rbuild::silu_mul" => {
+            let (a, b) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            if a.shape != b.shape || a.dtype != b.dtype {
+                return Err(shape_err(op, format!("gate {:?} and up {:?} must match", a.shape, b.shape)));
+            }
+            Ok(vec![a.clone()])
+        }
+        "rbuild::linear_q8" | "rbuild::linear_q4" | "rbuild::linear_8da4w" => {
+            let (x, w, sc) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);
+            let ws = fixed(op, w)?;
+            let k = match x.shape.last() {
+                Some(&d) => g.dim_max(d),
+                None => return Err(shape_err(op, "input must have a last dim")),
+            };
+            let n = *ws.first().unwrap_or(&0);
+            let ok = if op == "rbuild::linear_q8" {
+                w.dtype == ScalarType::Char && ws == [n, k] && sc.shape == [Dim::Fixed(n)]
+            } else {
+                let gs = int(op, args, 4)?;
+                gs > 0 && k % gs as usize == 0 && w.dtype == ScalarType::Byte && ws == [n, k / 2] && sc.shape == [Dim::Fixed(n), Dim::Fixed(k / gs as usize)]
+            };
+            if !ok || x.dtype != ScalarType::Float {
+                return Err(shape_err(op, format!("input {:?} {} does not match weight {:?} {} / scales {:?}", x.shape, x.dtype, w.shape, w.dtype, sc.shape)));
+            }
+            let mut shape = x.shape.clone();
+            *shape.last_mut().unwrap() = Dim::Fixed(n);
+            Ok(vec![TensorMeta::new(ScalarType::Float, shape)])
+        }
+        "quantized_decomposed::embedding_byte" | "quantized_decomposed::embedding_4bit" => {
+            let (w, idx) = (tensor(g, op, args, 0)?, tensor(g, op, args, 5)?);
+            let ws = fixed(op, w)?;
+            let packed = op.ends_with("4bit");
+            let ok_dtype = if packed { w.dtype == ScalarType::Byte } else { matches!(w.dtype, ScalarType::Char | ScalarType::Byte) };
+            if ws.len() != 2 || !ok_dtype || !matches!(idx.dtype, ScalarType::Long | ScalarType::Int) {
+                return Err(shape_err(op, format!("weight {:?} {} / indices {} are not a quantized table and ids", w.shape, w.dtype, idx.dtype)));
+            }
+            let dim = if packed { ws[1] * 2 } else { ws[1] };
+            let mut shape = idx.shape.clone();
+            shape.push(Dim::Fixed(dim));
+            Ok(vec![TensorMeta::new(ScalarType::Float, shape)])
+        }
         _ => Err(crate::ExportError::UnknownOp(op.to_string())),
     }
+}
+
+/// `view_copy` to a size list with run-time entries: fixed element counts must agree and the
+/// symbols must be the same on both sides (so the view is valid for every symbol value).
+fn view_sym(g: &Graph, op: &str, from: &[Dim], size: &[IntOrSym]) -> Result<Vec<Dim>> {
+    let sym_of = |v: usize| g.syms.iter().position(|s| s.value == Some(v));
+    let mut syms_in: Vec<usize> = from.iter().filter_map(|d| if let Dim::Sym(s) = d { Some(*s) } else { None }).collect();
+    let fixed_in: usize = from.iter().map(|d| if let Dim::Fixed(n) = d { *n } else { 1 }).product();
+    let mut out = Vec::with_capacity(size.len());
+    let mut syms_out = Vec::new();
+    let mut fixed_out = 1usize;
+    let mut infer = None;
+    for (i, item) in size.iter().enumerate() {
+        match *item {
+            IntOrSym::Int(-1) if infer.is_none() => {
+                infer = Some(i);
+                out.push(Dim::Fixed(0));
+            }
+            IntOrSym::Int(n) if n >= 0 => {
+                fixed_out *= n as usize;
+                out.push(Dim::Fixed(n as usize));
+            }
+            IntOrSym::Sym(v) => {
+                let s = sym_of(v).ok_or_else(|| shape_err(op, format!("size entry {i} is a run-time value that is not a known dimension")))?;
+                syms_out.push(s);
+                out.push(Dim::Sym(s));
+            }
+            IntOrSym::Int(n) => return Err(shape_err(op, format!("invalid size entry {n}"))),
+        }
+    }
+    syms_in.sort();
+    syms_out.sort();
+    if let Some(i) = infer {
+        if fixed_out == 0 || fixed_in % fixed_out != 0 {
+            return Err(shape_err(op, format!("cannot view {from:?} as {size:?}")));
+        }
+        out[i] = Dim::Fixed(fixed_in / fixed_out);
+        fixed_out = fixed_in;
+    }
+    if syms_in != syms_out || fixed_in != fixed_out {
+        return Err(shape_err(op, format!("cannot view {from:?} as {size:?}")));
+    }
+    Ok(out)
 }
 
 /// Dtype check helper for builders: float tensors only.

@@ -90,6 +90,44 @@ impl Weights {
         Ok(Weights { entries, source: path.display().to_string() })
     }
 
+    /// Adds every tensor of `other` (another shard of the same checkpoint); a name present in
+    /// both is an error.
+    pub fn merge(&mut self, other: Weights) -> Result<()> {
+        for (name, e) in other.entries {
+            if self.entries.contains_key(&name) {
+                return Err(ExportError::Weight { name, message: format!("appears in both {} and {}", self.source, other.source) });
+            }
+            self.entries.insert(name, e);
+        }
+        Ok(())
+    }
+
+    /// The dtype of tensor `name` in the file.
+    pub fn dtype(&self, name: &str) -> Option<ScalarType> {
+        self.entries.get(name).map(|e| e.dtype)
+    }
+
+    /// The tensor `name` as float32 constant data of exactly `shape`: float32 tensors are
+    /// referenced in place, float16/bfloat16 ones (how most checkpoints ship) are widened.
+    pub fn get_f32(&self, name: &str, shape: &[usize]) -> Result<ConstData> {
+        match self.entries.get(name).map(|e| (e.dtype, &e.shape)) {
+            Some((dt @ (ScalarType::Half | ScalarType::BFloat16), s)) if s == shape => {
+                let raw = self.get(name, dt, shape)?;
+                let wide: Vec<u8> = raw
+                    .bytes()
+                    .chunks_exact(2)
+                    .flat_map(|c| {
+                        let bits = u16::from_le_bytes([c[0], c[1]]);
+                        let v = if dt == ScalarType::Half { half::f16::from_bits(bits).to_f32() } else { half::bf16::from_bits(bits).to_f32() };
+                        v.to_le_bytes()
+                    })
+                    .collect();
+                Ok(ConstData::owned(wide))
+            }
+            _ => self.get(name, ScalarType::Float, shape),
+        }
+    }
+
     /// Weights held in memory (generated or converted).
     pub fn insert(&mut self, name: &str, dtype: ScalarType, shape: &[usize], bytes: Vec<u8>) {
         self.entries.insert(name.into(), Entry { dtype, shape: shape.to_vec(), data: ConstData::owned(bytes) });

@@ -75,7 +75,7 @@ fn decompose_linear_into_permute_and_matmul() {
     b.output(y2);
     let mut g = b.finish();
 
-    assert_eq!(decompose::decompose(&mut g).unwrap(), 2);
+    assert_eq!(decompose::decompose(&mut g, &Default::default()).unwrap(), 2);
     assert_eq!(count(&g, "aten::linear"), 0);
     assert_eq!(count(&g, "aten::addmm"), 1);
     assert_eq!(count(&g, "aten::mm"), 1);
@@ -108,7 +108,7 @@ fn decompose_activations_pooling_flatten_and_dropout() {
     }
     let mut g = b.finish();
 
-    assert_eq!(decompose::decompose(&mut g).unwrap(), 7);
+    assert_eq!(decompose::decompose(&mut g, &Default::default()).unwrap(), 7);
     for op in ["aten::hardswish", "aten::hardsigmoid", "aten::adaptive_avg_pool2d", "aten::flatten.using_ints", "aten::dropout"] {
         assert_eq!(count(&g, op), 0, "{op} remains");
     }
@@ -139,14 +139,14 @@ fn decompose_rejects_what_it_cannot_keep_exact() {
     let x = input(&mut b, "x", &[1, 2, 4, 4]);
     let y = b.call1("aten::dropout", vec![Arg::Tensor(x), Arg::Float(0.5), Arg::Bool(true)]).unwrap();
     b.output(y);
-    let e = decompose::decompose(&mut b.finish()).unwrap_err();
+    let e = decompose::decompose(&mut b.finish(), &Default::default()).unwrap_err();
     assert!(matches!(&e, ExportError::Invalid(m) if m.contains("train=True")), "{e}");
 
     let mut b = GraphBuilder::new();
     let x = input(&mut b, "x", &[1, 2, 4, 4]);
     let y = b.adaptive_avg_pool2d(x, [2, 2]).unwrap();
     b.output(y);
-    let e = decompose::decompose(&mut b.finish()).unwrap_err().to_string();
+    let e = decompose::decompose(&mut b.finish(), &Default::default()).unwrap_err().to_string();
     assert!(e.contains("adaptive_avg_pool2d") && e.contains("[2, 2]"), "{e}");
 }
 
@@ -161,7 +161,7 @@ fn decompose_linear_with_symbolic_batch() {
     let y = b.linear(x, w, Some(bias)).unwrap();
     b.output(y);
     let mut g = b.finish();
-    decompose::decompose(&mut g).unwrap();
+    decompose::decompose(&mut g, &Default::default()).unwrap();
     assert_eq!(count(&g, "aten::addmm"), 1);
     assert_eq!(g.meta(y).shape, vec![n, rbuild_export::Dim::Fixed(2)]);
     // Scalar arguments keep the Scalar form the schema asks for.
@@ -358,7 +358,7 @@ fn optimize_then_emit_runs_like_the_decomposed_graph() {
     let xs = rng.vec(192, -2.0, 2.0);
 
     let mut reference = g.clone();
-    decompose::decompose(&mut reference).unwrap();
+    decompose::decompose(&mut reference, &Default::default()).unwrap();
     let want = eval_f32(&reference, &[&xs]);
 
     let report = passes::optimize(&mut g).unwrap();

@@ -16,6 +16,12 @@ pub trait Choice: Sized + Copy + PartialEq + 'static {
         Self::ALL.iter().find(|(_, v)| *v == self).map_or("?", |(n, _)| n)
     }
 
+    /// "a backend", "an embedding quantization": for labels.
+    fn a_what() -> String {
+        let article = if Self::WHAT.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+        format!("{article} {}", Self::WHAT)
+    }
+
     fn names() -> Vec<&'static str> {
         Self::ALL.iter().map(|(n, _)| *n).collect()
     }

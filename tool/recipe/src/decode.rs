@@ -270,7 +270,7 @@ impl<'s> Decoder<'s> {
         let found = T::from_name(&value.value);
         if found.is_none() {
             let help = suggest::help(&value.value, &T::names(), &format!("{}s", T::WHAT));
-            self.error(value.span, format!("unknown {} `{}`", T::WHAT, value.value), format!("not a {}", T::WHAT), help);
+            self.error(value.span, format!("unknown {} `{}`", T::WHAT, value.value), format!("not {}", T::a_what()), help);
         }
         found
     }

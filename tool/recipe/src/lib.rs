@@ -24,5 +24,8 @@ pub use choice::Choice;
 pub use diag::{render, LoadError, Problem, Source};
 pub use overrides::OVERRIDE_KEYS;
 pub use probe::{InstallError, ToolStatus};
-pub use recipe::{recipe_names, Backend, BackendSpec, Catalog, Dtype, Fallback, ModelSpec, Quantize, Recipe, RunnerSpec, WeightsSource};
+pub use recipe::{
+    recipe_names, Backend, BackendSpec, Catalog, Dtype, EmbeddingQuantize, Fallback, LlmSpec, ModelSpec, Quantize, Recipe,
+    RunnerSpec, WeightsSource,
+};
 pub use toolchain::{load_platform, load_platforms, InstallStep, Platform, RunSpec, Tool};

@@ -8,20 +8,39 @@ use miette::{Report, SourceSpan};
 
 use crate::choice::Choice;
 use crate::diag::{LoadError, Problem, Source};
-use crate::recipe::{resolve_weights, Catalog, Dtype, Fallback, Quantize, Recipe, WeightsSource};
+use crate::recipe::{
+    check_group_size, language_only, no_input_shape, resolve_file, resolve_weights, Catalog, Dtype, EmbeddingQuantize,
+    Fallback, LlmSpec, ModelKind, PathUse, Quantize, Recipe, WeightsSource, LLM_ONLY,
+};
 use crate::suggest;
 
 /// Every key [`Recipe::apply_overrides`] accepts.
-pub const OVERRIDE_KEYS: &[&str] =
-    &["weights", "seed", "platform", "input-shape", "dtype", "quantize", "fallback", "embed-program", "top"];
+pub const OVERRIDE_KEYS: &[&str] = &[
+    "weights",
+    "seed",
+    "platform",
+    "input-shape",
+    "dtype",
+    "quantize",
+    "fallback",
+    "embed-program",
+    "top",
+    "max-seq-len",
+    "group-size",
+    "embedding-quantize",
+    "tokenizer",
+    "full-logits",
+];
 
 impl Recipe {
     /// Applies `key=value` words in order (a later word for the same key wins). Either every
     /// word applies or none does: all problems come back in one report.
     ///
-    /// `weights=PATH` is resolved against the current folder (it was typed there), `seed=N`
-    /// selects seeded random weights, and `platform=a,b` replaces the recipe's platform list
-    /// with known platforms.
+    /// `weights=PATH` and `tokenizer=PATH` are resolved against the current folder (they were
+    /// typed there), `seed=N` selects seeded random weights, and `platform=a,b` replaces the
+    /// recipe's platform list with known platforms. Keys are checked against the recipe's
+    /// model kind: `input-shape` is for image models, the language-model keys (`max-seq-len`,
+    /// …) for language models.
     pub fn apply_overrides<S: AsRef<str>>(&mut self, words: &[S], catalog: &Catalog) -> Result<(), Report> {
         let mut text = String::new();
         let mut starts = Vec::new();
@@ -75,10 +94,16 @@ impl Word<'_> {
 }
 
 fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Result<(), Problem> {
+    let kind = if recipe.model.is_language_model() { ModelKind::Language } else { ModelKind::Image };
+    let arch = recipe.model.arch.clone();
+    if LLM_ONLY.contains(&w.key) && recipe.model.llm.is_none() {
+        return Err(language_only(w.key, &arch, catalog).at(w.source, w.key_span));
+    }
+    let value_span = span(w.value_start, value.len());
     match w.key {
         "weights" => {
-            recipe.model.weights = resolve_weights(value, Path::new(""))
-                .map_err(|e| e.problem(w.source, span(w.value_start, value.len()), "the current folder"))?;
+            recipe.model.weights = resolve_weights(value, Path::new(""), kind)
+                .map_err(|e| e.problem(w.source, value_span, "the current folder", kind.path_use()))?;
         }
         "seed" => {
             let seed = value.parse().map_err(|_| w.bad(0, value, "not a seed", "a non-negative integer, e.g. `seed=3`"))?;
@@ -98,6 +123,9 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
             recipe.platforms = platforms;
         }
         "input-shape" => {
+            if kind == ModelKind::Language {
+                return Err(no_input_shape(&arch).at(w.source, w.key_span));
+            }
             let expected = "positive integers separated by commas, e.g. `1,3,224,224`";
             let mut shape = Vec::new();
             for (offset, dim) in split_commas(value) {
@@ -109,19 +137,22 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
             recipe.model.input_shape = shape;
         }
         "dtype" => recipe.model.dtype = choice::<Dtype>(w, value)?,
-        "quantize" => recipe.model.quantize = choice::<Quantize>(w, value)?,
-        "fallback" => recipe.backend.fallback = choice::<Fallback>(w, value)?,
-        "embed-program" => {
-            recipe.runner.embed_program = match value {
-                "true" => true,
-                "false" => false,
-                _ => return Err(w.bad(0, value, "not `true` or `false`", "`true` or `false`")),
-            }
+        "quantize" => {
+            let q = choice::<Quantize>(w, value)?;
+            kind.check_quantize(q).map_err(|r| r.at(w.source, value_span))?;
+            recipe.model.quantize = q;
         }
+        "fallback" => recipe.backend.fallback = choice::<Fallback>(w, value)?,
+        "embed-program" => recipe.runner.embed_program = boolean(w, value)?,
         "top" => match value.parse::<u32>() {
             Ok(n) if n > 0 => recipe.runner.top = Some(n),
             _ => return Err(w.bad(0, value, "not a positive integer", "a positive integer")),
         },
+        "max-seq-len" | "group-size" | "embedding-quantize" | "tokenizer" | "full-logits" => {
+            // Checked above: the recipe is a language model.
+            let Some(llm) = recipe.model.llm.as_mut() else { return Ok(()) };
+            apply_llm(llm, w, value)?;
+        }
         key => {
             let help = suggest::help(key, OVERRIDE_KEYS, "override keys");
             return Err(w.source.problem(w.key_span, format!("unknown override key `{key}`"), "unknown key").help(help));
@@ -130,10 +161,42 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
     Ok(())
 }
 
+/// The language-model keys, with the same checks as the recipe's fields.
+fn apply_llm(llm: &mut LlmSpec, w: &Word, value: &str) -> Result<(), Problem> {
+    match w.key {
+        "max-seq-len" => match value.parse::<usize>() {
+            Ok(n) if (1..=LlmSpec::MAX_SEQ_LEN).contains(&n) => llm.max_seq_len = n,
+            _ => return Err(w.bad(0, value, "not from 1 to 1000000", "an integer from 1 to 1000000, e.g. `max-seq-len=128`")),
+        },
+        "group-size" => {
+            let n = value.parse::<i128>().map_err(|_| w.bad(0, value, "not an integer", "32, 64, 128 or 256"))?;
+            llm.group_size = check_group_size(n).map_err(|r| r.at(w.source, span(w.value_start, value.len())))?;
+        }
+        "embedding-quantize" => llm.embedding_quantize = choice::<EmbeddingQuantize>(w, value)?,
+        "tokenizer" => {
+            let path = resolve_file(value, Path::new("")).map_err(|e| {
+                e.problem(w.source, span(w.value_start, value.len()), "the current folder", PathUse::Tokenizer)
+            })?;
+            llm.tokenizer = Some(path);
+        }
+        "full-logits" => llm.full_logits = boolean(w, value)?,
+        _ => unreachable!("apply() routes only language-model keys here"),
+    }
+    Ok(())
+}
+
+fn boolean(w: &Word, value: &str) -> Result<bool, Problem> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(w.bad(0, value, "not `true` or `false`", "`true` or `false`")),
+    }
+}
+
 fn choice<T: Choice>(w: &Word, value: &str) -> Result<T, Problem> {
     T::from_name(value).ok_or_else(|| {
         let expected = T::expected();
-        let problem = w.bad(0, value, &format!("not a {}", T::WHAT), &expected);
+        let problem = w.bad(0, value, &format!("not {}", T::a_what()), &expected);
         match suggest::closest(value, T::names()) {
             Some(best) => problem.help(format!("did you mean `{best}`? `{}` takes {expected}", w.key)),
             None => problem,

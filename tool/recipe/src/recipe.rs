@@ -8,7 +8,7 @@ use kdl::{KdlDocument, KdlNode};
 use miette::{Report, SourceSpan};
 
 use crate::choice::Choice;
-use crate::decode::{Decoder, Parent, Spanned};
+use crate::decode::{Decoder, Fields, Parent, Spanned};
 use crate::diag::{syntax_problems, LoadError, Problem, Source};
 use crate::suggest;
 
@@ -33,11 +33,42 @@ pub struct ModelSpec {
     /// A model definition name (rbuild-models' registry), e.g. `mobilenet_v2`.
     pub arch: String,
     pub weights: WeightsSource,
+    /// The image input's shape; empty for language models (they take token ids).
     pub input_shape: Vec<usize>,
     pub dtype: Dtype,
     pub quantize: Quantize,
+    /// The language-model settings; `Some` exactly when `arch` is a language model.
+    pub llm: Option<LlmSpec>,
     /// The `model` node's name in the recipe.
     pub span: SourceSpan,
+}
+
+impl ModelSpec {
+    pub fn is_language_model(&self) -> bool {
+        self.llm.is_some()
+    }
+}
+
+/// Settings of a language model (`Catalog::language_models`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LlmSpec {
+    /// The longest sequence (prompt plus generated tokens): the KV cache length.
+    pub max_seq_len: usize,
+    /// Elements per quantization group for `int4`/`8da4w` linears and 4-bit embeddings
+    /// (ignored otherwise); one of [`LlmSpec::GROUP_SIZES`].
+    pub group_size: usize,
+    pub embedding_quantize: EmbeddingQuantize,
+    /// A tokenizer file for the runner (resolved like weights paths).
+    pub tokenizer: Option<PathBuf>,
+    /// Return logits for every position instead of only the last one.
+    pub full_logits: bool,
+}
+
+impl LlmSpec {
+    /// Group sizes the 4-bit kernels support.
+    pub const GROUP_SIZES: &'static [usize] = &[32, 64, 128, 256];
+    pub const DEFAULT_GROUP_SIZE: usize = 32;
+    pub const MAX_SEQ_LEN: usize = 1_000_000;
 }
 
 /// Where the model's parameters come from.
@@ -45,6 +76,8 @@ pub struct ModelSpec {
 pub enum WeightsSource {
     /// A safetensors state dict; relative paths in a recipe are resolved against its folder.
     File(PathBuf),
+    /// A Hugging Face checkpoint folder (`config.json`, safetensors), for language models.
+    Folder(PathBuf),
     /// Seeded random weights: a demo that runs without a download (its outputs mean nothing).
     Random(u64),
 }
@@ -52,7 +85,7 @@ pub enum WeightsSource {
 impl fmt::Display for WeightsSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            WeightsSource::File(path) => write!(f, "{}", path.display()),
+            WeightsSource::File(path) | WeightsSource::Folder(path) => write!(f, "{}", path.display()),
             WeightsSource::Random(seed) => write!(f, "random weights (seed {seed}, demo only)"),
         }
     }
@@ -75,11 +108,34 @@ impl Choice for Dtype {
 pub enum Quantize {
     None,
     Int8,
+    /// 4-bit groupwise weights (language models only).
+    Int4,
+    /// `8da4w`: int8 dynamic activations with 4-bit groupwise weights (language models only).
+    Int8DynInt4,
 }
 
 impl Choice for Quantize {
     const WHAT: &'static str = "quantization";
-    const ALL: &'static [(&'static str, Self)] = &[("none", Quantize::None), ("int8", Quantize::Int8)];
+    const ALL: &'static [(&'static str, Self)] = &[
+        ("none", Quantize::None),
+        ("int8", Quantize::Int8),
+        ("int4", Quantize::Int4),
+        ("8da4w", Quantize::Int8DynInt4),
+    ];
+}
+
+/// How a language model's token embedding table is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmbeddingQuantize {
+    None,
+    Int8,
+    Int4,
+}
+
+impl Choice for EmbeddingQuantize {
+    const WHAT: &'static str = "embedding quantization";
+    const ALL: &'static [(&'static str, Self)] =
+        &[("none", EmbeddingQuantize::None), ("int8", EmbeddingQuantize::Int8), ("int4", EmbeddingQuantize::Int4)];
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -140,7 +196,10 @@ pub struct RunnerSpec {
 /// and unknown names get "did you mean" help from the real lists.
 #[derive(Clone, Copy, Debug)]
 pub struct Catalog<'a> {
+    /// Image models (they take `input-shape`).
     pub models: &'a [&'a str],
+    /// Language models (they take token ids and `max-seq-len`).
+    pub language_models: &'a [&'a str],
     /// Backends this build can target (a recipe naming another one is rejected as unavailable).
     pub backends: &'a [Backend],
     pub runners: &'a [&'a str],
@@ -148,7 +207,19 @@ pub struct Catalog<'a> {
 }
 
 const TOP: &[&str] = &["description", "model", "backend", "runner", "platforms"];
-const MODEL: &[&str] = &["weights", "input-shape", "dtype", "quantize"];
+const MODEL: &[&str] = &[
+    "weights",
+    "input-shape",
+    "dtype",
+    "quantize",
+    "max-seq-len",
+    "group-size",
+    "embedding-quantize",
+    "tokenizer",
+    "full-logits",
+];
+/// The `model` fields only language models take.
+pub(crate) const LLM_ONLY: &[&str] = &["max-seq-len", "group-size", "embedding-quantize", "tokenizer", "full-logits"];
 const BACKEND: &[&str] = &["fallback"];
 const RUNNER: &[&str] = &["embed-program", "top"];
 
@@ -242,31 +313,108 @@ fn decode(d: &mut Decoder, doc: &KdlDocument, base: &Path, catalog: &Catalog) ->
 }
 
 fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Option<ModelSpec> {
-    let arch = d.block_name(node, MODEL).and_then(|arch| known(d, arch, catalog.models, "model"));
+    let name = d.block_name(node, MODEL);
+    let kind = name.as_ref().map_or(ModelKind::Image, |n| ModelKind::of(&n.value, catalog));
+    let written = name.as_ref().map_or_else(String::new, |n| n.value.clone());
+    let arch = name.and_then(|arch| known(d, arch, &catalog.all_models(), "model"));
     let fields = d.fields(Parent::Node(node), node.children(), MODEL, &[]);
     let weights = d
-        .require(&fields, Parent::Node(node), "weights", "`weights \"random:1\"` or `weights \"model.safetensors\"`")
+        .require(&fields, Parent::Node(node), "weights", kind.weights_example())
         .and_then(|n| d.string(n))
-        .and_then(|w| match resolve_weights(&w.value, base) {
+        .and_then(|w| match resolve_weights(&w.value, base, kind) {
             Ok(weights) => Some(weights),
             Err(e) => {
-                d.report(e.problem(d.source, w.span, "the recipe's folder"));
+                d.report(e.problem(d.source, w.span, "the recipe's folder", kind.path_use()));
                 None
             }
         });
-    let input_shape = d
-        .require(&fields, Parent::Node(node), "input-shape", "`input-shape 1 3 224 224`")
-        .and_then(|n| d.ints(n, 1, i128::from(u32::MAX)))
-        .map(|dims| dims.iter().map(|dim| dim.value as usize).collect());
     let dtype = match fields.get("dtype") {
         Some(n) => d.string(n).and_then(|s| d.choice(&s)),
         None => Some(Dtype::Float32),
     };
     let quantize = match fields.get("quantize") {
-        Some(n) => d.string(n).and_then(|s| d.choice(&s)),
+        Some(n) => d.string(n).and_then(|s| {
+            let q = d.choice(&s)?;
+            match kind.check_quantize(q) {
+                Ok(()) => Some(q),
+                Err(r) => {
+                    d.report(r.at(d.source, s.span));
+                    None
+                }
+            }
+        }),
         None => Some(Quantize::None),
     };
-    Some(ModelSpec { arch: arch?, weights: weights?, input_shape: input_shape?, dtype: dtype?, quantize: quantize?, span: node.name().span() })
+    let (input_shape, llm) = match kind {
+        ModelKind::Image => {
+            for field in fields.iter().filter(|n| LLM_ONLY.contains(&n.name().value())) {
+                d.report(language_only(field.name().value(), &written, catalog).at(d.source, field.name().span()));
+            }
+            let shape = d
+                .require(&fields, Parent::Node(node), "input-shape", "`input-shape 1 3 224 224`")
+                .and_then(|n| d.ints(n, 1, i128::from(u32::MAX)))
+                .map(|dims| dims.iter().map(|dim| dim.value as usize).collect());
+            (shape, Some(None))
+        }
+        ModelKind::Language => {
+            if let Some(field) = fields.get("input-shape") {
+                d.report(no_input_shape(&written).at(d.source, field.name().span()));
+            }
+            (Some(Vec::new()), llm(d, node, &fields, base).map(Some))
+        }
+    };
+    Some(ModelSpec {
+        arch: arch?,
+        weights: weights?,
+        input_shape: input_shape?,
+        dtype: dtype?,
+        quantize: quantize?,
+        llm: llm?,
+        span: node.name().span(),
+    })
+}
+
+/// The language-model fields of a `model` block.
+fn llm(d: &mut Decoder, node: &KdlNode, fields: &Fields, base: &Path) -> Option<LlmSpec> {
+    let max_seq_len = d
+        .require(fields, Parent::Node(node), "max-seq-len", "`max-seq-len 128`")
+        .and_then(|n| d.int(n, 1, LlmSpec::MAX_SEQ_LEN as i128))
+        .map(|n| n.value as usize);
+    let group_size = match fields.get("group-size") {
+        Some(n) => d.int(n, 1, i128::from(u32::MAX)).and_then(|g| match check_group_size(g.value) {
+            Ok(g) => Some(g),
+            Err(r) => {
+                d.report(r.at(d.source, g.span));
+                None
+            }
+        }),
+        None => Some(LlmSpec::DEFAULT_GROUP_SIZE),
+    };
+    let embedding_quantize = match fields.get("embedding-quantize") {
+        Some(n) => d.string(n).and_then(|s| d.choice(&s)),
+        None => Some(EmbeddingQuantize::None),
+    };
+    let tokenizer = match fields.get("tokenizer") {
+        Some(n) => d.string(n).and_then(|t| match resolve_file(&t.value, base) {
+            Ok(path) => Some(Some(path)),
+            Err(e) => {
+                d.report(e.problem(d.source, t.span, "the recipe's folder", PathUse::Tokenizer));
+                None
+            }
+        }),
+        None => Some(None),
+    };
+    let full_logits = match fields.get("full-logits") {
+        Some(n) => d.boolean(n),
+        None => Some(false),
+    };
+    Some(LlmSpec {
+        max_seq_len: max_seq_len?,
+        group_size: group_size?,
+        embedding_quantize: embedding_quantize?,
+        tokenizer: tokenizer?,
+        full_logits: full_logits?,
+    })
 }
 
 fn backend(d: &mut Decoder, node: &KdlNode, catalog: &Catalog) -> Option<BackendSpec> {
@@ -338,59 +486,219 @@ fn known(d: &mut Decoder, value: Spanned<String>, names: &[&str], what: &str) ->
     None
 }
 
-/// Why a weights setting was rejected.
+/// Whether a model takes images or token ids: it decides which `model` fields apply and what
+/// `weights` may name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ModelKind {
+    Image,
+    Language,
+}
+
+impl ModelKind {
+    /// The kind of model `arch`. An unknown name is taken as the kind of the name it was
+    /// probably meant to be, so a misspelt `llama` is not also told it lacks an input shape.
+    pub(crate) fn of(arch: &str, catalog: &Catalog) -> ModelKind {
+        let language = |name: &str| catalog.language_models.contains(&name);
+        if language(arch) {
+            return ModelKind::Language;
+        }
+        if catalog.models.contains(&arch) {
+            return ModelKind::Image;
+        }
+        match suggest::closest(arch, catalog.all_models()) {
+            Some(best) if language(best) => ModelKind::Language,
+            _ => ModelKind::Image,
+        }
+    }
+
+    fn weights_example(self) -> &'static str {
+        match self {
+            ModelKind::Image => "`weights \"random:1\"` or `weights \"model.safetensors\"`",
+            ModelKind::Language => "`weights \"random:1\"` or `weights \"~/models/Llama-3.2-1B\"`",
+        }
+    }
+
+    pub(crate) fn path_use(self) -> PathUse {
+        match self {
+            ModelKind::Image => PathUse::ImageWeights,
+            ModelKind::Language => PathUse::LanguageWeights,
+        }
+    }
+
+    /// 4-bit schemes exist only for language models' linears.
+    pub(crate) fn check_quantize(self, q: Quantize) -> Result<(), Rejection> {
+        match (self, q) {
+            (ModelKind::Image, Quantize::Int4 | Quantize::Int8DynInt4) => Err(Rejection {
+                message: format!("`{}` quantization applies to language models only", q.name()),
+                label: "not for image models",
+                help: "image models take `none` or `int8`".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Catalog<'_> {
+    /// Image and language model names together, for lookups and suggestions.
+    pub(crate) fn all_models(&self) -> Vec<&str> {
+        self.models.iter().chain(self.language_models).copied().collect()
+    }
+}
+
+/// A setting that is well-formed but not allowed where it is; placed at a span by [`Rejection::at`].
+pub(crate) struct Rejection {
+    pub message: String,
+    pub label: &'static str,
+    pub help: String,
+}
+
+impl Rejection {
+    pub(crate) fn at(self, source: &Source, span: SourceSpan) -> Problem {
+        source.problem(span, self.message, self.label).help(self.help)
+    }
+}
+
+/// `field` set for image model `arch`.
+pub(crate) fn language_only(field: &str, arch: &str, catalog: &Catalog) -> Rejection {
+    let listed: Vec<String> = catalog.language_models.iter().map(|m| format!("`{m}`")).collect();
+    let listed = if listed.is_empty() { "none in this build".to_string() } else { listed.join(", ") };
+    Rejection {
+        message: format!("`{field}` applies to language models only"),
+        label: "not for image models",
+        help: format!("`{arch}` is an image model: remove `{field}` (language models: {listed})"),
+    }
+}
+
+/// `input-shape` set for language model `arch`.
+pub(crate) fn no_input_shape(arch: &str) -> Rejection {
+    Rejection {
+        message: format!("`input-shape` does not apply to `{arch}`: language models take token ids; use max-seq-len"),
+        label: "not for language models",
+        help: "remove it and give the longest sequence instead, e.g. `max-seq-len 128`".into(),
+    }
+}
+
+pub(crate) fn check_group_size(n: i128) -> Result<usize, Rejection> {
+    match LlmSpec::GROUP_SIZES.iter().find(|&&g| g as i128 == n) {
+        Some(&g) => Ok(g),
+        None => Err(Rejection {
+            message: format!("`group-size` must be 32, 64, 128 or 256, found {n}"),
+            label: "not a supported group size",
+            help: "the 4-bit kernels take groups of 32, 64, 128 or 256 elements (default 32)".into(),
+        }),
+    }
+}
+
+/// What a path setting names, for its checks and messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PathUse {
+    /// A safetensors file.
+    ImageWeights,
+    /// A Hugging Face checkpoint folder.
+    LanguageWeights,
+    Tokenizer,
+}
+
+/// Why a path (or `random:SEED`) setting was rejected.
 #[derive(Debug)]
-pub(crate) enum WeightsError {
+pub(crate) enum PathError {
     BadSeed,
     NoHome,
     Missing(PathBuf),
     NotAFile(PathBuf),
+    NotAFolder(PathBuf),
+    NoConfig(PathBuf),
 }
 
-impl WeightsError {
-    /// The problem for a weights value at `span`; relative paths were resolved against `base`.
-    pub(crate) fn problem(&self, source: &Source, span: SourceSpan, base: &str) -> Problem {
-        let forms = format!("give a safetensors path (absolute, ~/…, or relative to {base}) or `random:SEED`");
+impl PathError {
+    /// The problem for a setting at `span`; relative paths were resolved against `base`.
+    pub(crate) fn problem(&self, source: &Source, span: SourceSpan, base: &str, what: PathUse) -> Problem {
+        let (noun, forms) = match what {
+            PathUse::ImageWeights => (
+                "weights",
+                format!("give a safetensors path (absolute, ~/…, or relative to {base}) or `random:SEED`"),
+            ),
+            PathUse::LanguageWeights => (
+                "weights",
+                format!("expected a Hugging Face folder with config.json (absolute, ~/…, or relative to {base}) or `random:SEED`"),
+            ),
+            PathUse::Tokenizer => ("tokenizer", format!("give a tokenizer file path (absolute, ~/…, or relative to {base})")),
+        };
         match self {
-            WeightsError::BadSeed => source
+            PathError::BadSeed => source
                 .problem(span, "random weights need an integer seed", "not `random:SEED`")
                 .help("write e.g. `random:1` (a seed from 0 to 18446744073709551615)"),
-            WeightsError::NoHome => source
+            PathError::NoHome => source
                 .problem(span, "cannot expand `~`: HOME is not set", "starts with ~")
                 .help("write the full path"),
-            WeightsError::Missing(path) => source
-                .problem(span, format!("weights file `{}` does not exist", path.display()), "no such file")
+            PathError::Missing(path) => {
+                let (thing, label) =
+                    if what == PathUse::LanguageWeights { ("folder", "no such folder") } else { ("file", "no such file") };
+                source
+                    .problem(span, format!("{noun} {thing} `{}` does not exist", path.display()), label)
+                    .help(forms)
+            }
+            PathError::NotAFile(path) => source
+                .problem(span, format!("{noun} path `{}` is not a file", path.display()), "not a file")
                 .help(forms),
-            WeightsError::NotAFile(path) => source
-                .problem(span, format!("weights path `{}` is not a file", path.display()), "not a file")
+            PathError::NotAFolder(path) => source
+                .problem(span, format!("{noun} path `{}` is not a folder", path.display()), "not a folder")
+                .help(forms),
+            PathError::NoConfig(path) => source
+                .problem(span, format!("weights folder `{}` has no config.json", path.display()), "no config.json")
                 .help(forms),
         }
     }
 }
 
 /// Reads a weights setting: `random:SEED`, or a path (`~` expanded, relative to `base`) that
-/// must name an existing file.
-pub(crate) fn resolve_weights(text: &str, base: &Path) -> Result<WeightsSource, WeightsError> {
+/// must name an existing file (image models) or a folder holding `config.json` (language
+/// models).
+pub(crate) fn resolve_weights(text: &str, base: &Path, kind: ModelKind) -> Result<WeightsSource, PathError> {
     if let Some(seed) = text.strip_prefix("random:") {
-        return seed.trim().parse().map(WeightsSource::Random).map_err(|_| WeightsError::BadSeed);
+        return seed.trim().parse().map(WeightsSource::Random).map_err(|_| PathError::BadSeed);
     }
-    let path = expand_home(text)?;
-    let path = if path.is_absolute() { path } else { base.join(path) };
-    if path.is_file() {
-        Ok(WeightsSource::File(path))
-    } else if path.exists() {
-        Err(WeightsError::NotAFile(path))
-    } else {
-        Err(WeightsError::Missing(path))
+    match kind {
+        ModelKind::Image => resolve_file(text, base).map(WeightsSource::File),
+        ModelKind::Language => {
+            let path = resolve_path(text, base)?;
+            if !path.exists() {
+                Err(PathError::Missing(path))
+            } else if !path.is_dir() {
+                Err(PathError::NotAFolder(path))
+            } else if !path.join("config.json").is_file() {
+                Err(PathError::NoConfig(path))
+            } else {
+                Ok(WeightsSource::Folder(path))
+            }
+        }
     }
 }
 
+/// A path setting that must name an existing file.
+pub(crate) fn resolve_file(text: &str, base: &Path) -> Result<PathBuf, PathError> {
+    let path = resolve_path(text, base)?;
+    if path.is_file() {
+        Ok(path)
+    } else if path.exists() {
+        Err(PathError::NotAFile(path))
+    } else {
+        Err(PathError::Missing(path))
+    }
+}
+
+/// `~` expanded, then relative paths joined to `base`.
+fn resolve_path(text: &str, base: &Path) -> Result<PathBuf, PathError> {
+    let path = expand_home(text)?;
+    Ok(if path.is_absolute() { path } else { base.join(path) })
+}
+
 /// `~` and `~/…` become paths under $HOME; anything else is taken as written.
-fn expand_home(text: &str) -> Result<PathBuf, WeightsError> {
+fn expand_home(text: &str) -> Result<PathBuf, PathError> {
     let rest = match text.strip_prefix('~') {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest.trim_start_matches('/'),
         _ => return Ok(PathBuf::from(text)),
     };
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).ok_or(WeightsError::NoHome)?;
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).ok_or(PathError::NoHome)?;
     Ok(PathBuf::from(home).join(rest))
 }

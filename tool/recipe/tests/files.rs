@@ -130,7 +130,7 @@ fn the_readme_recipe_is_the_shipped_one() {
 fn examples_in_help_lines_are_valid() {
     // "Add it, for example: `…`" must not suggest something that fails to parse.
     let mut examples = Vec::new();
-    for text in ["", "description \"x\"", "runner {}\n"] {
+    for text in ["", "description \"x\"", "runner {}\n", "model \"llama\" {}\n"] {
         let report = Recipe::from_source("r.kdl", text, &catalog()).unwrap_err();
         examples.extend(help_examples(&report));
     }
@@ -138,7 +138,7 @@ fn examples_in_help_lines_are_valid() {
     examples.extend(help_examples(&report));
     let report = Platform::from_source("p.kdl", "description \"x\"").unwrap_err();
     examples.extend(help_examples(&report));
-    assert!(examples.len() >= 8, "{examples:?}");
+    assert!(examples.len() >= 11, "{examples:?}");
     for example in examples {
         if let Err(e) = example.replace('…', "x").parse::<kdl::KdlDocument>() {
             panic!("help example `{example}` is not KDL: {e:?}");

@@ -87,3 +87,12 @@ pub fn generate(template: &Path, dest: &Path, package: &str, selected: &[(String
     std::fs::write(dest.join("src/kernels.rs"), kernels_rs(selected)).map_err(|e| err("kernels.rs", &e))?;
     Ok(dest.to_path_buf())
 }
+
+/// The binary a runner template builds: its first `[[bin]]` name, else the package name.
+pub fn bin_name(template: &Path) -> Result<String, String> {
+    let path = template.join("Cargo.toml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let doc: DocumentMut = text.parse().map_err(|e| format!("{}: {e}", path.display()))?;
+    let bin = doc.get("bin").and_then(|b| b.as_array_of_tables()).and_then(|a| a.iter().next()).and_then(|t| t.get("name")).and_then(|n| n.as_str());
+    bin.or_else(|| doc["package"]["name"].as_str()).map(str::to_string).ok_or_else(|| format!("{}: no [[bin]] or package name", path.display()))
+}

@@ -36,6 +36,7 @@ pub fn load(project: &Project, name: &str, overrides: &[String]) -> CliResult<Lo
     let runner_names: Vec<&str> = runners.iter().map(String::as_str).collect();
     let catalog = Catalog {
         models: rbuild_models::names(),
+        language_models: rbuild_models::language_models(),
         backends: &[Backend::Cpu],
         runners: &runner_names,
         platforms: &platform_names,

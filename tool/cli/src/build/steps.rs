@@ -6,14 +6,11 @@ use rbuild_export::weights::Weights;
 use rbuild_export::{emit, passes, plan};
 use rbuild_planner::cache::write_atomic;
 use rbuild_planner::{Dag, FileHashes, KeyHasher, StepSpec};
-use rbuild_recipe::{Dtype, Quantize, WeightsSource};
+use rbuild_recipe::{Dtype, EmbeddingQuantize, Quantize, WeightsSource};
 
 use super::{Artifacts, Loaded};
 use crate::error::{CliError, CliResult};
 use crate::project::Project;
-
-/// The runner binary every template builds.
-const RUNNER_BIN: &str = "image_classifier";
 
 /// What identifies this rbuild: a rebuilt tool invalidates every step.
 fn tool_version() -> String {
@@ -91,41 +88,12 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
     let kernels_json = recipe_out.join("program/kernels.json");
     let version = tool_version();
 
-    // export: model definition + weights → .pte
-    let mut key = KeyHasher::new();
-    key.add("tool", &version).add("model", &r.model.arch).add("input-shape", &format!("{:?}", r.model.input_shape));
-    key.add("dtype", &format!("{:?}", r.model.dtype)).add("quantize", &format!("{:?}", r.model.quantize));
-    match &r.model.weights {
-        WeightsSource::File(p) => {
-            let h = hashes.hash(p).map_err(|e| CliError(format!("{}: weights file {}: {e}", r.name, p.display())))?;
-            key.add("weights", &format!("{} sha256:{h}", p.display()));
-        }
-        WeightsSource::Random(seed) => {
-            key.add("weights", &format!("random seed {seed}"));
-        }
-    }
-    let (model, weights, shape, dtype, quantize) =
-        (r.model.arch.clone(), r.model.weights.clone(), r.model.input_shape.clone(), r.model.dtype, r.model.quantize);
-    let program_out = program.clone();
-    let label = format!("export {} ({})", model, weights);
-    dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs: vec![program.clone()] }, move |_| {
-        if dtype != Dtype::Float32 || quantize != Quantize::None {
-            return Err(format!("{model}: only float32 without quantization is exported so far"));
-        }
-        let w = match &weights {
-            WeightsSource::File(p) => Weights::open(p).map_err(step_err)?,
-            WeightsSource::Random(seed) => {
-                eprintln!("note: {model} uses random weights (seed {seed}): a demo, its predictions mean nothing");
-                rbuild_models::random_weights(&model, *seed).map_err(step_err)?
-            }
-        };
-        let mut g = rbuild_models::build(&model, &w, &shape).map_err(step_err)?;
-        passes::optimize(&mut g).map_err(step_err)?;
-        let mem = plan::plan_memory(&g);
-        let bytes = emit::emit(&g, &mem, "forward").map_err(step_err)?;
-        write_atomic(&program_out, &bytes).map_err(step_err)
-    })
-    .map_err(CliError)?;
+    let extra_files = if r.model.is_language_model() {
+        add_llm_export(dag, r, hashes, &version, &program, &recipe_out.join("program"))?
+    } else {
+        add_image_export(dag, r, hashes, &version, &program)?;
+        vec![]
+    };
 
     // select: the program's operators → kernels; fails with every missing op listed.
     let (p_in, k_out) = (program.clone(), kernels_json.clone());
@@ -153,6 +121,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
 
     let template = project.template_dir(&r.runner.template);
     let template_hash = dir_hash(&template, hashes)?;
+    let runner_bin = rbuild_selective::bin_name(&template).map_err(CliError)?;
     let rustc = rustc_version();
     let mut files = vec![program.clone(), kernels_json.clone()];
     let mut runners = Vec::new();
@@ -184,9 +153,10 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
         let package = format!("rbuild-runner-{}-{}", r.name, p.name).replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "-");
 
         // generate + compile: the runner with exactly the program's kernels.
-        let (src, bin) = (dir.join("runner-src"), dir.join(RUNNER_BIN));
+        let (src, bin) = (dir.join("runner-src"), dir.join(&runner_bin));
         let (t, s, kj, b, o, pkg) = (template.clone(), src.clone(), kernels_json.clone(), bin.clone(), opts.clone(), package.clone());
         let embed = r.runner.embed_program.then(|| program.clone());
+        let rbn = runner_bin.clone();
         let mut deps = vec!["select".to_string()];
         if embed.is_some() {
             deps.push("export".into());
@@ -194,7 +164,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
         dag.add(
             StepSpec {
                 id: format!("runner:{}", p.name),
-                label: format!("generate and build {RUNNER_BIN} for {} (selected kernels)", p.name),
+                label: format!("generate and build {runner_bin} for {} (selected kernels)", p.name),
                 deps,
                 key: compile_key("selected"),
                 outputs: vec![bin.clone()],
@@ -207,26 +177,27 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                     o.features.push("embed-program".into());
                     o.env.push(("RBUILD_EMBED_PROGRAM".into(), pte.display().to_string()));
                 }
-                let exe = rbuild_selective::compile(&s, RUNNER_BIN, &o)?;
+                let exe = rbuild_selective::compile(&s, &rbn, &o)?;
                 copy_atomic(&exe, &b)
             },
         )
         .map_err(CliError)?;
 
         // The same runner with every kernel, built once, for the size comparison.
-        let (all_src, all_bin) = (dir.join("runner-all-kernels-src"), dir.join(format!("{RUNNER_BIN}.all-kernels")));
+        let (all_src, all_bin) = (dir.join("runner-all-kernels-src"), dir.join(format!("{runner_bin}.all-kernels")));
         let (t, s, b, o) = (template.clone(), all_src.clone(), all_bin.clone(), opts.clone());
+        let rbn = runner_bin.clone();
         dag.add(
             StepSpec {
                 id: format!("baseline:{}", p.name),
-                label: format!("{RUNNER_BIN} with all kernels (size baseline) for {}", p.name),
+                label: format!("{runner_bin} with all kernels (size baseline) for {}", p.name),
                 deps: vec![],
                 key: compile_key("all-kernels"),
                 outputs: vec![all_bin.clone()],
             },
             move |_| {
                 rbuild_selective::generate(&t, &s, "rbuild-runner-all-kernels", &rbuild_selective::all_kernels())?;
-                let exe = rbuild_selective::compile(&s, RUNNER_BIN, &o)?;
+                let exe = rbuild_selective::compile(&s, &rbn, &o)?;
                 copy_atomic(&exe, &b)
             },
         )
@@ -235,6 +206,9 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
         // package: program + runner + manifest in out/<recipe>/<platform>/.
         let (pte_to, manifest) = (dir.join("model.pte"), dir.join("manifest.json"));
         let (pte_from, pt, mf, kj, rb, ab) = (program.clone(), pte_to.clone(), manifest.clone(), kernels_json.clone(), bin.clone(), all_bin.clone());
+        // Tokenizer files (language models) sit next to the program.
+        let extras: Vec<(PathBuf, PathBuf)> =
+            extra_files.iter().filter_map(|f| f.file_name().map(|n| (f.clone(), dir.join(n)))).collect();
         let info = serde_json::json!({
             "recipe": r.name,
             "description": r.description,
@@ -242,6 +216,13 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             "model": r.model.arch,
             "weights": r.model.weights.to_string(),
             "input_shape": r.model.input_shape,
+            "llm": r.model.llm.as_ref().map(|l| serde_json::json!({
+                "max_seq_len": l.max_seq_len,
+                "quantize": format!("{:?}", r.model.quantize),
+                "group_size": l.group_size,
+                "embedding_quantize": format!("{:?}", l.embedding_quantize),
+                "full_logits": l.full_logits,
+            })),
             "backend": r.backend.kind.as_str(),
             "runner": r.runner.template,
             "embed_program": r.runner.embed_program,
@@ -249,16 +230,26 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             "rust_target": p.rust_target.clone().unwrap_or_else(|| "host".into()),
             "rbuild": env!("CARGO_PKG_VERSION"),
         });
+        let mut deps = vec!["export".to_string(), "select".into(), format!("runner:{}", p.name), format!("baseline:{}", p.name)];
+        if !extras.is_empty() {
+            deps.push("tokenizer".into());
+        }
+        let mut outputs = vec![pte_to.clone(), manifest.clone()];
+        outputs.extend(extras.iter().map(|(_, to)| to.clone()));
+        let extra_outputs: Vec<PathBuf> = extras.iter().map(|(_, to)| to.clone()).collect();
         dag.add(
             StepSpec {
                 id: format!("package:{}", p.name),
                 label: format!("lay out out/{}/{}", r.name, p.name),
-                deps: vec!["export".into(), "select".into(), format!("runner:{}", p.name), format!("baseline:{}", p.name)],
+                deps,
                 key: KeyHasher::new().add("tool", &version).add("info", &info.to_string()).clone(),
-                outputs: vec![pte_to.clone(), manifest.clone()],
+                outputs,
             },
             move |_| {
                 copy_atomic(&pte_from, &pt)?;
+                for (from, to) in &extras {
+                    copy_atomic(from, to)?;
+                }
                 let file = |p: &Path| -> Result<serde_json::Value, String> {
                     Ok(serde_json::json!({
                         "path": p.file_name().map(|n| n.to_string_lossy().into_owned()),
@@ -267,7 +258,11 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                     }))
                 };
                 let mut info = info;
-                info["files"] = serde_json::json!([file(&pt)?, file(&rb)?]);
+                let mut listed = vec![file(&pt)?, file(&rb)?];
+                for (_, to) in &extras {
+                    listed.push(file(to)?);
+                }
+                info["files"] = serde_json::json!(listed);
                 info["kernels"] = serde_json::json!(selected_kernels(&kj)?.iter().map(|(o, _)| o.clone()).collect::<Vec<_>>());
                 info["runner_stripped_bytes"] = serde_json::json!(std::fs::metadata(&rb).map_err(step_err)?.len());
                 info["runner_all_kernels_stripped_bytes"] = serde_json::json!(std::fs::metadata(&ab).map_err(step_err)?.len());
@@ -276,9 +271,156 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
         )
         .map_err(CliError)?;
         files.extend([pte_to, manifest]);
+        files.extend(extra_outputs);
         runners.push((p.name.clone(), bin, all_bin));
     }
     Ok(Artifacts { files, runners })
+}
+
+/// The export step of an image model: definition + weights file (or seeded random) → .pte.
+fn add_image_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path) -> CliResult {
+    let mut key = KeyHasher::new();
+    key.add("tool", version).add("model", &r.model.arch).add("input-shape", &format!("{:?}", r.model.input_shape));
+    key.add("dtype", &format!("{:?}", r.model.dtype)).add("quantize", &format!("{:?}", r.model.quantize));
+    match &r.model.weights {
+        WeightsSource::File(p) | WeightsSource::Folder(p) => {
+            let h = hashes.hash(p).map_err(|e| CliError(format!("{}: weights file {}: {e}", r.name, p.display())))?;
+            key.add("weights", &format!("{} sha256:{h}", p.display()));
+        }
+        WeightsSource::Random(seed) => {
+            key.add("weights", &format!("random seed {seed}"));
+        }
+    }
+    let (model, weights, shape, dtype, quantize) =
+        (r.model.arch.clone(), r.model.weights.clone(), r.model.input_shape.clone(), r.model.dtype, r.model.quantize);
+    let program_out = program.to_path_buf();
+    let label = format!("export {} ({})", model, weights);
+    dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs: vec![program.to_path_buf()] }, move |_| {
+        if dtype != Dtype::Float32 || quantize != Quantize::None {
+            return Err(format!("{model}: only float32 without quantization is exported so far"));
+        }
+        let w = match &weights {
+            WeightsSource::File(p) | WeightsSource::Folder(p) => Weights::open(p).map_err(step_err)?,
+            WeightsSource::Random(seed) => {
+                eprintln!("note: {model} uses random weights (seed {seed}): a demo, its predictions mean nothing");
+                rbuild_models::random_weights(&model, *seed).map_err(step_err)?
+            }
+        };
+        let mut g = rbuild_models::build(&model, &w, &shape).map_err(step_err)?;
+        passes::optimize(&mut g).map_err(step_err)?;
+        let mem = plan::plan_memory(&g);
+        let bytes = emit::emit(&g, &mem, "forward").map_err(step_err)?;
+        write_atomic(&program_out, &bytes).map_err(step_err)
+    })
+    .map_err(CliError)
+}
+
+/// Every file of a checkpoint folder that defines the model (config, weights, index).
+fn checkpoint_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            name == "config.json" || name == "generation_config.json" || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The export and tokenizer steps of a language model; returns the tokenizer files the
+/// runner needs next to the program.
+fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path, dir: &Path) -> CliResult<Vec<PathBuf>> {
+    let llm = r.model.llm.clone().ok_or_else(|| CliError(format!("{}: not a language model", r.name)))?;
+    let mut key = KeyHasher::new();
+    key.add("tool", version).add("model", &r.model.arch).add("llm", &format!("{llm:?}")).add("quantize", &format!("{:?}", r.model.quantize));
+    let checkpoint = match &r.model.weights {
+        WeightsSource::Folder(d) | WeightsSource::File(d) => {
+            for f in checkpoint_files(d) {
+                let h = hashes.hash(&f).map_err(|e| CliError(format!("{}: {}: {e}", r.name, f.display())))?;
+                key.add(&f.display().to_string(), &h);
+            }
+            Some(d.clone())
+        }
+        WeightsSource::Random(seed) => {
+            key.add("weights", &format!("demo seed {seed}"));
+            None
+        }
+    };
+    let linear = match r.model.quantize {
+        Quantize::None => "fp32",
+        Quantize::Int8 => "int8",
+        Quantize::Int4 => "int4",
+        Quantize::Int8DynInt4 => "8da4w",
+    };
+    let embedding = match llm.embedding_quantize {
+        EmbeddingQuantize::None => "none",
+        EmbeddingQuantize::Int8 => "int8",
+        EmbeddingQuantize::Int4 => "int4",
+    };
+    let spec = crate::llm::LlmExport {
+        checkpoint: checkpoint.clone(),
+        seed: if let WeightsSource::Random(s) = r.model.weights { s } else { 0 },
+        max_seq_len: llm.max_seq_len,
+        full_logits: llm.full_logits,
+        linear: crate::llm::parse_linear_quant(linear, llm.group_size)?,
+        embedding: crate::llm::parse_embedding_quant(embedding, llm.group_size)?,
+        core_aten: false,
+    };
+    let program_out = program.to_path_buf();
+    let label = format!("export {} ({}, {linear}, max_seq_len {})", r.model.arch, r.model.weights, llm.max_seq_len);
+    dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs: vec![program.to_path_buf()] }, move |_| {
+        let (bytes, report) = crate::llm::export_llm(&spec).map_err(|e| e.0)?;
+        for n in &report.notes {
+            eprintln!("note: {n}");
+        }
+        write_atomic(&program_out, &bytes).map_err(step_err)
+    })
+    .map_err(CliError)?;
+
+    // tokenizer: the recipe's file, else the checkpoint's tokenizer.json, else the demo's
+    // byte-level one; tokenizer_config.json (chat template) travels with it when present.
+    let source = llm.tokenizer.clone().or_else(|| checkpoint.as_ref().map(|d| d.join("tokenizer.json")).filter(|p| p.is_file()));
+    if checkpoint.is_some() && source.is_none() {
+        return Err(CliError(format!(
+            "{}: {} has no tokenizer.json; give one with tokenizer=PATH",
+            r.name,
+            r.model.weights
+        )));
+    }
+    let tok_out = dir.join("tokenizer.json");
+    let cfg_out = dir.join("tokenizer_config.json");
+    let cfg_in = source.as_ref().and_then(|s| s.parent().map(|p| p.join("tokenizer_config.json"))).filter(|p| p.is_file());
+    let mut key = KeyHasher::new();
+    key.add("tool", version);
+    for f in source.iter().chain(cfg_in.iter()) {
+        let h = hashes.hash(f).map_err(|e| CliError(format!("{}: {}: {e}", r.name, f.display())))?;
+        key.add(&f.display().to_string(), &h);
+    }
+    let mut outputs = vec![tok_out.clone()];
+    if cfg_in.is_some() {
+        outputs.push(cfg_out.clone());
+    }
+    let label = match &source {
+        Some(s) => format!("tokenizer from {}", s.display()),
+        None => "demo byte-level tokenizer".into(),
+    };
+    let (to, co) = (tok_out.clone(), cfg_out.clone());
+    dag.add(StepSpec { id: "tokenizer".into(), label, deps: vec![], key, outputs: outputs.clone() }, move |_| {
+        match &source {
+            Some(s) => copy_atomic(s, &to)?,
+            None => write_atomic(&to, crate::llm::demo_tokenizer_json().as_bytes()).map_err(step_err)?,
+        }
+        if let Some(c) = &cfg_in {
+            copy_atomic(c, &co)?;
+        }
+        Ok(())
+    })
+    .map_err(CliError)?;
+    Ok(outputs)
 }
 
 /// Prints the artifacts with sizes, and each runner next to its all-kernels twin.

@@ -26,10 +26,26 @@ pub struct ExportArgs {
     /// Input shape, e.g. 1,3,224,224.
     #[arg(long, value_delimiter = ',', default_value = "1,3,224,224")]
     pub input_shape: Vec<usize>,
-    /// Sequence length of language models (`--model llama`; `--weights` is then the Hugging Face
-    /// folder with config.json and model.safetensors).
-    #[arg(long, default_value_t = 128)]
-    pub seq_len: usize,
+    /// Language models (`--model llama`; `--weights` is the Hugging Face folder, or
+    /// `--random-weights SEED` for the built-in demo): the longest prompt + generation.
+    #[arg(long, alias = "seq-len", default_value_t = 128)]
+    pub max_seq_len: usize,
+    /// Language models: linear weights as fp32, int8 (per channel), int4 (groupwise) or 8da4w.
+    #[arg(long, default_value = "fp32")]
+    pub quant: String,
+    /// Language models: group size of int4 / 8da4w / 4-bit embeddings (32, 64, 128, 256).
+    #[arg(long, default_value_t = 32)]
+    pub group_size: usize,
+    /// Language models: embedding table as none (fp32), int8 or int4.
+    #[arg(long, default_value = "none")]
+    pub embedding_quant: String,
+    /// Language models: return logits for every position, not just the last.
+    #[arg(long)]
+    pub full_logits: bool,
+    /// Language models: Core ATen only — full-sequence forward of exactly --max-seq-len tokens,
+    /// no KV cache, no custom ops (ExecuTorch runs it as is).
+    #[arg(long)]
+    pub core_aten: bool,
     /// Method name in the program.
     #[arg(long, default_value = "forward")]
     pub method: String,
@@ -44,16 +60,30 @@ pub fn export(a: ExportArgs) -> CliResult {
             println!("{m}");
         }
         for m in rbuild_models::language_models() {
-            println!("{m} (full-sequence forward; --weights HF_FOLDER --seq-len N)");
+            println!("{m} (Llama, Mistral, Qwen2, Qwen3; --weights HF_FOLDER or --random-weights SEED, --max-seq-len N, --quant …)");
         }
         return Ok(());
     }
     let (Some(model), Some(_)) = (a.model.as_deref(), a.out.as_ref()) else { bail!("--model and --out are required") };
     let t0 = Instant::now();
     if rbuild_models::language_models().contains(&model) {
-        let Some(dir) = &a.weights else { bail!("--model {model} needs --weights HF_FOLDER (config.json + model.safetensors)") };
-        let graph = rbuild_models::build_llama(dir, a.seq_len).map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
-        return finish(model, graph, &a, t0, t0.elapsed(), t0.elapsed());
+        if a.weights.is_none() && a.random_weights.is_none() {
+            bail!("--model {model} needs --weights HF_FOLDER (config.json + *.safetensors), or --random-weights SEED for the demo model");
+        }
+        let spec = crate::llm::LlmExport {
+            checkpoint: a.weights.clone(),
+            seed: a.random_weights.unwrap_or(0),
+            max_seq_len: a.max_seq_len,
+            full_logits: a.full_logits,
+            linear: crate::llm::parse_linear_quant(&a.quant, a.group_size)?,
+            embedding: crate::llm::parse_embedding_quant(&a.embedding_quant, a.group_size)?,
+            core_aten: a.core_aten,
+        };
+        let (bytes, report) = crate::llm::export_llm(&spec)?;
+        let out = a.out.as_ref().expect("checked above");
+        write_atomic(out, &bytes)?;
+        report.print(out);
+        return Ok(());
     }
     let weights = match (&a.weights, a.random_weights) {
         (Some(p), _) => Weights::open(p).map_err(|e| CliError(e.to_string()))?,

@@ -11,13 +11,13 @@ use crate::error::{ExportError, Result};
 use crate::graph::{Arg, Dim, Graph, Node};
 
 /// Rewrites every decomposable node; returns how many were rewritten.
-pub fn decompose(g: &mut Graph) -> Result<usize> {
+pub fn decompose(g: &mut Graph, options: &super::Options) -> Result<usize> {
     let old = std::mem::take(&mut g.nodes);
     let mut renames = Renames::default();
     let mut count = 0;
     for n in old {
         let rewritten = match n.op.as_str() {
-            "aten::linear" => linear(g, &n)?,
+            "aten::linear" if options.decompose_linear => linear(g, &n)?,
             "aten::hardswish" => hardswish(g, &n)?,
             "aten::hardsigmoid" => hardsigmoid(g, &n)?,
             "aten::adaptive_avg_pool2d" => adaptive_avg_pool2d(g, &n, &mut renames)?,

@@ -6,6 +6,7 @@ pub mod dce;
 pub mod decompose;
 pub mod fold_bn;
 pub mod noop;
+pub mod quantize;
 pub mod to_out;
 
 use std::collections::HashMap;
@@ -43,11 +44,30 @@ impl fmt::Display for PassReport {
     }
 }
 
+/// Choices a target makes about the pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Rewrite `aten::linear` into Core ATen (`permute_copy` + `mm`/`addmm`). Off keeps
+    /// `aten::linear.out`, which ExecuTorch also runs and our GEMV kernels take directly.
+    pub decompose_linear: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { decompose_linear: true }
+    }
+}
+
 /// The default pipeline, in order. The out-variant conversion stays last: the other passes
 /// work on functional ops.
 pub fn optimize(g: &mut Graph) -> Result<PassReport> {
+    optimize_with(g, &Options::default())
+}
+
+/// [`optimize`] with explicit options.
+pub fn optimize_with(g: &mut Graph, options: &Options) -> Result<PassReport> {
     let mut r = PassReport { nodes_before: g.nodes.len(), ..Default::default() };
-    r.decomposed = decompose::decompose(g)?;
+    r.decomposed = decompose::decompose(g, options)?;
     r.noops_removed = noop::remove_noops(g)?;
     r.bn_folded = fold_bn::fold_batch_norms(g)?;
     r.consts_folded = const_fold::fold_constants(g)?;
@@ -65,7 +85,8 @@ pub(crate) fn append(g: &mut Graph, op: &str, args: Vec<Arg>) -> Result<Vec<Valu
         .into_iter()
         .map(|m| {
             let name = format!("{short}_{}", g.values.len());
-            g.add_value(m, Origin::Computed, name)
+            let origin = if crate::ops::returns_int(op) { Origin::SymInt } else { Origin::Computed };
+            g.add_value(m, origin, name)
         })
         .collect();
     g.nodes.push(Node { op: op.to_string(), args, outputs: outputs.clone() });
@@ -117,8 +138,15 @@ impl Renames {
         for n in &mut g.nodes {
             for a in &mut n.args {
                 match a {
-                    Arg::Tensor(v) => *v = self.resolve(*v),
+                    Arg::Tensor(v) | Arg::SymInt(v) => *v = self.resolve(*v),
                     Arg::Tensors(vs) => vs.iter_mut().for_each(|v| *v = self.resolve(*v)),
+                    Arg::SymInts(items) => {
+                        for i in items.iter_mut() {
+                            if let crate::graph::IntOrSym::Sym(v) = i {
+                                *v = self.resolve(*v);
+                            }
+                        }
+                    }
                     _ => {}
                 }
             }

@@ -7,6 +7,9 @@ use crate::ops;
 
 pub fn to_out_variants(g: &mut Graph) -> Result<()> {
     for n in &mut g.nodes {
+        if ops::returns_int(&n.op) {
+            continue;
+        }
         let Some(def) = ops::op(&n.op) else {
             // Already an out variant (the pass is idempotent).
             if ops::out_schema(&n.op).is_some() {

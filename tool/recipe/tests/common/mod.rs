@@ -7,8 +7,9 @@ use std::path::Path;
 use rbuild_recipe::{Backend, Catalog, LoadError};
 
 pub const MODELS: &[&str] = &["mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large"];
+pub const LANGUAGE_MODELS: &[&str] = &["llama"];
 pub const BACKENDS: &[Backend] = &[Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::EthosU];
-pub const RUNNERS: &[&str] = &["image-classifier"];
+pub const RUNNERS: &[&str] = &["image-classifier", "llm"];
 pub const PLATFORMS: &[&str] = &["host", "linux-arm64"];
 
 /// The repository's own folders, relative to the crate folder.
@@ -16,7 +17,7 @@ pub const RECIPES: &str = "../../recipes";
 pub const TOOLCHAINS: &str = "../../toolchains";
 
 pub fn catalog() -> Catalog<'static> {
-    Catalog { models: MODELS, backends: BACKENDS, runners: RUNNERS, platforms: PLATFORMS }
+    Catalog { models: MODELS, language_models: LANGUAGE_MODELS, backends: BACKENDS, runners: RUNNERS, platforms: PLATFORMS }
 }
 
 /// Compares `actual` with `tests/snapshots/<name>.txt`, or rewrites the snapshot when

@@ -1,0 +1,46 @@
+//! The Llama family from a Hugging Face checkpoint folder (`config.json`, `*.safetensors`):
+//! Llama 2/3/3.x, Mistral, Qwen2, Qwen3.
+//!
+//! - [`config`]: `config.json` → [`LlamaConfig`], with errors for what is not implemented.
+//! - [`checkpoint`]: the weights, one file or sharded (`model.safetensors.index.json`), and
+//!   the built-in tiny demo model.
+//! - [`kv_cache`]: the exported LLM program — `forward(tokens [1, S], input_pos [1])` with S
+//!   dynamic, the KV cache as mutable state, ExecuTorch's metadata getters, fused ops.
+//! - [`full_sequence`]: a Core-ATen-only forward without a cache (runs in ExecuTorch as is).
+//! - [`rope`]: rotary tables.
+
+pub mod checkpoint;
+pub mod config;
+pub mod full_sequence;
+pub mod kv_cache;
+pub mod rope;
+
+pub use checkpoint::{demo_config, open_checkpoint};
+pub use config::{Arch, Llama3Scaling, LlamaConfig};
+pub use full_sequence::{build, causal_mask, llama};
+pub use kv_cache::{build_kv, KvExport, LlmProgram};
+
+use rbuild_export::error::Result;
+use rbuild_export::{GraphBuilder, ValueId};
+
+use crate::params::{Init, Params};
+
+pub(crate) fn f32_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// `nn.Linear(cin, cout)` named `module` (`….q_proj`), with `module.bias` when `bias`.
+pub(crate) fn proj(b: &mut GraphBuilder, p: &mut Params, x: ValueId, module: &str, cin: usize, cout: usize, bias: bool) -> Result<ValueId> {
+    let w = p.tensor(b, &format!("{module}.weight"), &[cout, cin], Init::LinearWeight { fan_in: cin })?;
+    let bias = if bias { Some(p.tensor(b, &format!("{module}.bias"), &[cout], Init::LinearBias)?) } else { None };
+    b.linear(x, w, bias)
+}
+
+/// The output projection: `lm_head.weight`, or the embedding when the checkpoint ties them
+/// (HF then leaves `lm_head.weight` out of the file).
+pub(crate) fn head_weight(b: &mut GraphBuilder, p: &mut Params, c: &LlamaConfig, embed: ValueId) -> Result<ValueId> {
+    if c.tie_word_embeddings && (p.is_random() || !p.weights().contains("lm_head.weight")) {
+        return Ok(embed);
+    }
+    p.tensor(b, "lm_head.weight", &[c.vocab_size, c.hidden_size], Init::LinearWeight { fan_in: c.hidden_size })
+}
