@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 bash tool/ci/setup.sh --llama-bench >/dev/null
 cargo build --release -q -p rbuild
 # The runner is built when the workspace has a binary target named llama_runner (the `llm`
-# template); until then llama_bench.py prints that rbuild's rows are skipped.
+# template); until then llama_bench.py times rbuild's forward calls with `rbuild run`.
 runner_pkg=$(cargo metadata --no-deps --format-version 1 | .venv/bin/python -c '
 import json, sys
 for p in json.load(sys.stdin)["packages"]:

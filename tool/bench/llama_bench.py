@@ -359,7 +359,7 @@ def llamacpp_model(path, threads, n_ctx, f32_kv=False, all_logits=False, flash_a
 
 
 def llamacpp_logits(path, tokens, f32_kv=True):
-    llm = llamacpp_model(path, 1, 256, f32_kv=f32_kv, all_logits=True)
+    llm = llamacpp_model(path, 1, max(256, len(tokens)), f32_kv=f32_kv, all_logits=True)
     llm.reset()
     llm.eval(tokens)
     return np.array(llm.scores[: len(tokens)], dtype=np.float64)
@@ -492,10 +492,14 @@ QUANTS = {  # rbuild --quant → its llama.cpp pair
     "fp32": "f32", "int8": "q8_0", "int4": "q4_0", "8da4w": "q4_0"}
 
 
-def rbuild_bytes_per_token(cfg, quant, group):
-    """Weight bytes per decode step in rbuild's formats (issue 5's linear_q8/linear_q4 schemas):
-    every linear layer including lm_head, f32 scales (int8 per row, int4 per group), plus one
-    embedding row (assumed f32)."""
+def rbuild_bytes_per_token(cfg, quant, group, pte=None):
+    """Weight bytes per decode step in rbuild's program: the .pte's size less the f32 embedding
+    table (the bench exports without --embedding-quant), plus the one row a step reads. Without a
+    program, computed from the formats: every linear layer including lm_head, int8 with f32 scales
+    per row, int4 with f16 scales per group (what rbuild's quantization pass writes)."""
+    if pte is not None and Path(pte).exists():
+        e = cfg["hidden_size"]
+        return Path(pte).stat().st_size - 4 * cfg["vocab_size"] * e + 4 * e
     e, f, v, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
     d = e // cfg["num_attention_heads"]
     kvd = cfg["num_key_value_heads"] * d
@@ -508,7 +512,7 @@ def rbuild_bytes_per_token(cfg, quant, group):
         elif quant == "int8":
             total += n * k + 4 * n
         else:
-            total += n * k // 2 + 4 * n * (k // group)
+            total += n * k // 2 + 2 * n * (k // group)
     return total
 
 
@@ -560,6 +564,41 @@ def rbuild_time(runner, pte, tokenizer, prompt, new_tokens, threads, repeat):
         "prefill_tok_s": statistics.median(stat(s, "prefill_tok_s", "prefill_tokens_per_s") for s in st),
         "decode_tok_s": statistics.median(stat(s, "decode_tok_s", "decode_tokens_per_s") for s in st),
         "generated": runs[0].get("generated_token_ids", runs[0].get("generated_tokens")),
+    }
+
+
+def rbuild_time_run(rbuild, pte, work, prompt, new_tokens, threads, repeat):
+    """Without the runner: `rbuild run` times single forward calls of the program. Prefill = the
+    whole prompt at position 0; decode = one token at the middle position of the generation
+    (prompt + new/2), the cache attended up to there. The program's KV cache is its own state, so
+    repeating a call rewrites the same cache rows: each repetition does a real step's work."""
+    from safetensors.numpy import load_file, save_file
+
+    cores = ",".join(str(i) for i in range(threads))
+
+    def median_ms(tokens, pos, tag, reps):
+        io = Path(work) / f"rbuild_{tag}.io.safetensors"
+        out = Path(work) / f"rbuild_{tag}.out.safetensors"
+        save_file({"input.0": np.asarray([tokens], dtype=np.int64), "input.1": np.asarray([pos], dtype=np.int64)}, str(io))
+        cmd = ["taskset", "-c", cores, rbuild, "run", str(pte), "--inputs", str(io), "--threads", str(threads),
+               "--repeat", str(reps), "--output", str(out)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[3:6])} failed ({r.returncode}): {(r.stderr or r.stdout).strip()[-600:]}")
+        m = re.search(r"median ([0-9.]+) ms", r.stdout)
+        if not m:
+            raise RuntimeError(f"rbuild run printed no median: {r.stdout.strip()[-300:]}")
+        return float(m.group(1)), load_file(str(out))["output.0"]
+
+    # warm-up pass for the page cache (the first call of each process pays for it otherwise)
+    median_ms(prompt, 0, "prefill", 1)
+    pre_ms, logits = median_ms(prompt, 0, "prefill", repeat)
+    dec_ms, _ = median_ms([prompt[-1]], len(prompt) + new_tokens // 2, "decode", 4 * repeat)
+    last = np.asarray(logits, dtype=np.float32).reshape(-1, logits.shape[-1])[-1]
+    return {
+        "threads": threads, "prompt_tokens": len(prompt), "decode_tokens": 1,
+        "prefill_tok_s": len(prompt) / (pre_ms / 1e3), "decode_tok_s": 1 / (dec_ms / 1e3),
+        "generated": [int(np.argmax(last))], "via": "rbuild run", "last_logits": last,
     }
 
 
@@ -640,7 +679,9 @@ def run(a):
     elif "--quant" not in subprocess.run([rbuild, "export", "--help"], capture_output=True, text=True).stdout:
         skip = "this rbuild's `export` has no --quant option yet (KV-cache llama export not landed)"
     elif runner is None:
-        skip = "llama_runner not found (build it, or pass --runner PATH)"
+        print("  llama_runner not found (not built yet? or pass --runner PATH): rbuild rows are timed with "
+              "`rbuild run` per forward call (prefill = one call on the prompt; decode = one 1-token call at "
+              f"position {prompt_len + new_tokens // 2}), no sampling loop")
     ptes = {}
     if skip:
         print(f"  rbuild rows skipped: {skip}")
@@ -670,10 +711,19 @@ def run(a):
                   + ("" if r["deterministic"] else "  [WARNING: greedy tokens differ between repetitions]"))
             for q in (q for q in quants if QUANTS[q] == qt and q in ptes):
                 try:
-                    o, share = cpu_share(lambda: rbuild_time(runner, ptes[q], folder / "tokenizer.json", text, new_tokens,
-                                                             n, repeat), n)
+                    if runner:
+                        o, share = cpu_share(lambda: rbuild_time(runner, ptes[q], folder / "tokenizer.json", text,
+                                                                 new_tokens, n, repeat), n)
+                    else:
+                        o, share = cpu_share(lambda: rbuild_time_run(rbuild, ptes[q], work, prompt, new_tokens, n, repeat), n)
+                    last = o.pop("last_logits", None)
                     ours[q, n] = o
                     shares.append(share)
+                    if last is not None and n == threads[0]:
+                        want = llamacpp_logits(ggufs[qt], prompt)[-1]
+                        rel = float(np.sqrt(((last - want) ** 2).mean() / (want ** 2).mean()))
+                        print(f"    prefill logits (last position) vs llama.cpp {qt}: max|diff| "
+                              f"{np.abs(last - want).max():.1e}, rel RMS {rel:.1e}")
                 except (RuntimeError, KeyError, ValueError) as e:  # ValueError: JSONDecodeError
                     print(f"  rbuild {q} {n}T skipped: {e}")
                     continue
@@ -702,7 +752,7 @@ def run(a):
     for q in quants:
         qt = QUANTS[q]
         cb = gguf_bytes_per_token(ggufs[qt])
-        rb = rbuild_bytes_per_token(cfg, q, a.group_size)
+        rb = rbuild_bytes_per_token(cfg, q, a.group_size, ptes.get(q))
         for n in threads:
             c = cpp[qt, n]
             o = ours.get((q, n))
@@ -716,6 +766,9 @@ def run(a):
                   f"| {f(od)} {f(c['decode_tok_s'], 9)} {f(od and od / c['decode_tok_s'], 6, 2)}  "
                   f"| {rb / 1e6:6.1f} {cb / 1e6:8.1f}  | {f(od and od * rb / bound, 6, 2)} {f(c['decode_tok_s'] * cb / bound, 8, 2)}")
     print("ratio = rbuild / llama.cpp (target for issue 5: decode ratio >= 1 at each precision).")
+    if any(o.get("via") for o in ours.values()):
+        print("rbuild rows: single forward calls timed by `rbuild run` (no llama_runner), llama.cpp rows: its "
+              "generation loop; decode compares one step at the middle position with the mean over the generation.")
     print("decode / BW bound = decode tok/s x weight bytes per token / measured bandwidth at that thread count "
           "(KV-cache reads not counted; above 1 means the bandwidth probe was disturbed).")
     if a.json:
