@@ -546,7 +546,8 @@ def stat(stats, *names):
 def rbuild_time(runner, pte, tokenizer, prompt, new_tokens, threads, repeat):
     cores = ",".join(str(i) for i in range(threads))
     cmd = ["taskset", "-c", cores, runner, "--model", str(pte), "--tokenizer", str(tokenizer), "--prompt", prompt,
-           "--max-new-tokens", str(new_tokens), "--temperature", "0", "--threads", str(threads), "--json"]
+           "--max-new-tokens", str(new_tokens), "--temperature", "0", "--seed", "0", "--ignore-eos",
+           "--threads", str(threads), "--json"]  # --ignore-eos: llama.cpp's loop here does not stop either
     runs = []
     for i in range(repeat + 1):  # first run: warm-up (page cache)
         r = subprocess.run(cmd, capture_output=True, text=True)
