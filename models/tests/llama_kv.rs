@@ -195,3 +195,47 @@ fn quantized_variants_stay_close_to_float32() {
         assert!(err > 0.0, "{name}: no quantization happened");
     }
 }
+
+/// A checkpoint split into shards (`model.safetensors.index.json`) and stored as bfloat16
+/// loads like the single float32 file: same tensors, values widened exactly.
+#[test]
+fn sharded_bfloat16_checkpoints_load() {
+    let (c, w) = tiny();
+    let tmp = std::env::temp_dir().join(format!("rbuild-shards-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::copy(model_dir("llama_tiny").join("config.json"), tmp.join("config.json")).unwrap();
+    let mut names: Vec<&str> = w.names().into_iter().collect();
+    names.sort();
+    let (a, b) = names.split_at(names.len() / 2);
+    let mut index = serde_json::Map::new();
+    let mut rounded = Weights::default();
+    for (file, part) in [("model-00001-of-00002.safetensors", a), ("model-00002-of-00002.safetensors", b)] {
+        let mut shard = Weights::default();
+        for &n in part {
+            let shape = w.shape(n).unwrap().to_vec();
+            let vals = w.f32s(n, &shape).unwrap();
+            let bf: Vec<u8> = vals.iter().flat_map(|v| half::bf16::from_f32(*v).to_le_bytes()).collect();
+            let back: Vec<u8> = vals.iter().flat_map(|v| half::bf16::from_f32(*v).to_f32().to_le_bytes()).collect();
+            shard.insert(n, ScalarType::BFloat16, &shape, bf);
+            rounded.insert(n, ScalarType::Float, &shape, back);
+            index.insert(n.to_string(), serde_json::json!(file));
+        }
+        shard.save(&tmp.join(file)).unwrap();
+    }
+    std::fs::write(tmp.join("model.safetensors.index.json"), serde_json::json!({"metadata": {}, "weight_map": index}).to_string()).unwrap();
+    let (c2, sharded) = llama::open_checkpoint(&tmp).unwrap();
+    assert_eq!(c2, c);
+    assert_eq!(sharded.names(), w.names());
+    let logits = |weights: &Weights| {
+        let buf = emit_kv(&c, &mut Params::new(weights), &KvExport { max_seq_len: 16, full_logits: false });
+        let program = Program::load(buf.as_slice()).unwrap();
+        let mut m = program.load_method("forward", &rbuild_kernels::registry(), &BackendRegistry::new()).unwrap();
+        step(&mut m, &[1, 295, 465, 384], 0)
+    };
+    assert_eq!(logits(&sharded), logits(&rounded), "bf16 shards = their float32 widening");
+    // An index naming a tensor no shard holds is an error naming it.
+    std::fs::write(tmp.join("model.safetensors.index.json"), serde_json::json!({"weight_map": {"lm_head.bias": "model-00001-of-00002.safetensors"}}).to_string()).unwrap();
+    let e = llama::open_checkpoint(&tmp).err().unwrap().to_string();
+    assert!(e.contains("lm_head.bias"), "{e}");
+    std::fs::remove_dir_all(&tmp).unwrap();
+}

@@ -11,12 +11,22 @@ pub mod conv;
 pub mod depthwise;
 pub mod gemm;
 pub mod linalg;
+pub mod llm;
 
 rbuild_runtime::kernel_table! {
     "aten::mm.out" => linalg::mm_out,
     "aten::bmm.out" => linalg::bmm_out,
     "aten::addmm.out" => linalg::addmm_out,
     "aten::convolution.out" => conv::convolution_out,
+    "aten::linear.out" => llm::linear::linear_out,
+    "rbuild::linear_q8.out" => llm::linear::linear_q8_out,
+    "rbuild::linear_q4.out" => llm::linear::linear_q4_out,
+    "rbuild::linear_8da4w.out" => llm::linear::linear_8da4w_out,
+    "llama::sdpa_with_kv_cache.out" => llm::attention::sdpa_with_kv_cache_out,
+    "llama::custom_sdpa.out" => llm::attention::custom_sdpa_out,
+    "rbuild::rms_norm.out" => llm::norm::rms_norm_out,
+    "rbuild::rope.out" => llm::norm::rope_out,
+    "rbuild::silu_mul.out" => llm::norm::silu_mul_out,
 }
 
 #[cfg(test)]
@@ -42,7 +52,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod test_util {
+pub(crate) mod test_util {
     /// A deterministic generator of test values in [-1, 1).
     pub struct Lcg(u64);
 

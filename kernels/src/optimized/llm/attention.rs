@@ -1,0 +1,203 @@
+//! Fused attention over the KV cache: per (batch, query row, head), scores against every
+//! visible cached key, max-subtracted softmax, weighted sum of cached values; no [S, L]
+//! intermediate. Units split over the pool when there is enough work.
+
+use alloc::vec::Vec;
+
+use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
+
+use super::pool;
+use super::simd::{self, Isa};
+use crate::portable::llm::{run_custom_sdpa, run_sdpa_with_kv_cache, Attn};
+
+/// Below this many multiply-adds, one thread is faster than waking another.
+const PAR_MIN_WORK: usize = 1 << 15;
+
+pub fn sdpa_with_kv_cache_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    run_sdpa_with_kv_cache(ctx, args, attend)
+}
+
+pub fn custom_sdpa_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    run_custom_sdpa(ctx, args, attend)
+}
+
+fn attend(ctx: &KernelContext, a: &Attn<'_>, out: &mut [f32]) {
+    attend_with(simd::isa(), ctx.threads, a, out)
+}
+
+pub(crate) fn attend_with(isa: Isa, threads: usize, a: &Attn<'_>, out: &mut [f32]) {
+    let units = a.batch * a.seq * a.heads;
+    if units == 0 || a.v_dim == 0 {
+        return;
+    }
+    let work = units.saturating_mul(a.start + a.seq).saturating_mul(a.dim + a.v_dim);
+    let threads = if work < PAR_MIN_WORK { 1 } else { threads };
+    pool::for_chunks(threads, out, a.v_dim, &|first, chunk| {
+        let mut scores = Vec::new();
+        for (u, o) in chunk.chunks_exact_mut(a.v_dim).enumerate() {
+            one(isa, a, first + u, &mut scores, o);
+        }
+    });
+}
+
+/// Attention for unit `u` = ((b · S) + i) · H + h into `o` (v_dim elements).
+fn one(isa: Isa, a: &Attn<'_>, u: usize, scores: &mut Vec<f32>, o: &mut [f32]) {
+    let h = u % a.heads;
+    let i = (u / a.heads) % a.seq;
+    let b = u / (a.heads * a.seq);
+    let kh = h / (a.heads / a.kv_heads);
+    let n = a.keys(i);
+    let q = &a.q[u * a.dim..(u + 1) * a.dim];
+    scores.clear();
+    scores.resize(n, 0.0);
+    let key = |j: usize| &a.k[a.kv_at(b, j, kh, a.dim)..][..a.dim];
+    let val = |j: usize| &a.v[a.kv_at(b, j, kh, a.v_dim)..][..a.v_dim];
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            use super::gemv::avx2;
+            // SAFETY: Isa::Avx2 means AVX2/FMA are present; every slice is bounds-checked above
+            // (key/val/q) and the helpers stay within their arguments' lengths.
+            unsafe {
+                for (j, s) in scores.iter_mut().enumerate() {
+                    *s = avx2::dot(q, key(j)) * a.scale + a.bias(i, j);
+                }
+                let sum = softmax_avx2(scores);
+                o.fill(0.0);
+                for (j, &p) in scores.iter().enumerate() {
+                    avx2::axpy(p, val(j), o);
+                }
+                let inv = 1.0 / sum;
+                o.iter_mut().for_each(|v| *v *= inv);
+            }
+        }
+        _ => {
+            for (j, s) in scores.iter_mut().enumerate() {
+                *s = super::gemv::dot_scalar(q, key(j)) * a.scale + a.bias(i, j);
+            }
+            let m = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0;
+            for s in scores.iter_mut() {
+                *s = libm::expf(*s - m);
+                sum += *s;
+            }
+            o.fill(0.0);
+            for (j, &p) in scores.iter().enumerate() {
+                for (ov, &vv) in o.iter_mut().zip(val(j)) {
+                    *ov += p * vv;
+                }
+            }
+            let inv = 1.0 / sum;
+            o.iter_mut().for_each(|v| *v *= inv);
+        }
+    }
+}
+
+/// `s ← exp(s − max s)` in place; returns the sum.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn softmax_avx2(s: &mut [f32]) -> f32 {
+    use core::arch::x86_64::*;
+    let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mv = _mm256_set1_ps(m);
+    let mut acc = _mm256_setzero_ps();
+    let mut chunks = s.chunks_exact_mut(8);
+    for c in &mut chunks {
+        let e = super::gemv::avx2::exp(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), mv));
+        _mm256_storeu_ps(c.as_mut_ptr(), e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    let mut sum = super::gemv::avx2::hsum(acc);
+    for v in chunks.into_remainder() {
+        *v = libm::expf(*v - m);
+        sum += *v;
+    }
+    sum
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::format;
+    use alloc::vec;
+
+    use rbuild_runtime::harness::OpHarness;
+    use rbuild_runtime::ScalarType;
+
+    use super::super::simd;
+    use crate::optimized::test_util::{assert_close, Lcg};
+    use crate::portable::llm::{self as reference, Attn, Mask};
+
+    #[test]
+    fn attention_matches_reference_over_shapes() {
+        // (batch, seq, heads, kv_heads, dim, v_dim, cache_len, start, causal)
+        let cases = [
+            (1, 1, 1, 1, 1, 1, 1, 0, true),
+            (1, 1, 12, 12, 64, 64, 128, 37, true),
+            (1, 5, 4, 2, 16, 16, 16, 3, true),
+            (2, 3, 6, 2, 9, 7, 12, 4, true),
+            (1, 7, 8, 1, 33, 33, 40, 0, false),
+            (1, 1, 4, 4, 64, 64, 600, 599, true),
+            (3, 2, 2, 1, 8, 8, 8, 6, false),
+        ];
+        for (ci, &(b, s, h, kvh, d, dv, cl, start, causal)) in cases.iter().enumerate() {
+            let mut r = Lcg::new(ci as u64 + 1);
+            let q = r.vec(b * s * h * d);
+            let k = r.vec(b * cl * kvh * d).into_iter().map(|v| v * 3.0).collect::<vec::Vec<_>>();
+            let v = r.vec(b * cl * kvh * dv);
+            let mask = r.vec(s * (start + s));
+            for with_mask in [false, !causal] {
+                let a = Attn {
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    batch: b,
+                    seq: s,
+                    heads: h,
+                    kv_heads: kvh,
+                    dim: d,
+                    v_dim: dv,
+                    cache_len: cl,
+                    start,
+                    causal,
+                    mask: with_mask.then_some(Mask::Add(&mask, start + s)),
+                    scale: 1.0 / (d as f32).sqrt(),
+                };
+                let mut want = vec![0.0; b * s * h * dv];
+                reference::attend_reference(&Default::default(), &a, &mut want);
+                for isa in simd::all() {
+                    for threads in [1, 2] {
+                        let mut got = vec![f32::NAN; want.len()];
+                        super::attend_with(isa, threads, &a, &mut got);
+                        assert_close(&got, &want, 1e-5, &format!("case {ci} mask={with_mask} {isa:?} threads={threads}"));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sdpa_kernels_match_portable_through_the_harness() {
+        for threads in [1, 2] {
+            let run = |f: rbuild_runtime::kernel::KernelFn| {
+                let mut h = OpHarness::new();
+                h.ctx.threads = threads;
+                let mut r = Lcg::new(3);
+                let (b, s, hq, kvh, d, cl) = (1, 3, 4, 2, 16, 10);
+                let q = h.f32(&[b, s, hq, d], &r.vec(b * s * hq * d));
+                let k = h.f32(&[b, s, kvh, d], &r.vec(b * s * kvh * d));
+                let v = h.f32(&[b, s, kvh, d], &r.vec(b * s * kvh * d));
+                let kc = h.f32(&[b, cl, kvh, d], &r.vec(b * cl * kvh * d));
+                let vc = h.f32(&[b, cl, kvh, d], &r.vec(b * cl * kvh * d));
+                let (sp, sl, none, drop, causal) = (h.int(2), h.int(s as i64), h.none(), h.double(0.0), h.bool(true));
+                let out = h.out_dynamic(ScalarType::Float, &[b, 8, hq, d]);
+                h.call(f, &[q, k, v, kc, vc, sp, sl, none, drop, causal, none, out, out]).unwrap();
+                assert_eq!(h.sizes(out), vec![b, s, hq, d]);
+                (h.read::<f32>(out), h.read::<f32>(kc))
+            };
+            let (got, gk) = run(super::sdpa_with_kv_cache_out);
+            let (want, wk) = run(reference::sdpa_with_kv_cache_out);
+            assert_eq!(gk, wk);
+            assert_close(&got, &want, 1e-5, &format!("sdpa_with_kv_cache threads={threads}"));
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! rbuild's LLM runner: tokenize a prompt (Hugging Face `tokenizer.json` or tiktoken), run an
+//! ExecuTorch-compatible LLM program (KV cache inside the program, metadata from its getter
+//! methods), sample and stream the generated text.
+//!
+//! The binary (`src/main.rs`) is the command line; this library holds the parts tests check.
+
+pub mod chat;
+pub mod generate;
+pub mod kernels;
+pub mod program;
+pub mod sampling;
+pub mod stream;
+pub mod tokenizer;
