@@ -2,7 +2,18 @@
 # Installs what rbuild's tests need on a fresh Debian machine: Rust targets, and a Python 3.12
 # venv (.venv) with ExecuTorch 1.3.1's runtime (executorch-numpy-runtime) as the oracle.
 # Idempotent: a second run only checks.
+#
+# `setup.sh --llama-bench` also installs what tool/bench/llama.sh needs (not CI): llama.cpp through
+# the llama-cpp-python PyPI package, compiled from source for this CPU (15+ minutes on 2 cores),
+# and the gguf writer. Pinned so benchmark figures stay comparable between runs.
 set -euo pipefail
+LLAMA_BENCH=0
+for arg in "$@"; do
+  case "$arg" in
+    --llama-bench) LLAMA_BENCH=1 ;;
+    *) echo "error: setup.sh: unknown argument '$arg' (known: --llama-bench)" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/../.."
 
 # no_std check target (Cortex-M55).
@@ -31,5 +42,10 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import executorch_numpy_r
   rm -rf .venv
   "$PY" -m venv .venv
   .venv/bin/pip install --quiet --disable-pip-version-check executorch-numpy-runtime numpy safetensors
+fi
+if [ "$LLAMA_BENCH" = 1 ] && ! .venv/bin/python -c 'import llama_cpp, gguf' 2>/dev/null; then
+  echo "setup: building llama-cpp-python (llama.cpp from source, -DGGML_NATIVE=ON); this takes a while" >&2
+  CMAKE_ARGS="-DGGML_NATIVE=ON" .venv/bin/pip install --quiet --disable-pip-version-check --no-cache-dir \
+    llama-cpp-python==0.3.36 gguf==0.19.0
 fi
 echo "setup: rust targets and .venv ($(.venv/bin/python --version)) ready"
