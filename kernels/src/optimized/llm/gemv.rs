@@ -76,6 +76,9 @@ pub(crate) mod avx2 {
             let x1 = _mm256_loadu_ps(x.add(i + 8));
             for (r, a) in acc.iter_mut().enumerate() {
                 let p = w.add(r * k + i);
+                // One line (16 floats) of the next row block: the hardware prefetcher ramps
+                // up too slowly on rows this short.
+                _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((r + R) * k + i) as *const i8);
                 a[0] = _mm256_fmadd_ps(_mm256_loadu_ps(p), x0, a[0]);
                 a[1] = _mm256_fmadd_ps(_mm256_loadu_ps(p.add(8)), x1, a[1]);
             }

@@ -168,14 +168,17 @@ fn f16_to_f32(isa: Isa, src: &[f16], dst: &mut [f32]) {
         // SAFETY: Isa::Avx2 includes F16C; each step reads 8 halves inside `src` and writes 8
         // floats inside `dst` (i + 8 <= len of both).
         unsafe {
+            // One call per slice: a target_feature function is not inlined into its caller.
             #[target_feature(enable = "avx2,f16c")]
-            unsafe fn cvt8(s: *const f16, d: *mut f32) {
-                _mm256_storeu_ps(d, _mm256_cvtph_ps(_mm_loadu_si128(s as *const __m128i)));
+            unsafe fn cvt(s: *const f16, d: *mut f32, n: usize) -> usize {
+                let mut i = 0;
+                while i + 8 <= n {
+                    _mm256_storeu_ps(d.add(i), _mm256_cvtph_ps(_mm_loadu_si128(s.add(i) as *const __m128i)));
+                    i += 8;
+                }
+                i
             }
-            while i + 8 <= src.len().min(dst.len()) {
-                cvt8(src.as_ptr().add(i), dst.as_mut_ptr().add(i));
-                i += 8;
-            }
+            i = cvt(src.as_ptr(), dst.as_mut_ptr(), src.len().min(dst.len()));
         }
     }
     let _ = isa;

@@ -215,6 +215,10 @@ mod avx2 {
             let x0 = _mm256_loadu_ps(x.add(i));
             let x1 = _mm256_loadu_ps(x.add(i + 8));
             for (r, a) in acc.iter_mut().enumerate() {
+                if i % 64 == 0 {
+                    // Next row block, same line: rows are too short for the hardware prefetcher.
+                    _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((r + R) * k + i) as *const i8);
+                }
                 let p = w.add(r * k + i);
                 let w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p as *const __m128i)));
                 let w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(8) as *const __m128i)));
@@ -258,6 +262,9 @@ mod avx2 {
                 let (xe0, xe1) = (_mm256_loadu_ps(x), _mm256_loadu_ps(x.add(8)));
                 let (xo0, xo1) = (_mm256_loadu_ps(x.add(16)), _mm256_loadu_ps(x.add(24)));
                 for r in 0..R {
+                    if b % 4 == 0 {
+                        _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((r + R) * half + b * 16) as *const i8);
+                    }
                     let v = _mm_loadu_si128(w.add(r * half + b * 16) as *const __m128i);
                     let lo = _mm_sub_epi8(_mm_and_si128(v, m0f), m8);
                     let hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m0f), m8);
@@ -305,6 +312,10 @@ mod avx2 {
             let corr = _mm256_loadu_si256(a.lane_corr.as_ptr().add(c * 8) as *const __m256i);
             let sx = _mm256_loadu_ps(a.lane_sx.as_ptr().add(c * 8));
             for r in 0..R {
+                if c % 2 == 0 {
+                    // Next row block, same line: rows are too short for the hardware prefetcher.
+                    _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((r + R) * half + c * 32) as *const i8);
+                }
                 let v = _mm256_loadu_si256(w.add(r * half + c * 32) as *const __m256i);
                 let lo = _mm256_and_si256(v, m0f);
                 let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
@@ -359,6 +370,9 @@ mod avx2 {
                 let xe = _mm256_loadu_si256(xq.add(c * 64) as *const __m256i);
                 let xo = _mm256_loadu_si256(xq.add(c * 64 + 32) as *const __m256i);
                 for r in 0..R {
+                    if c % 2 == 0 {
+                        _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((r + R) * half + c * 32) as *const i8);
+                    }
                     let v = _mm256_loadu_si256(w.add(r * half + c * 32) as *const __m256i);
                     let lo = _mm256_and_si256(v, m0f);
                     let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
