@@ -54,23 +54,8 @@ fn one(isa: Isa, a: &Attn<'_>, u: usize, scores: &mut Vec<f32>, o: &mut [f32]) {
     let val = |j: usize| &a.v[a.kv_at(b, j, kh, a.v_dim)..][..a.v_dim];
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            use super::gemv::avx2;
-            // SAFETY: Isa::Avx2 means AVX2/FMA are present; every slice is bounds-checked above
-            // (key/val/q) and the helpers stay within their arguments' lengths.
-            unsafe {
-                for (j, s) in scores.iter_mut().enumerate() {
-                    *s = avx2::dot(q, key(j)) * a.scale + a.bias(i, j);
-                }
-                let sum = softmax_avx2(scores);
-                o.fill(0.0);
-                for (j, &p) in scores.iter().enumerate() {
-                    avx2::axpy(p, val(j), o);
-                }
-                let inv = 1.0 / sum;
-                o.iter_mut().for_each(|v| *v *= inv);
-            }
-        }
+        // SAFETY: Isa::Avx2 means AVX2/FMA are present; key/val slices are bounds-checked.
+        Isa::Avx2 => unsafe { one_avx2(a, (b, i, kh), q, scores, o) },
         _ => {
             for (j, s) in scores.iter_mut().enumerate() {
                 *s = super::gemv::dot_scalar(q, key(j)) * a.scale + a.bias(i, j);
@@ -91,6 +76,26 @@ fn one(isa: Isa, a: &Attn<'_>, u: usize, scores: &mut Vec<f32>, o: &mut [f32]) {
             o.iter_mut().for_each(|v| *v *= inv);
         }
     }
+}
+
+/// The AVX2 body of [`one`], as one target_feature function so the per-position dot
+/// products and axpys inline (a call per cached position and head costs more than its work).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn one_avx2(a: &Attn<'_>, (b, i, kh): (usize, usize, usize), q: &[f32], scores: &mut [f32], o: &mut [f32]) {
+    use super::gemv::avx2;
+    let key = |j: usize| &a.k[a.kv_at(b, j, kh, a.dim)..][..a.dim];
+    let val = |j: usize| &a.v[a.kv_at(b, j, kh, a.v_dim)..][..a.v_dim];
+    for (j, s) in scores.iter_mut().enumerate() {
+        *s = avx2::dot(q, key(j)) * a.scale + a.bias(i, j);
+    }
+    let sum = softmax_avx2(scores);
+    o.fill(0.0);
+    for (j, &p) in scores.iter().enumerate() {
+        avx2::axpy(p, val(j), o);
+    }
+    let inv = 1.0 / sum;
+    o.iter_mut().for_each(|v| *v *= inv);
 }
 
 /// `s ← exp(s − max s)` in place; returns the sum.
