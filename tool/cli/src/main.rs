@@ -67,6 +67,15 @@ enum ToolchainCommand {
 }
 
 fn main() -> ExitCode {
+    // Like any Unix filter, stop quietly when the reader of stdout goes away
+    // (`rbuild inspect model.pte | head`) instead of panicking on the failed write: Rust
+    // ignores SIGPIPE by default.
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     // Ctrl-C stops at once: every output is written to a temporary file and renamed, and a
     // step's cache record only after its outputs, so nothing left behind can be mistaken for

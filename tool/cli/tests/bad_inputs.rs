@@ -1,6 +1,8 @@
 //! Malformed programs and tensor files give a clear error naming the file, a non-zero exit,
 //! and never a panic (../shared/testdata/bad, see its README).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -94,4 +96,22 @@ fn missing_program_file_is_named() {
     let p = Path::new("/nonexistent/model.pte");
     let out = rbuild(&[Path::new("inspect"), p]);
     assert_clean_failure(&out, p);
+}
+
+/// `rbuild inspect model.pte | head`: a reader that goes away ends rbuild quietly (SIGPIPE),
+/// never with a panic about a failed write.
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    let pte = common::testdata().join("models/mobilenet_v2/model.pte");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rbuild"))
+        .args(["inspect".as_ref(), pte.as_os_str()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end before rbuild has parsed the program and written anything.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
 }
