@@ -148,7 +148,6 @@ pub fn build_kv(c: &LlamaConfig, p: &mut Params, o: &KvExport) -> Result<LlmProg
     }
     b.output(logits);
 
-    let eos = if c.eos_token_ids.is_empty() { vec![] } else { c.eos_token_ids.clone() };
     let mut getters = vec![
         Getter::int("get_max_seq_len", o.max_seq_len as i64),
         Getter::int("get_max_context_len", o.max_seq_len as i64),
@@ -162,8 +161,8 @@ pub fn build_kv(c: &LlamaConfig, p: &mut Params, o: &KvExport) -> Result<LlmProg
     if let Some(bos) = c.bos_token_id {
         getters.push(Getter::int("get_bos_id", bos));
     }
-    if !eos.is_empty() {
-        getters.push(Getter::ints("get_eos_ids", &eos));
+    if !c.eos_token_ids.is_empty() {
+        getters.push(Getter::ints("get_eos_ids", &c.eos_token_ids));
     }
     Ok(LlmProgram { graph: b.finish(), getters })
 }

@@ -17,17 +17,14 @@ pub mod rope;
 
 pub use checkpoint::{demo_config, open_checkpoint};
 pub use config::{Arch, Llama3Scaling, LlamaConfig};
-pub use full_sequence::{build, causal_mask, llama};
+pub use full_sequence::{build, build_with, causal_mask, llama};
 pub use kv_cache::{build_kv, KvExport, LlmProgram};
 
 use rbuild_export::error::Result;
 use rbuild_export::{GraphBuilder, ValueId};
 
 use crate::params::{Init, Params};
-
-pub(crate) fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
+pub(crate) use crate::random::f32_bytes;
 
 /// `nn.Linear(cin, cout)` named `module` (`….q_proj`), with `module.bias` when `bias`.
 pub(crate) fn proj(b: &mut GraphBuilder, p: &mut Params, x: ValueId, module: &str, cin: usize, cout: usize, bias: bool) -> Result<ValueId> {

@@ -89,16 +89,7 @@ pub fn export_llm(o: &LlmExport) -> CliResult<(Vec<u8>, LlmReport)> {
         if o.linear.is_some() || o.embedding.is_some() {
             return Err(CliError("the Core-ATen-only export is float32 (drop quantization)".into()));
         }
-        let w = params.weights().clone();
-        let g = if params.is_random() {
-            let mut b = rbuild_export::GraphBuilder::new();
-            let ids = b.input("input_ids", rbuild_export::TensorMeta::fixed(rbuild_runtime::ScalarType::Long, &[1, o.max_seq_len]));
-            let logits = llama::llama(&mut b, &mut params, &config, ids).map_err(err)?;
-            b.output(logits);
-            b.finish()
-        } else {
-            llama::build(&config, &w, o.max_seq_len).map_err(err)?
-        };
+        let g = llama::build_with(&config, &mut params, o.max_seq_len).map_err(err)?;
         let mut getters = vec![
             Getter::int("get_max_seq_len", o.max_seq_len as i64),
             Getter::int("get_vocab_size", config.vocab_size as i64),

@@ -6,7 +6,7 @@ use rbuild_export::weights::Weights;
 use rbuild_export::{emit, passes, plan};
 use rbuild_planner::cache::write_atomic;
 use rbuild_planner::{Dag, FileHashes, KeyHasher, StepSpec};
-use rbuild_recipe::{Dtype, EmbeddingQuantize, Quantize, WeightsSource};
+use rbuild_recipe::{Choice, Dtype, Quantize, WeightsSource};
 
 use super::{Artifacts, Loaded};
 use crate::error::{CliError, CliResult};
@@ -350,17 +350,9 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
             None
         }
     };
-    let linear = match r.model.quantize {
-        Quantize::None => "fp32",
-        Quantize::Int8 => "int8",
-        Quantize::Int4 => "int4",
-        Quantize::Int8DynInt4 => "8da4w",
-    };
-    let embedding = match llm.embedding_quantize {
-        EmbeddingQuantize::None => "none",
-        EmbeddingQuantize::Int8 => "int8",
-        EmbeddingQuantize::Int4 => "int4",
-    };
+    // The recipe's names are the export's names (one table: the recipe crate's choices).
+    let linear = r.model.quantize.name();
+    let embedding = llm.embedding_quantize.name();
     let spec = crate::llm::LlmExport {
         checkpoint: checkpoint.clone(),
         seed: if let WeightsSource::Random(s) = r.model.weights { s } else { 0 },

@@ -15,6 +15,7 @@
 use half::f16;
 use rbuild_runtime::ScalarType;
 
+use super::{f32_bytes, f32s};
 use crate::error::{ExportError, Result};
 use crate::graph::{Arg, ConstData, Graph, Origin, TensorMeta, ValueId};
 
@@ -49,10 +50,6 @@ pub struct QuantReport {
     pub quantized: usize,
     /// Layers left in float32, with the reason.
     pub skipped: Vec<String>,
-}
-
-fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
 fn float_const(g: &Graph, v: ValueId) -> Option<(Vec<usize>, Vec<f32>)> {
@@ -119,10 +116,6 @@ pub fn pack_embedding_int4(q: &[i8]) -> Vec<u8> {
 }
 
 fn f16_bytes(v: &[f16]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
