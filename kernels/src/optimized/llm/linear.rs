@@ -11,7 +11,7 @@ use half::f16;
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
 
 use super::pool;
-use super::qgemv::{self, Act8};
+use super::qgemv::{self, Act16, Act8};
 use super::simd::{self, Isa};
 use crate::optimized::gemm::{sgemm, Mat};
 use crate::portable::quant_linear::{run_linear, Kind, Linear, Scales, Weights};
@@ -42,7 +42,7 @@ fn compute(ctx: &KernelContext, p: &Linear<'_>, out: &mut [f32]) {
 /// Activation rows prepared for the weight format.
 enum Prepared {
     Plain,
-    Q4(Vec<f32>),
+    Q4(Vec<Act16>),
     Da(Vec<Act8>),
 }
 
@@ -67,15 +67,15 @@ pub(crate) fn compute_with(isa: Isa, threads: usize, p: &Linear<'_>, out: &mut [
         }
     }
     let prepared = match p.w {
-        Weights::Q4 { da: false, .. } => {
-            let mut all = Vec::with_capacity(m * k);
-            let mut one = Vec::with_capacity(k);
-            for x in p.x.chunks_exact(k) {
-                qgemv::prep_q4(x, &mut one);
-                all.extend_from_slice(&one);
-            }
-            Prepared::Q4(all)
-        }
+        Weights::Q4 { da: false, group, .. } => Prepared::Q4(
+            p.x.chunks_exact(k)
+                .map(|x| {
+                    let mut a = Act16::default();
+                    qgemv::prep_q4(x, group, &mut a);
+                    a
+                })
+                .collect(),
+        ),
         Weights::Q4 { da: true, group, .. } => {
             let mut scratch = Vec::new();
             Prepared::Da(
@@ -125,7 +125,7 @@ pub(crate) fn compute_with(isa: Isa, threads: usize, p: &Linear<'_>, out: &mut [
                     for i in 0..m {
                         let o = &mut blk.row(i)[lo..hi];
                         match &prepared {
-                            Prepared::Q4(xp) => qgemv::rows_q4(isa, wr, k, s, group, &xp[i * k..(i + 1) * k], o),
+                            Prepared::Q4(acts) => qgemv::rows_q4(isa, wr, k, s, group, &acts[i], o),
                             Prepared::Da(acts) => qgemv::rows_8da4w(isa, wr, k, s, group, &acts[i], o),
                             Prepared::Plain => unreachable!("int4 weights always prepare activations"),
                         }
@@ -284,20 +284,56 @@ mod tests {
     }
 
     #[test]
-    fn da4w_integer_sums_are_exact_on_extreme_values() {
-        // All-max magnitudes: nibble 0 (q = −8) and 15 (q = 7) against xq = ±127.
-        for (k, group) in [(256, 256), (256, 32), (96, 32), (128, 64)] {
+    fn q4_and_da4w_integer_sums_are_exact_on_extreme_values() {
+        // All-max magnitudes: nibble 0 (q = −8) and 15 (q = 7) against xq = ±127 (8da4w) and
+        // ±32767 (int4 weight-only).
+        for (k, group, da) in [(256, 256, true), (256, 32, true), (96, 32, true), (128, 64, true), (256, 256, false), (96, 32, false), (256, 128, false)] {
             let (m, n) = (1, 4);
             let x: Vec<f32> = (0..k).map(|i| if i % 3 == 0 { -1.0 } else { 1.0 }).collect();
             let w: Vec<u8> = (0..n * k / 2).map(|i| if i % 5 == 0 { 0x00 } else { 0xFF }).collect();
             let s = vec![1.0f32; n * k / group];
-            let p = Linear { x: &x, m, k, n, bias: None, w: Weights::Q4 { w: &w, scales: Scales::F32(&s), group, da: true } };
+            let p = Linear { x: &x, m, k, n, bias: None, w: Weights::Q4 { w: &w, scales: Scales::F32(&s), group, da } };
             let mut want = vec![0.0; n];
             reference::linear_reference(&Default::default(), &p, &mut want);
             for isa in simd::all() {
                 let mut got = vec![0.0; n];
                 super::compute_with(isa, 1, &p, &mut got);
-                assert_close(&got, &want, 1e-6, &format!("{isa:?} k={k} group={group}"));
+                assert_close(&got, &want, 1e-6, &format!("{isa:?} k={k} group={group} da={da}"));
+            }
+        }
+    }
+
+    /// int4 weight-only rounds activations to int16 per group; the error must stay inside
+    /// its bound Σ_g s_g · (sx_g / 2) · Σ_{i∈g} |q_i| (plus f32 noise) even when one large
+    /// element sets a group's scale and the rest are tiny.
+    #[test]
+    fn q4_activation_rounding_stays_inside_its_bound() {
+        let (k, n) = (256, 8);
+        for group in crate::portable::quant_linear::GROUP_SIZES {
+            let mut r = Lcg::new(group as u64);
+            let x: Vec<f32> = (0..k).map(|i| if i % 37 == 0 { 50.0 } else { 1e-3 * r.next() }).collect();
+            let (w, s) = q4_weights(&mut r, n, k, group);
+            let p = Linear { x: &x, m: 1, k, n, bias: None, w: Weights::Q4 { w: &w, scales: Scales::F32(&s), group, da: false } };
+            for isa in simd::all() {
+                let mut got = vec![0.0; n];
+                super::compute_with(isa, 1, &p, &mut got);
+                for j in 0..n {
+                    let (mut exact, mut bound, mut mag) = (0f64, 0f64, 0f64);
+                    for (g, xg) in x.chunks(group).enumerate() {
+                        let sg = s[j * (k / group) + g] as f64;
+                        let sx = xg.iter().fold(0f32, |a, v| a.max(v.abs())) as f64 / 32767.0;
+                        for (i, &xv) in xg.iter().enumerate() {
+                            let e = g * group + i;
+                            let b = w[j * k / 2 + e / 2];
+                            let q = (if e % 2 == 0 { b & 0x0F } else { b >> 4 }) as f64 - 8.0;
+                            exact += sg * q * xv as f64;
+                            bound += sg * q.abs() * sx / 2.0;
+                            mag += (sg * q * xv as f64).abs();
+                        }
+                    }
+                    let err = (got[j] as f64 - exact).abs();
+                    assert!(err <= bound + 1e-6 * mag, "{isa:?} group={group} row {j}: error {err} > bound {bound}");
+                }
             }
         }
     }

@@ -2,10 +2,14 @@
 //!
 //! - int8 weight-only (per channel): weights widened to f32 on the fly, FMA with x; the caller
 //!   applies the channel scale.
-//! - int4 weight-only (groupwise): `x` is first permuted per 32-element block into
-//!   [16 even elements | 16 odd elements] ([`prep_q4`]), so each 16-byte run of packed weights
-//!   splits into its low nibbles (even elements) and high nibbles (odd elements) with no
-//!   shuffling; nibbles become i8 (−8), then f32, then FMA per group.
+//! - int4 weight-only (groupwise): activations enter the dot product as int16 per 32-element
+//!   group ([`prep_q4`]: `x ≈ sx_g · xq`, |xq| ≤ 32767, so the rounding is at most 2⁻¹⁶ of the
+//!   group's largest |x| — 256× finer than the bf16 activations of torchao's int4 weight-only
+//!   path, and far below the int4 weight error). Each 16-bit word of packed weights holds four
+//!   nibbles (elements 4m..4m+3), so shifts and masks split a 32-byte load into four i16
+//!   vectors with no shuffles, and `_mm256_madd_epi16` multiplies them by `xq` laid out per
+//!   64-element chunk as [x₀ x₄ x₈ … | x₁ x₅ … | x₂ … | x₃ …]. Converting every nibble to f32
+//!   instead (the obvious path) spends most of its time in shuffles and conversions.
 //! - 8da4w: activations quantized to int8 per group ([`prep_8da4w`], permuted per 64-element
 //!   chunk into [32 evens | 32 odds] so one 32-byte load of weights serves 64 elements);
 //!   on AVX2 `_mm256_maddubs_epi16(nibbles, xq)` multiplies unsigned nibbles (0..15) by signed
@@ -21,22 +25,47 @@ use crate::portable::quant_linear::quantize_group;
 /// Elements per packed block: 16 bytes of weights.
 pub const BLOCK: usize = 32;
 
-/// `x` (K elements, K % 32 == 0) permuted per 32-block into [evens | odds].
-pub fn prep_q4(x: &[f32], out: &mut Vec<f32>) {
-    out.clear();
-    for b in x.chunks_exact(BLOCK) {
-        out.extend(b.iter().step_by(2));
-        out.extend(b.iter().skip(1).step_by(2));
+/// `x` (K elements, K % group == 0, group % 32 == 0) quantized to int16 per group for the
+/// int4 weight-only dot products; each 64-element chunk (and a final 32-element one) stored as its
+/// four residues mod 4, so lane m of sub-vector t is element 4m + t.
+pub fn prep_q4(x: &[f32], group: usize, a: &mut Act16) {
+    let k = x.len();
+    let mut q = vec![0i16; k];
+    a.sx.clear();
+    a.corr.clear();
+    for (xg, qg) in x.chunks_exact(group).zip(q.chunks_exact_mut(group)) {
+        let amax = xg.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
+        let sx = amax / 32767.0;
+        if sx == 0.0 || !sx.is_finite() {
+            // A NaN/inf group poisons its output as in float arithmetic.
+            a.sx.push(if sx == 0.0 { 0.0 } else { f32::NAN });
+        } else {
+            let inv = 1.0 / sx;
+            for (o, &v) in qg.iter_mut().zip(xg) {
+                *o = libm::roundf(v * inv).clamp(-32767.0, 32767.0) as i16;
+            }
+            a.sx.push(sx);
+        }
+        a.corr.push(8 * qg.iter().map(|&v| v as i32).sum::<i32>());
     }
+    a.xq.clear();
+    let mut e0 = 0;
+    while e0 < k {
+        let c = &q[e0..e0 + chunk_len(e0, k)];
+        for t in 0..4 {
+            a.xq.extend(c.iter().skip(t).step_by(4));
+        }
+        e0 += c.len();
+    }
+    a.fill_lanes(group, k);
 }
 
-/// One activation row quantized for 8da4w.
+/// One activation row quantized per group: int8 for 8da4w ([`Act8`]), int16 for int4
+/// weight-only ([`Act16`]).
 #[derive(Default)]
-pub struct Act8 {
-    /// int8 values; each 64-element chunk (and a final 32-element one) as [evens | odds], so
-    /// byte `j` of the chunk's packed weights (elements 2j, 2j+1) meets `xq[j]` and
-    /// `xq[len/2 + j]`.
-    pub xq: Vec<i8>,
+pub struct ActQ<T> {
+    /// Quantized values in the chunk layout of the format (see [`prep_8da4w`], [`prep_q4`]).
+    pub xq: Vec<T>,
     /// Per group: sx_g.
     pub sx: Vec<f32>,
     /// Per group: 8 · Σ xq (the nibble-offset correction).
@@ -46,6 +75,34 @@ pub struct Act8 {
     pub lane_corr: Vec<i32>,
     /// group = 32 only, per 64-chunk: [sx_a × 4 | sx_b × 4].
     pub lane_sx: Vec<f32>,
+}
+
+/// 8da4w activations: each 64-element chunk (and a final 32-element one) as [evens | odds], so
+/// byte `j` of the chunk's packed weights (elements 2j, 2j+1) meets `xq[j]` and `xq[len/2 + j]`.
+pub type Act8 = ActQ<i8>;
+/// int4 weight-only activations (see [`prep_q4`]).
+pub type Act16 = ActQ<i16>;
+
+impl<T> ActQ<T> {
+    /// The per-lane copies of `corr` and `sx` the AVX2 loops add and multiply in one step.
+    fn fill_lanes(&mut self, group: usize, k: usize) {
+        self.lane_corr.clear();
+        self.lane_sx.clear();
+        if group == 32 {
+            for c in 0..k.div_ceil(64) {
+                let (ga, gb) = (2 * c, 2 * c + 1);
+                let cb = self.corr.get(gb).copied().unwrap_or(0);
+                self.lane_corr.extend([self.corr[ga], 0, 0, 0, cb, 0, 0, 0]);
+                let sb = self.sx.get(gb).copied().unwrap_or(0.0);
+                self.lane_sx.extend([self.sx[ga]; 4]);
+                self.lane_sx.extend([sb; 4]);
+            }
+        } else {
+            for &c in &self.corr {
+                self.lane_corr.extend([c, 0, 0, 0, 0, 0, 0, 0]);
+            }
+        }
+    }
 }
 
 /// Chunk length at element `e0` of a `k`-element row: 64, or 32 for a final half chunk.
@@ -74,22 +131,7 @@ pub fn prep_8da4w(x: &[f32], group: usize, a: &mut Act8, scratch: &mut Vec<i8>) 
         a.xq.extend(c.iter().skip(1).step_by(2));
         e0 += c.len();
     }
-    a.lane_corr.clear();
-    a.lane_sx.clear();
-    if group == 32 {
-        for c in 0..k.div_ceil(64) {
-            let (ga, gb) = (2 * c, 2 * c + 1);
-            let cb = a.corr.get(gb).copied().unwrap_or(0);
-            a.lane_corr.extend([a.corr[ga], 0, 0, 0, cb, 0, 0, 0]);
-            let sb = a.sx.get(gb).copied().unwrap_or(0.0);
-            a.lane_sx.extend([a.sx[ga]; 4]);
-            a.lane_sx.extend([sb; 4]);
-        }
-    } else {
-        for &c in &a.corr {
-            a.lane_corr.extend([c, 0, 0, 0, 0, 0, 0, 0]);
-        }
-    }
+    a.fill_lanes(group, k);
 }
 
 /// int8 rows: `out[r] = Σ_i w[r*k + i] · x[i]` (unscaled).
@@ -118,30 +160,39 @@ pub fn rows_q8(isa: Isa, w: &[i8], k: usize, x: &[f32], out: &mut [f32]) {
     }
 }
 
-/// int4 weight-only rows: `out[r] = Σ_g s[r*G + g] · Σ_{i∈g} q[r, i] · x[i]`, with `xp` from
-/// [`prep_q4`] and `s` the rows' scales as f32 (`G = k / group`).
-pub fn rows_q4(isa: Isa, w: &[u8], k: usize, s: &[f32], group: usize, xp: &[f32], out: &mut [f32]) {
+/// int4 weight-only rows: `out[r] = Σ_g sx_g · s[r*G + g] · Σ_{i∈g} q[r, i] · xq[i]`, with `a`
+/// from [`prep_q4`] and `s` the rows' scales as f32 (`G = k / group`).
+pub fn rows_q4(isa: Isa, w: &[u8], k: usize, s: &[f32], group: usize, a: &Act16, out: &mut [f32]) {
     let groups = k / group;
-    assert!(k % group == 0 && group % BLOCK == 0 && w.len() >= out.len() * k / 2 && s.len() >= out.len() * groups && xp.len() >= k, "rows_q4: operand sizes");
+    assert!(
+        k % group == 0 && group % BLOCK == 0 && w.len() >= out.len() * k / 2 && s.len() >= out.len() * groups && a.xq.len() >= k
+            && a.sx.len() >= groups
+            && a.corr.len() >= groups
+            && a.lane_corr.len() >= 8 * if group == 32 { k.div_ceil(64) } else { groups }
+            && (group != 32 || a.lane_sx.len() >= 8 * k.div_ceil(64)),
+        "rows_q4: operand sizes"
+    );
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2/FMA present; sizes checked above.
-        Isa::Avx2 => unsafe { avx2::rows_q4(w, k, s, group, xp, out) },
+        Isa::Avx2 => unsafe { avx2::rows_q4(w, k, s, group, a, out) },
         _ => {
             for (r, o) in out.iter_mut().enumerate() {
                 let row = &w[r * k / 2..(r + 1) * k / 2];
-                let mut y = 0.0f32;
-                for g in 0..groups {
-                    let mut acc = [0.0f32; 16];
-                    for b in (g * group / BLOCK)..((g + 1) * group / BLOCK) {
-                        let (wb, xb) = (&row[b * 16..b * 16 + 16], &xp[b * BLOCK..b * BLOCK + BLOCK]);
-                        for l in 0..16 {
-                            acc[l] += ((wb[l] & 0x0F) as i32 - 8) as f32 * xb[l] + ((wb[l] >> 4) as i32 - 8) as f32 * xb[16 + l];
+                let mut isum = vec![0i32; groups];
+                let mut e0 = 0;
+                while e0 < k {
+                    let len = chunk_len(e0, k);
+                    let xc = &a.xq[e0..e0 + len];
+                    for (j, &b) in row[e0 / 2..(e0 + len) / 2].iter().enumerate() {
+                        for (e, u) in [(2 * j, b & 0x0F), (2 * j + 1, b >> 4)] {
+                            // Element e of the chunk sits in residue e % 4 at lane e / 4.
+                            isum[(e0 + e) / group] += u as i32 * xc[(e % 4) * len / 4 + e / 4] as i32;
                         }
                     }
-                    y += s[r * groups + g] * acc.iter().sum::<f32>();
+                    e0 += len;
                 }
-                *o = y;
+                *o = (0..groups).map(|g| (a.sx[g] * s[r * groups + g]) * (isum[g] - a.corr[g]) as f32).sum();
             }
         }
     }
@@ -186,7 +237,7 @@ mod avx2 {
     use core::arch::x86_64::*;
 
     use super::super::gemv::avx2::hsum;
-    use super::{Act8, BLOCK};
+    use super::{Act16, Act8};
 
     /// Runs `block::<4>` over groups of four rows and `block::<1>` over the rest.
     macro_rules! by_fours {
@@ -244,39 +295,113 @@ mod avx2 {
         by_fours!(out, q8_block, w, k, x)
     }
 
+    /// Σ u·xq over one 64-element chunk per i32 lane pair: the four nibbles of each 16-bit
+    /// weight word meet the chunk's four residue vectors of `xq`.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn q4_block<const R: usize>(r0: usize, w: &[u8], k: usize, s: &[f32], group: usize, xp: &[f32]) -> [f32; R] {
+    unsafe fn q4_chunk(v: __m256i, x: &[__m256i; 4]) -> __m256i {
+        let m = _mm256_set1_epi16(0x0F);
+        let n0 = _mm256_and_si256(v, m);
+        let n1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+        let n2 = _mm256_and_si256(_mm256_srli_epi16(v, 8), m);
+        let n3 = _mm256_srli_epi16(v, 12);
+        // |u·xq| ≤ 15 · 32767: pair sums and these four stay far inside i32.
+        let a = _mm256_add_epi32(_mm256_madd_epi16(n0, x[0]), _mm256_madd_epi16(n1, x[1]));
+        _mm256_add_epi32(a, _mm256_add_epi32(_mm256_madd_epi16(n2, x[2]), _mm256_madd_epi16(n3, x[3])))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn load_x16(xq: *const i16) -> [__m256i; 4] {
+        let p = xq as *const __m256i;
+        [_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1)), _mm256_loadu_si256(p.add(2)), _mm256_loadu_si256(p.add(3))]
+    }
+
+    /// A final 32-element chunk (one group) in 128-bit halves: Σ q·xq for group `g`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn q4_tail(row: *const u8, xq: *const i16, a: &Act16, g: usize) -> f32 {
+        let v = _mm_loadu_si128(row as *const __m128i);
+        let x = xq as *const __m128i;
+        let m = _mm_set1_epi16(0x0F);
+        let p0 = _mm_madd_epi16(_mm_and_si128(v, m), _mm_loadu_si128(x));
+        let p1 = _mm_madd_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_loadu_si128(x.add(1)));
+        let p2 = _mm_madd_epi16(_mm_and_si128(_mm_srli_epi16(v, 8), m), _mm_loadu_si128(x.add(2)));
+        let p3 = _mm_madd_epi16(_mm_srli_epi16(v, 12), _mm_loadu_si128(x.add(3)));
+        let i = _mm_add_epi32(_mm_add_epi32(p0, p1), _mm_add_epi32(p2, p3));
+        let i = _mm_add_epi32(i, _mm_shuffle_epi32(i, 0b01_00_11_10));
+        let i = _mm_add_epi32(i, _mm_shuffle_epi32(i, 0b10_11_00_01));
+        (_mm_cvtsi128_si32(i) - *a.corr.get_unchecked(g)) as f32
+    }
+
+    /// int4 weight-only, group = 32: each 32-byte load covers two groups (low 128-bit lane =
+    /// group a, high = group b).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn q4_block32<const R: usize>(r0: usize, w: &[u8], k: usize, s: &[f32], a: &Act16) -> [f32; R] {
+        let groups = k / 32;
+        let half = k / 2;
+        let (w, s, xq) = (w.as_ptr().add(r0 * half), s.as_ptr().add(r0 * groups), a.xq.as_ptr());
+        let spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+        let mut acc = [_mm256_setzero_ps(); R];
+        let full = k / 64;
+        for c in 0..full {
+            let x = load_x16(xq.add(c * 64));
+            let corr = _mm256_loadu_si256(a.lane_corr.as_ptr().add(c * 8) as *const __m256i);
+            let sx = _mm256_loadu_ps(a.lane_sx.as_ptr().add(c * 8));
+            for r in 0..R {
+                if c % 2 == 0 {
+                    // Next row block, same line: rows are too short for the hardware prefetcher.
+                    _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((r + R) * half + c * 32) as *const i8);
+                }
+                let v = _mm256_loadu_si256(w.add(r * half + c * 32) as *const __m256i);
+                let i = _mm256_sub_epi32(q4_chunk(v, &x), corr);
+                let s2 = _mm_castpd_ps(_mm_load_sd(s.add(r * groups + 2 * c) as *const f64));
+                let d = _mm256_mul_ps(sx, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), spread));
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), d, acc[r]);
+            }
+        }
+        let mut o = [0.0f32; R];
+        for r in 0..R {
+            o[r] = hsum(acc[r]);
+        }
+        if k % 64 != 0 {
+            let (c, g) = (full, 2 * full);
+            for r in 0..R {
+                let isum = q4_tail(w.add(r * half + c * 32), xq.add(c * 64), a, g);
+                o[r] += (*a.sx.get_unchecked(g) * *s.add(r * groups + g)) * isum;
+            }
+        }
+        o
+    }
+
+    /// int4 weight-only, group ≥ 64: whole 64-element chunks per group, i32 sums per group.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn q4_block_big<const R: usize>(r0: usize, w: &[u8], k: usize, s: &[f32], group: usize, a: &Act16) -> [f32; R] {
         let groups = k / group;
         let half = k / 2;
-        let (w, s, xp) = (w.as_ptr().add(r0 * half), s.as_ptr().add(r0 * groups), xp.as_ptr());
-        let m0f = _mm_set1_epi8(0x0F);
-        let m8 = _mm_set1_epi8(8);
+        let (w, s, xq) = (w.as_ptr().add(r0 * half), s.as_ptr().add(r0 * groups), a.xq.as_ptr());
         let mut acc = [_mm256_setzero_ps(); R];
-        let blocks = group / BLOCK;
+        let chunks = group / 64;
         for g in 0..groups {
-            let mut pa = [_mm256_setzero_ps(); R];
-            let mut pb = [_mm256_setzero_ps(); R];
-            for b in g * blocks..(g + 1) * blocks {
-                let x = xp.add(b * BLOCK);
-                let (xe0, xe1) = (_mm256_loadu_ps(x), _mm256_loadu_ps(x.add(8)));
-                let (xo0, xo1) = (_mm256_loadu_ps(x.add(16)), _mm256_loadu_ps(x.add(24)));
+            let mut p = [_mm256_setzero_si256(); R];
+            for c in g * chunks..(g + 1) * chunks {
+                let x = load_x16(xq.add(c * 64));
                 for r in 0..R {
-                    if b % 4 == 0 {
-                        _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((r + R) * half + b * 16) as *const i8);
+                    if c % 2 == 0 {
+                        _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((r + R) * half + c * 32) as *const i8);
                     }
-                    let v = _mm_loadu_si128(w.add(r * half + b * 16) as *const __m128i);
-                    let lo = _mm_sub_epi8(_mm_and_si128(v, m0f), m8);
-                    let hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m0f), m8);
-                    let f = |q: __m128i| _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-                    pa[r] = _mm256_fmadd_ps(f(lo), xe0, pa[r]);
-                    pb[r] = _mm256_fmadd_ps(f(_mm_srli_si128(lo, 8)), xe1, pb[r]);
-                    pa[r] = _mm256_fmadd_ps(f(hi), xo0, pa[r]);
-                    pb[r] = _mm256_fmadd_ps(f(_mm_srli_si128(hi, 8)), xo1, pb[r]);
+                    let v = _mm256_loadu_si256(w.add(r * half + c * 32) as *const __m256i);
+                    // ≤ 4 chunks · 4 · 2 · 15 · 32767 per lane: inside i32.
+                    p[r] = _mm256_add_epi32(p[r], q4_chunk(v, &x));
                 }
             }
+            let corr = _mm256_loadu_si256(a.lane_corr.as_ptr().add(g * 8) as *const __m256i);
+            let sx = *a.sx.get_unchecked(g);
             for r in 0..R {
-                acc[r] = _mm256_fmadd_ps(_mm256_add_ps(pa[r], pb[r]), _mm256_set1_ps(*s.add(r * groups + g)), acc[r]);
+                let i = _mm256_sub_epi32(p[r], corr);
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(sx * *s.add(r * groups + g)), acc[r]);
             }
         }
         let mut o = [0.0f32; R];
@@ -289,8 +414,12 @@ mod avx2 {
     /// # Safety
     /// AVX2/FMA present; sizes as checked by `super::rows_q4`.
     #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn rows_q4(w: &[u8], k: usize, s: &[f32], group: usize, xp: &[f32], out: &mut [f32]) {
-        by_fours!(out, q4_block, w, k, s, group, xp)
+    pub unsafe fn rows_q4(w: &[u8], k: usize, s: &[f32], group: usize, a: &Act16, out: &mut [f32]) {
+        if group == 32 {
+            by_fours!(out, q4_block32, w, k, s, a)
+        } else {
+            by_fours!(out, q4_block_big, w, k, s, group, a)
+        }
     }
 
     /// group = 32: each 32-byte load covers two groups (low 128-bit lane = group a, high =
