@@ -176,6 +176,9 @@ pub fn rows_q4(isa: Isa, w: &[u8], k: usize, s: &[f32], group: usize, a: &Act16,
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2/FMA present; sizes checked above.
         Isa::Avx2 => unsafe { avx2::rows_q4(w, k, s, group, a, out) },
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: NEON is part of the aarch64 baseline; sizes checked above.
+        Isa::Neon => unsafe { neon::rows_q4(w, k, s, group, a, out) },
         _ => {
             for (r, o) in out.iter_mut().enumerate() {
                 let row = &w[r * k / 2..(r + 1) * k / 2];
@@ -213,6 +216,9 @@ pub fn rows_8da4w(isa: Isa, w: &[u8], k: usize, s: &[f32], group: usize, a: &Act
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 present; sizes checked above.
         Isa::Avx2 => unsafe { avx2::rows_8da4w(w, k, s, group, a, out) },
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: NEON is part of the aarch64 baseline; sizes checked above.
+        Isa::Neon => unsafe { neon::rows_8da4w(w, k, s, group, a, out) },
         _ => {
             for (r, o) in out.iter_mut().enumerate() {
                 let row = &w[r * k / 2..(r + 1) * k / 2];
@@ -537,6 +543,126 @@ mod avx2 {
 #[cfg(target_arch = "aarch64")]
 mod neon {
     use core::arch::aarch64::*;
+
+    use super::{chunk_len, Act16, Act8};
+
+    /// Σ u·xq of one chunk (64 or a final 32 elements) of int4 weight-only: i32 lanes for the
+    /// chunk's first 32 elements and for its second 32 (zero for a 32-element chunk). Each
+    /// 16-bit weight word holds elements 4m..4m+3; `xq` holds the chunk's four residues mod 4.
+    #[inline]
+    #[target_feature(enable = "neon")]
+    unsafe fn q4_chunk(wp: *const u8, xq: *const i16, len: usize) -> (int32x4_t, int32x4_t) {
+        let lanes = len / 4;
+        let m = vdupq_n_u16(0x0F);
+        let half = |h: uint16x8_t, at: usize| {
+            let n = [vandq_u16(h, m), vandq_u16(vshrq_n_u16::<4>(h), m), vandq_u16(vshrq_n_u16::<8>(h), m), vshrq_n_u16::<12>(h)];
+            let mut acc = vdupq_n_s32(0);
+            for (t, n) in n.iter().enumerate() {
+                let x = vld1q_s16(xq.add(t * lanes + at));
+                let n = vreinterpretq_s16_u16(*n);
+                acc = vmlal_s16(acc, vget_low_s16(n), vget_low_s16(x));
+                acc = vmlal_high_s16(acc, n, x);
+            }
+            acc
+        };
+        let a = half(vld1q_u16(wp as *const u16), 0);
+        let b = if len == 64 { half(vld1q_u16(wp.add(16) as *const u16), 8) } else { vdupq_n_s32(0) };
+        (a, b)
+    }
+
+    /// # Safety
+    /// Sizes as checked by `super::rows_q4`.
+    #[target_feature(enable = "neon")]
+    pub unsafe fn rows_q4(w: &[u8], k: usize, s: &[f32], group: usize, a: &Act16, out: &mut [f32]) {
+        let groups = k / group;
+        for (r, o) in out.iter_mut().enumerate() {
+            let row = w.as_ptr().add(r * k / 2);
+            let mut isum = [vdupq_n_s32(0); 2];
+            let mut y = 0.0f32;
+            let mut e0 = 0;
+            // Adds group g's integer sum (lanes of `v`) to y.
+            let flush = |g: usize, v: int32x4_t, y: &mut f32| {
+                *y += (a.sx[g] * s[r * groups + g]) * (vaddvq_s32(v) - a.corr[g]) as f32;
+            };
+            while e0 < k {
+                let len = chunk_len(e0, k);
+                let (lo, hi) = q4_chunk(row.add(e0 / 2), a.xq.as_ptr().add(e0), len);
+                if group == 32 {
+                    flush(e0 / 32, lo, &mut y);
+                    if len == 64 {
+                        flush(e0 / 32 + 1, hi, &mut y);
+                    }
+                } else {
+                    isum[0] = vaddq_s32(isum[0], lo);
+                    isum[1] = vaddq_s32(isum[1], hi);
+                    if (e0 + len) % group == 0 {
+                        flush(e0 / group, vaddq_s32(isum[0], isum[1]), &mut y);
+                        isum = [vdupq_n_s32(0); 2];
+                    }
+                }
+                e0 += len;
+            }
+            *o = y;
+        }
+    }
+
+    /// Σ u·xq of one 8da4w chunk: i32 lanes for its first and second 32 elements. Bytes
+    /// 0..len/2 hold (even, odd) element pairs; `xq` holds [evens | odds].
+    #[inline]
+    #[target_feature(enable = "neon")]
+    unsafe fn da_chunk(wp: *const u8, xq: *const i8, len: usize) -> (int32x4_t, int32x4_t) {
+        let m = vdupq_n_u8(0x0F);
+        let odds = len / 2;
+        let half = |at: usize| {
+            let v = vld1q_u8(wp.add(at));
+            let lo = vreinterpretq_s8_u8(vandq_u8(v, m));
+            let hi = vreinterpretq_s8_u8(vshrq_n_u8::<4>(v));
+            let (xe, xo) = (vld1q_s8(xq.add(at)), vld1q_s8(xq.add(odds + at)));
+            // 4 products of |u·xq| ≤ 15·127 per i16 lane: no overflow.
+            let p = vmull_s8(vget_low_s8(lo), vget_low_s8(xe));
+            let p = vmlal_high_s8(p, lo, xe);
+            let p = vmlal_s8(p, vget_low_s8(hi), vget_low_s8(xo));
+            let p = vmlal_high_s8(p, hi, xo);
+            vpaddlq_s16(p)
+        };
+        let a = half(0);
+        let b = if len == 64 { half(16) } else { vdupq_n_s32(0) };
+        (a, b)
+    }
+
+    /// # Safety
+    /// Sizes as checked by `super::rows_8da4w`.
+    #[target_feature(enable = "neon")]
+    pub unsafe fn rows_8da4w(w: &[u8], k: usize, s: &[f32], group: usize, a: &Act8, out: &mut [f32]) {
+        let groups = k / group;
+        for (r, o) in out.iter_mut().enumerate() {
+            let row = w.as_ptr().add(r * k / 2);
+            let mut isum = vdupq_n_s32(0);
+            let mut y = 0.0f32;
+            let mut e0 = 0;
+            let flush = |g: usize, v: int32x4_t, y: &mut f32| {
+                *y += (a.sx[g] * s[r * groups + g]) * (vaddvq_s32(v) - a.corr[g]) as f32;
+            };
+            while e0 < k {
+                let len = chunk_len(e0, k);
+                let (lo, hi) = da_chunk(row.add(e0 / 2), a.xq.as_ptr().add(e0), len);
+                if group == 32 {
+                    flush(e0 / 32, lo, &mut y);
+                    if len == 64 {
+                        flush(e0 / 32 + 1, hi, &mut y);
+                    }
+                } else {
+                    isum = vaddq_s32(isum, vaddq_s32(lo, hi));
+                    if (e0 + len) % group == 0 {
+                        flush(e0 / group, isum, &mut y);
+                        isum = vdupq_n_s32(0);
+                    }
+                }
+                e0 += len;
+            }
+            *o = y;
+        }
+    }
 
     /// # Safety
     /// `w` holds `out.len()` rows of `k`, `x` at least `k`.
