@@ -120,17 +120,42 @@ fn embedded_program() -> Option<&'static [u8]> {
     None
 }
 
-/// Reads the program straight into aligned memory: the runtime views constant tensors in place.
-fn read_program(path: &Path) -> Outcome<AlignedBuf> {
+/// The program's bytes: mapped from the file (page-aligned; weights are paged in as the first
+/// calls touch them, so loading a multi-GB model takes milliseconds), or read into an aligned
+/// buffer where the file cannot be mapped (pipes, some network file systems).
+enum ProgramBytes {
+    Mapped(memmap2::Mmap),
+    Read(AlignedBuf),
+}
+
+impl ProgramBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            ProgramBytes::Mapped(m) => m,
+            ProgramBytes::Read(b) => b.as_slice(),
+        }
+    }
+}
+
+fn read_program(path: &Path) -> Outcome<ProgramBytes> {
     use std::io::Read;
     let mut f = in_file(std::fs::File::open(path), path)?;
     let len = in_file(f.metadata(), path)?.len();
+    if len > 0 {
+        // SAFETY: the map is only read, and lives as long as the program borrowed from it. A
+        // file truncated by another process while mapped would fault on access (as with any
+        // mmap-based loader, llama.cpp's included); rbuild writes programs by rename, so its
+        // own rebuilds never truncate a mapped file.
+        if let Ok(m) = unsafe { memmap2::Mmap::map(&f) } {
+            return Ok(ProgramBytes::Mapped(m));
+        }
+    }
     let mut buf = usize::try_from(len)
         .ok()
         .and_then(AlignedBuf::try_zeroed)
         .ok_or_else(|| Failure(format!("{}: cannot allocate {len} bytes for the program", path.display())))?;
     in_file(f.read_exact(buf.as_mut_slice()), path)?;
-    Ok(buf)
+    Ok(ProgramBytes::Read(buf))
 }
 
 fn check_args(a: &Args) -> Outcome {
