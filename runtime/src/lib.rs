@@ -9,6 +9,7 @@
 extern crate alloc;
 
 pub mod backend;
+pub mod backends;
 pub mod buffer;
 pub mod executor;
 pub mod format;
