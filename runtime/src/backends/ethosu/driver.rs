@@ -22,6 +22,9 @@
 
 use core::fmt;
 
+use alloc::string::String;
+
+use super::payload::{self, Action};
 use super::regs::{cmd, reg, reset, status, NpuRegisters};
 
 /// Base-pointer indices the Vela command stream uses (ExecuTorch's EthosUBackend order).
@@ -46,6 +49,12 @@ pub enum NpuError {
     Timeout { status: u32, qread: u32 },
     /// The run ended with fault bits set or without reaching the end of the command stream.
     Fault { status: u32, qread: u32 },
+    /// The IRQ came but QREAD is not at the end of the stream.
+    Incomplete { qread: u32, len: u32 },
+    /// The command payload (`cmd_data`) is malformed.
+    BadPayload(String),
+    /// The payload was compiled for another NPU configuration (CONFIG / ID register values).
+    ConfigMismatch { npu_config: u32, compiled_config: u32, npu_id: u32, compiled_id: u32 },
 }
 
 impl NpuError {
@@ -77,6 +86,22 @@ impl fmt::Display for NpuError {
             NpuError::BadCommandStream { len } => write!(f, "Ethos-U command stream of {len} bytes (must be a non-empty multiple of 4)"),
             NpuError::TooManyBases { count } => write!(f, "{count} base pointers; the Ethos-U has {}", reg::BASEP_COUNT),
             NpuError::Timeout { status, qread } => write!(f, "Ethos-U inference timed out at command-stream byte {qread} (STATUS=0x{status:08x})"),
+            NpuError::Incomplete { qread, len } => write!(f, "Ethos-U stopped at command-stream byte {qread} of {len}"),
+            NpuError::BadPayload(m) => write!(f, "Ethos-U command payload: {m}"),
+            NpuError::ConfigMismatch { npu_config, compiled_config, npu_id, compiled_id } => write!(
+                f,
+                "the command stream was compiled for another Ethos-U: MACs/cycle {} vs this NPU's {}, SHRAM {} vs {} KiB, command-stream version {} vs {}, architecture {}.{} vs {}.{} (CONFIG 0x{compiled_config:08x} vs 0x{npu_config:08x}); recompile with the matching --accelerator-config",
+                1u32 << (compiled_config & 0xF),
+                1u32 << (npu_config & 0xF),
+                (compiled_config >> 8) & 0xFF,
+                (npu_config >> 8) & 0xFF,
+                (compiled_config >> 4) & 0xF,
+                (npu_config >> 4) & 0xF,
+                compiled_id >> 28,
+                (compiled_id >> 20) & 0xFF,
+                npu_id >> 28,
+                (npu_id >> 20) & 0xFF,
+            ),
             NpuError::Fault { status, qread } => {
                 write!(f, "Ethos-U fault at command-stream byte {qread}: ")?;
                 NpuError::describe_status(f, *status)
@@ -130,11 +155,13 @@ pub struct EthosU<R: NpuRegisters> {
     info: Option<NpuInfo>,
     /// STATUS captured by [`EthosU::on_irq`], consumed by `wait`.
     irq_status: Option<u32>,
+    /// QSIZE of the run in flight (QREAD must reach it).
+    qsize: u32,
 }
 
 impl<R: NpuRegisters> EthosU<R> {
     pub fn new(regs: R, cfg: DriverConfig) -> Self {
-        EthosU { regs, cfg, info: None, irq_status: None }
+        EthosU { regs, cfg, info: None, irq_status: None, qsize: 0 }
     }
 
     pub fn regs(&mut self) -> &mut R {
@@ -203,6 +230,7 @@ impl<R: NpuRegisters> EthosU<R> {
         self.regs.write(reg::QBASE, cmd_addr as u32);
         self.regs.write(reg::QBASE_HI, (cmd_addr >> 32) as u32);
         self.regs.write(reg::QSIZE, cmd_len as u32);
+        self.qsize = cmd_len as u32;
         for (i, &b) in bases.iter().enumerate() {
             self.regs.write(reg::basep(i as u32), b as u32);
             self.regs.write(reg::basep_hi(i as u32), (b >> 32) as u32);
@@ -247,11 +275,44 @@ impl<R: NpuRegisters> EthosU<R> {
             let _ = self.reset();
             return Err(NpuError::Fault { status: s, qread });
         }
+        let qread = self.regs.read(reg::QREAD);
+        if qread != self.qsize {
+            let _ = self.reset();
+            return Err(NpuError::Incomplete { qread, len: self.qsize });
+        }
         self.regs.write(reg::CMD, cmd::PWR_CLK_MASK);
         Ok(())
     }
 
-    /// `start` then `wait`.
+    /// Runs a Vela command payload (`cmd_data`, see [`payload`]) located at NPU address
+    /// `payload_addr`, as `ethosu_invoke` does: soft reset, check each OPTIMIZER_CONFIG against
+    /// the NPU's CONFIG/ID registers, run each COMMAND_STREAM to completion.
+    pub fn run_payload(&mut self, payload: &[u8], payload_addr: u64, bases: &[u64], idle: &mut dyn FnMut()) -> Result<(), NpuError> {
+        let actions = payload::parse(payload).map_err(NpuError::BadPayload)?;
+        let info = self.reset()?;
+        for a in actions {
+            match a {
+                Action::OptimizerConfig { config, id } => {
+                    // macs_per_cc, cmd_stream_version, shram_size must be equal; the
+                    // architecture major revision equal and the minor not older.
+                    let same_cfg = (config ^ info.config) & 0xFFFF == 0;
+                    let (cmaj, cmin) = (id >> 28, (id >> 20) & 0xFF);
+                    let (nmaj, nmin, _) = info.arch();
+                    if !same_cfg || cmaj != nmaj || nmin < cmin {
+                        return Err(NpuError::ConfigMismatch { npu_config: info.config, compiled_config: config, npu_id: info.id, compiled_id: id });
+                    }
+                }
+                Action::CommandStream { offset, len } => {
+                    self.start(payload_addr + offset as u64, len, bases)?;
+                    self.wait(idle)?;
+                }
+                Action::Debug(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// `start` then `wait`: one bare register command stream.
     pub fn invoke(&mut self, cmd_addr: u64, cmd_len: usize, bases: &[u64], idle: &mut dyn FnMut()) -> Result<(), NpuError> {
         self.start(cmd_addr, cmd_len, bases)?;
         self.wait(idle)

@@ -13,6 +13,7 @@
 pub mod blob;
 pub mod driver;
 pub mod model;
+pub mod payload;
 pub mod regs;
 
 use alloc::boxed::Box;
@@ -122,6 +123,7 @@ impl<R: NpuRegisters + 'static> Backend for EthosUBackend<R> {
         let b = blob::parse(processed).map_err(|e| format!("{e}"))?;
         let cmd = block_bytes(ctx, "cmd_data", b.cmd_data)?;
         let weights = block_bytes(ctx, "weight_data", b.weight_data)?;
+        payload::parse(cmd.as_ref()).map_err(|m| format!("EthosU delegate blob: block `cmd_data`: {m}"))?;
         let scratch_len = b.scratch_size as usize;
         for (block, ios) in [("inputs", &b.inputs), ("outputs", &b.outputs)] {
             for (i, io) in ios.iter().enumerate() {
@@ -188,7 +190,7 @@ impl<R: NpuRegisters + 'static> DelegateHandle for EthosUHandle<R> {
         {
             let mut npu = self.npu.try_borrow_mut().map_err(|_| kerr!("EthosUBackend: the NPU is already in use (re-entrant call)"))?;
             let idle = self.idle;
-            npu.invoke(cmd_addr, self.cmd.len, &bases, &mut || idle()).map_err(|e| kerr!("EthosUBackend: {e}"))?;
+            npu.run_payload(self.cmd.as_ref(), cmd_addr, &bases, &mut || idle()).map_err(|e| kerr!("EthosUBackend: {e}"))?;
         }
         for (j, io) in self.outputs.iter().enumerate() {
             let mut t = args.out(ni + j)?;

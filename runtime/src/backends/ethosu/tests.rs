@@ -8,7 +8,8 @@ use alloc::boxed::Box;
 use alloc::vec;
 
 const ID: u32 = 0x1001_0000;
-const CONFIG_U55_128: u32 = 0x7 | (1 << 4);
+/// CONFIG as Vela 5.2 compiles for ethos-u55-128: 2^7 MACs/cycle, 24 KiB SHRAM, stream version 0.
+const CONFIG_U55_128: u32 = 0x0000_1807;
 
 fn ok_model() -> RegisterModel {
     RegisterModel::new(ID, CONFIG_U55_128, Box::new(|_| status::CMD_END_REACHED))
@@ -138,7 +139,7 @@ fn backend_copies_io_per_the_table() {
     use core::cell::RefCell;
 
     let blob = blob::write(&VelaBlobBuf {
-        cmd_data: vec![0x11; 32],
+        cmd_data: super::payload::build(CONFIG_U55_128, ID, &[0x11; 8]),
         weight_data: vec![1; 5],
         weight_key: None,
         scratch_size: 64,
@@ -176,6 +177,8 @@ fn backend_copies_io_per_the_table() {
         assert!(d.regs().violations.is_empty(), "{:?}", d.regs().violations);
         assert_eq!(d.regs().runs.len(), 1);
         assert_eq!(d.regs().runs[0].qsize, 32);
+        // QBASE points at the stream inside the payload, 16-aligned.
+        assert_eq!(d.regs().runs[0].qbase % 16, 0);
     }
     // Wrong input size: a clear error naming the input.
     let mut hs = OpHarness::new();
@@ -195,6 +198,9 @@ fn backend_init_rejects_bad_blobs() {
     let e = backend.init(&ctx, b"not a blob", &[]).err().unwrap();
     assert!(e.contains("vela_bin_stream"), "{e}");
     let mut b = VelaBlobBuf { cmd_data: vec![0; 16], scratch_size: 8, ..Default::default() };
+    let e = backend.init(&ctx, &blob::write(&b), &[]).err().unwrap();
+    assert!(e.contains("cmd_data") && e.contains("COP1"), "{e}");
+    b.cmd_data = super::payload::build(CONFIG_U55_128, ID, &[0; 4]);
     b.inputs.push(VelaIo { shape: [1, 1, 1, 1, 1, 16], elem_size: 1, offset: 0, region: 1 });
     let e = backend.init(&ctx, &blob::write(&b), &[]).err().unwrap();
     assert!(e.contains("past the scratch size"), "{e}");
@@ -205,4 +211,23 @@ fn backend_init_rejects_bad_blobs() {
     b.weight_key = Some("deadbeef".into());
     let e = backend.init(&ctx, &blob::write(&b), &[]).err().unwrap();
     assert!(e.contains("deadbeef"), "{e}");
+}
+
+#[test]
+fn payload_runs_each_stream_and_checks_the_config() {
+    let p = super::payload::build(CONFIG_U55_128, ID, &[0x11; 8]);
+    let mut npu = EthosU::new(ok_model(), DriverConfig::default());
+    npu.run_payload(&p, 0x7000_0000, &[0x7010_0000, 0x3100_0000], &mut || {}).unwrap();
+    assert!(npu.regs().violations.is_empty(), "{:?}", npu.regs().violations);
+    assert_eq!(npu.regs().runs[0].qbase, 0x7000_0000 + 32);
+    assert_eq!(npu.regs().runs[0].qsize, 32);
+    // Compiled for 256 MACs/cycle, run on a 128-MAC NPU.
+    let p256 = super::payload::build(0x0000_1808, ID, &[0x11; 8]);
+    let e = npu.run_payload(&p256, 0x7000_0000, &[], &mut || {}).unwrap_err();
+    let m = alloc::format!("{e}");
+    assert!(m.contains("MACs/cycle 256 vs this NPU's 128"), "{m}");
+    assert_eq!(npu.regs().runs.len(), 1);
+    // Malformed payload.
+    let e = npu.run_payload(b"COP1\x09\0\0\0", 0, &[], &mut || {}).unwrap_err();
+    assert!(matches!(e, NpuError::BadPayload(_)), "{e:?}");
 }

@@ -1,0 +1,120 @@
+//! Int8 subgraph → Vela → `EthosUBackend` delegate blob.
+
+use std::fmt;
+
+use rbuild_runtime::backends::ethosu::blob::{self, VelaBlobBuf, VelaIo, IO_DIMS};
+use rbuild_runtime::backends::ethosu::driver::{BASE_FAST_SCRATCH, BASE_SCRATCH, BASE_WEIGHTS};
+
+use crate::graph::{GraphError, Int8Graph};
+use crate::tflite;
+use crate::vela::{RawIo, RawOutput, Summary, Vela, VelaError, VelaOptions};
+
+#[derive(Debug)]
+pub enum LowerError {
+    Graph(GraphError),
+    Vela(VelaError),
+    /// Vela left operators on the CPU or split the network; the delegate must be one NPU subgraph.
+    NotFullyDelegated { npu_subgraphs: usize, cpu_operators: Option<u64>, log: String },
+    Blob(String),
+}
+
+impl fmt::Display for LowerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LowerError::Graph(e) => e.fmt(f),
+            LowerError::Vela(e) => e.fmt(f),
+            LowerError::NotFullyDelegated { npu_subgraphs, cpu_operators, log } => write!(
+                f,
+                "Vela did not place the whole subgraph on the NPU ({npu_subgraphs} NPU subgraphs, CPU operators: {}); Vela said:\n{log}",
+                cpu_operators.map_or("unknown".into(), |c| c.to_string())
+            ),
+            LowerError::Blob(m) => write!(f, "EthosU delegate blob: {m}"),
+        }
+    }
+}
+impl std::error::Error for LowerError {}
+
+impl From<VelaError> for LowerError {
+    fn from(e: VelaError) -> Self {
+        LowerError::Vela(e)
+    }
+}
+impl From<GraphError> for LowerError {
+    fn from(e: GraphError) -> Self {
+        LowerError::Graph(e)
+    }
+}
+
+/// A lowered subgraph: the delegate blob and what Vela reported.
+#[derive(Clone, Debug)]
+pub struct Lowered {
+    pub blob: Vec<u8>,
+    pub raw: RawOutput,
+    pub summary: Summary,
+    pub vela_version: String,
+    pub options: VelaOptions,
+}
+
+fn io(which: &str, i: usize, r: &RawIo) -> Result<VelaIo, String> {
+    if r.shape.len() > IO_DIMS {
+        return Err(format!("{which} {i}: rank {} > {IO_DIMS}", r.shape.len()));
+    }
+    let mut shape = [1i32; IO_DIMS];
+    let pad = IO_DIMS - r.shape.len();
+    for (k, &d) in r.shape.iter().enumerate() {
+        shape[pad + k] = i32::try_from(d).map_err(|_| format!("{which} {i}: dimension {d} out of range"))?;
+    }
+    let cvt = |v: i64, what: &str| i32::try_from(v).map_err(|_| format!("{which} {i}: {what} {v} out of range"));
+    Ok(VelaIo { shape, elem_size: cvt(r.elem_size, "elem_size")?, offset: cvt(r.offset, "offset")?, region: cvt(r.region, "region")? })
+}
+
+/// Turns Vela's raw output into the blob contents, checking the region layout the runtime assumes
+/// (weights in BASEP0, scratch in BASEP1, fast scratch in BASEP2; IO tensors in the scratch).
+pub fn blob_from_raw(raw: &RawOutput) -> Result<VelaBlobBuf, String> {
+    for (what, got, want, used) in [
+        ("weight_region", raw.weight_region, BASE_WEIGHTS, !raw.weight_data.is_empty()),
+        ("scratch_region", raw.scratch_region, BASE_SCRATCH, true),
+        ("scratch_fast_region", raw.scratch_fast_region, BASE_FAST_SCRATCH, raw.scratch_fast_size > 0),
+    ] {
+        if used && got != want as i64 {
+            return Err(format!("Vela put {what} in region {got}; the EthosUBackend layout needs {want}"));
+        }
+    }
+    let scratch_size = u32::try_from(raw.scratch_size).map_err(|_| format!("scratch size {} does not fit in u32", raw.scratch_size))?;
+    let inputs = raw.inputs.iter().enumerate().map(|(i, r)| io("input", i, r)).collect::<Result<Vec<_>, _>>()?;
+    let outputs = raw.outputs.iter().enumerate().map(|(i, r)| io("output", i, r)).collect::<Result<Vec<_>, _>>()?;
+    for (which, list) in [("input", &inputs), ("output", &outputs)] {
+        for (i, t) in list.iter().enumerate() {
+            if t.region != BASE_SCRATCH as i32 {
+                return Err(format!("{which} {i} is in region {}, not the scratch region {BASE_SCRATCH}", t.region));
+            }
+        }
+    }
+    Ok(VelaBlobBuf { cmd_data: raw.cmd_data.clone(), weight_data: raw.weight_data.clone(), weight_key: None, scratch_size, inputs, outputs })
+}
+
+/// Lowers one int8 subgraph for the accelerator in `opts`. Fails unless Vela places every
+/// operator on the NPU as a single command stream.
+pub fn lower(graph: &Int8Graph, vela: &Vela, opts: &VelaOptions) -> Result<Lowered, LowerError> {
+    let net = tflite::write(graph)?;
+    let out = vela.compile(&net, opts)?;
+    let cpu = out.summary.cpu_operators;
+    if out.raws.len() != 1 || cpu.is_some_and(|c| c > 0) {
+        return Err(LowerError::NotFullyDelegated { npu_subgraphs: out.raws.len(), cpu_operators: cpu, log: out.log });
+    }
+    let raw = out.raws.into_iter().next().ok_or_else(|| LowerError::Blob("no raw output".into()))?;
+    let buf = blob_from_raw(&raw).map_err(LowerError::Blob)?;
+    if buf.inputs.len() != graph.inputs.len() || buf.outputs.len() != graph.outputs.len() {
+        return Err(LowerError::Blob(format!(
+            "Vela's network has {} inputs / {} outputs, the subgraph {} / {}",
+            buf.inputs.len(),
+            buf.outputs.len(),
+            graph.inputs.len(),
+            graph.outputs.len()
+        )));
+    }
+    let bytes = blob::write(&buf);
+    // The runtime's parser must accept what we ship.
+    blob::parse(&bytes).map_err(|e| LowerError::Blob(e.to_string()))?;
+    Ok(Lowered { blob: bytes, raw, summary: out.summary, vela_version: vela.version.clone(), options: opts.clone() })
+}

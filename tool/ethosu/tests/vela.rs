@@ -1,0 +1,117 @@
+//! End-to-end: int8 network → TFLite → Vela (ethos-u55-128) → delegate blob → runtime parser.
+//! Needs Vela (`.venv/bin/vela`, `$RBUILD_VELA` or PATH); prints `SKIPPED` and passes without it.
+
+use std::path::{Path, PathBuf};
+
+use rbuild_ethosu::blob::{self, BlockData};
+use rbuild_runtime::backends::ethosu::payload::{self, Action};
+
+/// log2(MACs/cycle) in the payload's OPTIMIZER_CONFIG (checked by the driver against the NPU).
+fn compiled_macs_log2(cmd: &[u8]) -> u32 {
+    let actions = payload::parse(cmd).unwrap();
+    let Some(Action::OptimizerConfig { config, .. }) = actions.first() else { panic!("no optimizer config: {actions:?}") };
+    assert!(actions.iter().any(|a| matches!(a, Action::CommandStream { .. })));
+    config & 0xF
+}
+use rbuild_ethosu::lower::{lower, LowerError};
+use rbuild_ethosu::testnet::{conv_dw_add_pool_fc, Pooling};
+use rbuild_ethosu::vela::{Vela, VelaError, VelaOptions};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn vela() -> Option<Vela> {
+    match Vela::locate(&[&repo_root()]) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            println!("SKIPPED: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn small_network_fully_on_the_npu_u55_128() {
+    let Some(vela) = vela() else { return };
+    for pooling in [Pooling::AveragePool, Pooling::Mean] {
+        let g = conv_dw_add_pool_fc(16, 16, 8, 16, 10, pooling);
+        let opts = VelaOptions::for_accelerator("ethos-u55-128").unwrap();
+        let l = lower(&g, &vela, &opts).unwrap_or_else(|e| panic!("{pooling:?}: {e}"));
+        assert_eq!(l.summary.cpu_operators, Some(0), "{pooling:?}: {:?}", l.summary.fields);
+        assert!(l.summary.npu_operators.unwrap_or(0) >= 5, "{:?}", l.summary.fields);
+        assert!(l.summary.npu_cycles.unwrap_or(0) > 0, "{:?}", l.summary.fields);
+        assert!(l.summary.sram_used_kib.is_some(), "{:?}", l.summary.fields);
+        let p = blob::parse(&l.blob).unwrap();
+        let BlockData::Inline(cmd) = p.cmd_data else { panic!("external cmd") };
+        assert!(!cmd.is_empty() && cmd.len() % 4 == 0);
+        assert_eq!(compiled_macs_log2(cmd), 7, "ethos-u55-128 = 2^7 MACs/cycle");
+        assert_eq!(cmd, &l.raw.cmd_data[..]);
+        let BlockData::Inline(w) = p.weight_data else { panic!("external weights") };
+        assert!(!w.is_empty());
+        assert!(p.scratch_size as usize >= 16 * 16 * 8);
+        assert_eq!(p.inputs.len(), 1);
+        assert_eq!(p.inputs[0].shape, [1, 1, 1, 16, 16, 8]);
+        assert_eq!(p.inputs[0].elem_size, 1);
+        assert_eq!(p.inputs[0].region, 1);
+        assert_eq!(p.outputs.len(), 1);
+        assert_eq!(p.outputs[0].byte_len(), Some(10));
+        println!("{pooling:?}: Vela {} cmd {} B, weights {} B, scratch {} B, summary {:?}", l.vela_version, cmd.len(), w.len(), p.scratch_size, l.summary);
+    }
+}
+
+#[test]
+fn other_accelerators() {
+    let Some(vela) = vela() else { return };
+    let g = conv_dw_add_pool_fc(8, 8, 4, 8, 4, Pooling::AveragePool);
+    for (acc, macs_log2) in [("ethos-u55-32", 5), ("ethos-u65-256", 8), ("ethos-u85-256", 8)] {
+        let opts = VelaOptions::for_accelerator(acc).unwrap();
+        let l = lower(&g, &vela, &opts).unwrap_or_else(|e| panic!("{acc}: {e}"));
+        assert_eq!(l.summary.cpu_operators, Some(0), "{acc}");
+        let p = blob::parse(&l.blob).unwrap();
+        let BlockData::Inline(cmd) = p.cmd_data else { panic!() };
+        assert_eq!(compiled_macs_log2(cmd), macs_log2, "{acc}");
+    }
+}
+
+#[test]
+fn shipped_vela_ini_is_accepted() {
+    let Some(vela) = vela() else { return };
+    let g = conv_dw_add_pool_fc(8, 8, 4, 8, 4, Pooling::AveragePool);
+    let ini = repo_root().join("toolchains/vela.ini");
+    let opts = VelaOptions {
+        accelerator: "ethos-u55-128".into(),
+        system_config: "Corstone_300_U55".into(),
+        memory_mode: "Shared_Sram".into(),
+        config_files: vec![ini.display().to_string()],
+        extra_args: vec![],
+    };
+    let l = lower(&g, &vela, &opts).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(l.summary.cpu_operators, Some(0));
+}
+
+#[test]
+fn bad_options_and_failures_are_clear() {
+    assert!(matches!(VelaOptions::for_accelerator("ethos-u99"), Err(VelaError::BadOption(_))));
+    let Some(vela) = vela() else { return };
+    let g = conv_dw_add_pool_fc(8, 8, 4, 8, 4, Pooling::AveragePool);
+    let mut opts = VelaOptions::for_accelerator("ethos-u55-128").unwrap();
+    opts.system_config = "No_Such_System".into();
+    let e = lower(&g, &vela, &opts).unwrap_err();
+    let m = e.to_string();
+    assert!(matches!(e, LowerError::Vela(VelaError::Failed { .. })), "{m}");
+    assert!(m.contains("No_Such_System"), "{m}");
+}
+
+#[test]
+fn missing_vela_names_the_install_hint() {
+    let e = Vela::at(Path::new("/nonexistent/vela")).unwrap_err();
+    let m = e.to_string();
+    assert!(m.contains("/nonexistent/vela"), "{m}");
+    let e = VelaError::NotFound { searched: vec![PathBuf::from("/x/.venv/bin/vela")] };
+    let m = e.to_string();
+    assert!(m.contains("pip install ethos-u-vela") && m.contains("/x/.venv/bin/vela"), "{m}");
+    // A file that is not Vela fails the version check with the hint.
+    let e = Vela::at(Path::new("/bin/true")).unwrap_err();
+    assert!(e.to_string().contains("pip install ethos-u-vela"), "{e}");
+}
