@@ -60,7 +60,7 @@ fn vela_blob_runs_through_the_backend_on_the_register_model() {
     let handle = backend.init(&BackendInitContext { named_data: &named }, &l.blob, &[]).unwrap();
     H.with(|h| *h.borrow_mut() = Some(handle));
 
-    let input: Vec<i8> = (0..16 * 16 * 8).map(|k| ((k % 200) as i32 - 100) as i8).collect();
+    let input: Vec<i8> = (0..16 * 16 * 8).map(|k| ((k % 200) - 100) as i8).collect();
     let mut hs = OpHarness::new();
     let x = hs.tensor::<i8>(ScalarType::Char, &[1, 16, 16, 8], &input);
     let y = hs.out(ScalarType::Char, &[1, 10]);
