@@ -115,3 +115,35 @@ fn missing_vela_names_the_install_hint() {
     let e = Vela::at(Path::new("/bin/true")).unwrap_err();
     assert!(e.to_string().contains("pip install ethos-u-vela"), "{e}");
 }
+
+/// MobileNetV2's int8 operator set and shapes (synthetic weights), 224×224, 1000 classes:
+/// Vela must place every operator on an ethos-u55-128 (CPU operators = 0).
+#[test]
+fn mobilenet_v2_fully_on_the_npu_u55_128() {
+    let Some(vela) = vela() else { return };
+    let g = rbuild_ethosu::testnet::mobilenet_v2(224, 1000, Pooling::Mean);
+    let convs = g.ops.iter().filter(|o| matches!(o.kind, rbuild_ethosu::graph::OpKind::Conv2d { .. })).count();
+    let dws = g.ops.iter().filter(|o| matches!(o.kind, rbuild_ethosu::graph::OpKind::DepthwiseConv2d { .. })).count();
+    let adds = g.ops.iter().filter(|o| matches!(o.kind, rbuild_ethosu::graph::OpKind::Add { .. })).count();
+    assert_eq!((convs, dws, adds), (35, 17, 10), "MobileNetV2 has 35 convs, 17 depthwise, 10 residual adds");
+    let opts = VelaOptions::for_accelerator("ethos-u55-128").unwrap();
+    let l = lower(&g, &vela, &opts).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(l.summary.cpu_operators, Some(0), "{:?}", l.summary.fields);
+    let p = blob::parse(&l.blob).unwrap();
+    assert_eq!(p.inputs[0].shape, [1, 1, 1, 224, 224, 3]);
+    assert_eq!(p.outputs[0].byte_len(), Some(1000));
+    let BlockData::Inline(cmd) = p.cmd_data else { panic!() };
+    assert_eq!(compiled_macs_log2(cmd), 7);
+    println!(
+        "MobileNetV2 u55-128: NPU ops {:?}, cycles {:?} (total {:?}), SRAM {:?} KiB, off-chip {:?} KiB, {:?} ms; blob {} B (cmd {} B), scratch {} B",
+        l.summary.npu_operators,
+        l.summary.npu_cycles,
+        l.summary.total_cycles,
+        l.summary.sram_used_kib,
+        l.summary.offchip_used_kib,
+        l.summary.inference_time_ms,
+        l.blob.len(),
+        cmd.len(),
+        p.scratch_size
+    );
+}
