@@ -7,14 +7,14 @@ use rbuild_runtime::backends::ethosu::driver::{BASE_FAST_SCRATCH, BASE_SCRATCH, 
 
 use crate::graph::{GraphError, Int8Graph};
 use crate::tflite;
-use crate::vela::{RawIo, RawOutput, Summary, Vela, VelaError, VelaOptions};
+use crate::vela::{CpuOp, RawIo, RawOutput, Summary, Vela, VelaError, VelaOptions};
 
 #[derive(Debug)]
 pub enum LowerError {
     Graph(GraphError),
     Vela(VelaError),
     /// Vela left operators on the CPU or split the network; the delegate must be one NPU subgraph.
-    NotFullyDelegated { npu_subgraphs: usize, cpu_operators: Option<u64>, log: String },
+    NotFullyDelegated { npu_subgraphs: usize, cpu_operators: Option<u64>, cpu_ops: Vec<CpuOp>, log: String },
     Blob(String),
 }
 
@@ -23,11 +23,20 @@ impl fmt::Display for LowerError {
         match self {
             LowerError::Graph(e) => e.fmt(f),
             LowerError::Vela(e) => e.fmt(f),
-            LowerError::NotFullyDelegated { npu_subgraphs, cpu_operators, log } => write!(
-                f,
-                "Vela did not place the whole subgraph on the NPU ({npu_subgraphs} NPU subgraphs, CPU operators: {}); Vela said:\n{log}",
-                cpu_operators.map_or("unknown".into(), |c| c.to_string())
-            ),
+            LowerError::NotFullyDelegated { npu_subgraphs, cpu_operators, cpu_ops, log } => {
+                write!(
+                    f,
+                    "Vela did not place the whole subgraph on the NPU ({npu_subgraphs} NPU subgraphs, CPU operators: {})",
+                    cpu_operators.map_or("unknown".into(), |c| c.to_string())
+                )?;
+                for c in cpu_ops {
+                    write!(f, "\n  {} (output `{}`): {}", c.op, c.ofm, c.reasons.join(" "))?;
+                }
+                if cpu_ops.is_empty() {
+                    write!(f, "; Vela said:\n{log}")?;
+                }
+                Ok(())
+            }
             LowerError::Blob(m) => write!(f, "EthosU delegate blob: {m}"),
         }
     }
@@ -100,7 +109,7 @@ pub fn lower(graph: &Int8Graph, vela: &Vela, opts: &VelaOptions) -> Result<Lower
     let out = vela.compile(&net, opts)?;
     let cpu = out.summary.cpu_operators;
     if out.raws.len() != 1 || cpu.is_some_and(|c| c > 0) {
-        return Err(LowerError::NotFullyDelegated { npu_subgraphs: out.raws.len(), cpu_operators: cpu, log: out.log });
+        return Err(LowerError::NotFullyDelegated { npu_subgraphs: out.raws.len(), cpu_operators: cpu, cpu_ops: out.summary.cpu_ops, log: out.log });
     }
     let raw = out.raws.into_iter().next().ok_or_else(|| LowerError::Blob("no raw output".into()))?;
     let buf = blob_from_raw(&raw).map_err(LowerError::Blob)?;

@@ -29,6 +29,9 @@ pub enum VelaError {
     BadOption(String),
     Io { what: String, err: std::io::Error },
     Failed { command: String, code: Option<i32>, output: String },
+    /// Vela stopped because operators cannot go on the NPU (its raw output needs the whole
+    /// network there), listing them with its reasons.
+    UnsupportedOperators { cpu_ops: Vec<CpuOp>, output: String },
     Output(String),
 }
 
@@ -54,6 +57,16 @@ impl fmt::Display for VelaError {
             VelaError::Io { what, err } => write!(f, "Vela: {what}: {err}"),
             VelaError::Failed { command, code, output } => {
                 write!(f, "Vela failed (exit {}): {command}\n{output}", code.map_or("signal".to_string(), |c| c.to_string()))
+            }
+            VelaError::UnsupportedOperators { cpu_ops, output } => {
+                write!(f, "Vela cannot place these operators on the NPU (raw output needs every operator there):")?;
+                for c in cpu_ops {
+                    write!(f, "\n  {} (output `{}`): {}", c.op, c.ofm, c.reasons.join(" "))?;
+                }
+                if cpu_ops.is_empty() {
+                    write!(f, "\n{output}")?;
+                }
+                Ok(())
             }
             VelaError::Output(m) => write!(f, "Vela output: {m}"),
         }
@@ -147,6 +160,10 @@ impl Vela {
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         if !out.status.success() {
             let all = format!("{stdout}{stderr}");
+            let cpu_ops = parse_cpu_ops(&all);
+            if !cpu_ops.is_empty() {
+                return Err(VelaError::UnsupportedOperators { cpu_ops, output: all });
+            }
             let tail: String = all.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
             return Err(VelaError::Failed { command, code: out.status.code(), output: tail });
         }
@@ -166,7 +183,8 @@ impl Vela {
             .ok()
             .and_then(|d| d.filter_map(|e| e.ok().map(|e| e.path())).find(|p| p.extension().is_some_and(|x| x == "csv")))
             .and_then(|p| std::fs::read_to_string(p).ok());
-        let summary = Summary::parse(&stdout, csv.as_deref());
+        let mut summary = Summary::parse(&stdout, csv.as_deref());
+        summary.cpu_ops = parse_cpu_ops(&format!("{stdout}\n{stderr}"));
         Ok(VelaOutput { raws, summary, log: format!("{stdout}{stderr}") })
     }
 }
@@ -337,6 +355,43 @@ pub struct Summary {
     /// Off-chip memory used (flash or DRAM, per the system config), KiB.
     pub offchip_used_kib: Option<f64>,
     pub inference_time_ms: Option<f64>,
+    /// Operators Vela left on the CPU, with its reasons (`Warning (supported operators)` lines).
+    pub cpu_ops: Vec<CpuOp>,
+}
+
+/// An operator Vela will not place on the NPU.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuOp {
+    /// TFLite operator name (`MEAN`, `CONV_2D`, …).
+    pub op: String,
+    /// Its output tensor's name (our graph's tensor names pass through).
+    pub ofm: String,
+    pub reasons: Vec<String>,
+}
+
+/// Reads Vela's `Warning (supported operators) operator: OP, ofm: 'name'` blocks and the
+/// `Reason:` / constraint lines after each.
+pub fn parse_cpu_ops(log: &str) -> Vec<CpuOp> {
+    let mut out: Vec<CpuOp> = Vec::new();
+    let mut open = false;
+    for line in log.lines() {
+        let l = line.trim();
+        if let Some(rest) = l.strip_prefix("Warning (supported operators) operator:") {
+            let (op, ofm) = match rest.split_once(", ofm:") {
+                Some((op, ofm)) => (op.trim(), ofm.trim().trim_matches('\'')),
+                None => (rest.trim(), ""),
+            };
+            out.push(CpuOp { op: op.to_string(), ofm: ofm.to_string(), reasons: Vec::new() });
+            open = true;
+        } else if open && !l.is_empty() && !l.starts_with("Traceback") && !l.starts_with("Warning") && !l.starts_with("Network summary") {
+            if let Some(c) = out.last_mut() {
+                c.reasons.push(l.strip_prefix("Reason:").unwrap_or(l).trim().to_string());
+            }
+        } else {
+            open = false;
+        }
+    }
+    out
 }
 
 fn first_number(s: &str) -> Option<f64> {

@@ -179,3 +179,14 @@ fn summary_lines() {
     assert!((s.inference_time_ms.unwrap() - 0.036072).abs() < 1e-9);
     assert_eq!(s.cpu_operators, Some(0));
 }
+
+#[test]
+fn cpu_operator_warnings() {
+    let log = "Warning (supported operators) operator: MEAN, ofm: 'mean.out'\nReason: Unsupported depth-reduction.  IFM: 1, 4, 4, 1024\nReduction over depth is only supported if any of h,w,c == 1\n\nWarning (supported operators) operator: CONV_2D, ofm: 'c'\nReason: Stride too large\nTraceback (most recent call last):\n";
+    let ops = rbuild_ethosu::vela::parse_cpu_ops(log);
+    assert_eq!(ops.len(), 2);
+    assert_eq!(ops[0].op, "MEAN");
+    assert_eq!(ops[0].ofm, "mean.out");
+    assert_eq!(ops[0].reasons, vec!["Unsupported depth-reduction.  IFM: 1, 4, 4, 1024", "Reduction over depth is only supported if any of h,w,c == 1"]);
+    assert_eq!(ops[1].reasons, vec!["Stride too large"]);
+}

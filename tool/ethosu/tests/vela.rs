@@ -147,3 +147,42 @@ fn mobilenet_v2_fully_on_the_npu_u55_128() {
         p.scratch_size
     );
 }
+
+/// Operators Vela cannot place on the NPU stay on the CPU: lowering fails and names them with
+/// Vela's reason. (A MEAN over the channel axis of a [1,4,4,1024] tensor: "Unsupported
+/// depth-reduction" on U55.) Once alone, and once after a conv that does go to the NPU.
+#[test]
+fn operators_left_on_the_cpu_fail_the_lowering() {
+    let Some(vela) = vela() else { return };
+    use rbuild_ethosu::graph::{Activation, Int8Graph, OpKind, Padding};
+    for with_conv in [false, true] {
+        let mut g = Int8Graph::default();
+        let x = g.activation("x", &[1, 4, 4, 16], 0.05, 0);
+        let mut m_in = x;
+        if with_conv {
+            let w = g.weight("w", &[1024, 1, 1, 16], &vec![1; 1024 * 16], vec![0.01; 1024], 0);
+            let b = g.bias("b", &vec![0; 1024], vec![0.0005; 1024]);
+            let c = g.activation("conv.out", &[1, 4, 4, 1024], 0.05, 0);
+            g.op(OpKind::Conv2d { stride: [1, 1], dilation: [1, 1], padding: Padding::Same, act: Activation::None }, &[x, w, b], &[c]);
+            m_in = c;
+        } else {
+            g.tensors[x].shape = vec![1, 4, 4, 1024];
+        }
+        let axes = g.int32_const("axes", &[3]);
+        let y = g.activation("mean.out", &[1, 4, 4, 1], 0.05, 0);
+        g.op(OpKind::Mean { keep_dims: true }, &[m_in, axes], &[y]);
+        g.inputs = vec![x];
+        g.outputs = vec![y];
+        let e = lower(&g, &vela, &VelaOptions::for_accelerator("ethos-u55-128").unwrap()).unwrap_err();
+        let m = e.to_string();
+        let cpu_ops = match &e {
+            LowerError::NotFullyDelegated { cpu_ops, .. } => cpu_ops.clone(),
+            LowerError::Vela(VelaError::UnsupportedOperators { cpu_ops, .. }) => cpu_ops.clone(),
+            _ => panic!("with_conv={with_conv}: {m}"),
+        };
+        assert_eq!(cpu_ops.len(), 1, "{m}");
+        assert_eq!((cpu_ops[0].op.as_str(), cpu_ops[0].ofm.as_str()), ("MEAN", "mean.out"), "{m}");
+        assert!(m.contains("depth-reduction"), "{m}");
+        println!("with_conv={with_conv}: {m}");
+    }
+}
