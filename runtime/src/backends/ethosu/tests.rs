@@ -231,3 +231,52 @@ fn payload_runs_each_stream_and_checks_the_config() {
     let e = npu.run_payload(b"COP1\x09\0\0\0", 0, &[], &mut || {}).unwrap_err();
     assert!(matches!(e, NpuError::BadPayload(_)), "{e:?}");
 }
+
+/// An external `weight_data` block: the weights come from the program's named data by key,
+/// and BASEP0 points at them when the NPU runs.
+#[cfg(feature = "harness")]
+#[test]
+fn external_weights_come_from_named_data() {
+    use super::{EthosUBackend, EthosUConfig};
+    use crate::backend::{Backend, BackendInitContext, DelegateHandle};
+    use crate::harness::OpHarness;
+    use crate::kernel::{KernelArgs, KernelContext, KernelResult};
+    use crate::ScalarType;
+    use core::cell::RefCell;
+
+    static WEIGHTS: [u8; 48] = [7; 48];
+    let b = VelaBlobBuf {
+        cmd_data: super::payload::build(CONFIG_U55_128, ID, &[0; 4]),
+        weight_key: Some("w-key".into()),
+        scratch_size: 32,
+        inputs: vec![VelaIo { shape: [1, 1, 1, 1, 1, 4], elem_size: 1, offset: 0, region: 1 }],
+        outputs: vec![VelaIo { shape: [1, 1, 1, 1, 1, 4], elem_size: 1, offset: 16, region: 1 }],
+        ..Default::default()
+    };
+    let hook = Box::new(|r: &RunRecord| {
+        // SAFETY: BASEP0 is the handle's 48-byte weight copy and BASEP1 its 32-byte scratch
+        // (identity address map), alive and unborrowed while the NPU "runs".
+        let (w, s) = unsafe {
+            (core::slice::from_raw_parts(r.bases[0] as usize as *const u8, 48), core::slice::from_raw_parts_mut(r.bases[1] as usize as *mut u8, 32))
+        };
+        for k in 0..4 {
+            s[16 + k] = s[k] + w[k];
+        }
+        status::CMD_END_REACHED
+    });
+    let backend = EthosUBackend::new(EthosU::new(RegisterModel::new(ID, CONFIG_U55_128, hook), DriverConfig::default()), EthosUConfig::default());
+    fn named(k: &str) -> Option<&'static [u8]> {
+        (k == "w-key").then_some(&WEIGHTS[..])
+    }
+    let handle = backend.init(&BackendInitContext { named_data: &named }, &blob::write(&b), &[]).unwrap();
+    std::thread_local! { static H: RefCell<Option<Box<dyn DelegateHandle>>> = RefCell::new(None); }
+    H.with(|h| *h.borrow_mut() = Some(handle));
+    fn call(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+        H.with(|h| h.borrow_mut().as_mut().unwrap().execute(ctx, args))
+    }
+    let mut hs = OpHarness::new();
+    let x = hs.tensor::<u8>(ScalarType::Byte, &[4], &[1, 2, 3, 4]);
+    let y = hs.out(ScalarType::Byte, &[4]);
+    hs.call(call, &[x, y]).unwrap();
+    assert_eq!(hs.read::<u8>(y), vec![8, 9, 10, 11]);
+}
