@@ -55,13 +55,44 @@ impl From<GraphError> for LowerError {
 }
 
 /// A lowered subgraph: the delegate blob and what Vela reported.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Lowered {
     pub blob: Vec<u8>,
+    /// With [`Lowered::externalize_weights`]: (named-data key, weights) the program must carry.
+    pub external_weights: Option<(String, Vec<u8>)>,
     pub raw: RawOutput,
     pub summary: Summary,
     pub vela_version: String,
     pub options: VelaOptions,
+}
+
+impl std::fmt::Debug for Lowered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lowered")
+            .field("blob_len", &self.blob.len())
+            .field("external_weights", &self.external_weights.as_ref().map(|(k, w)| (k, w.len())))
+            .field("cmd_len", &self.raw.cmd_data.len())
+            .field("weights_len", &self.raw.weight_data.len())
+            .field("scratch_size", &self.raw.scratch_size)
+            .field("summary", &self.summary)
+            .field("vela_version", &self.vela_version)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl Lowered {
+    /// Moves the weights out of the blob into named data keyed by their SHA-256 (lowercase hex),
+    /// setting the `weight_data` block's external flag; returns the key.
+    pub fn externalize_weights(&mut self) -> Result<String, LowerError> {
+        let mut buf = blob_from_raw(&self.raw).map_err(LowerError::Blob)?;
+        let key = crate::sha256::sha256_hex(&buf.weight_data);
+        let weights = std::mem::take(&mut buf.weight_data);
+        buf.weight_key = Some(key.clone());
+        self.blob = blob::write(&buf);
+        self.external_weights = Some((key.clone(), weights));
+        Ok(key)
+    }
 }
 
 fn io(which: &str, i: usize, r: &RawIo) -> Result<VelaIo, String> {
@@ -125,5 +156,5 @@ pub fn lower(graph: &Int8Graph, vela: &Vela, opts: &VelaOptions) -> Result<Lower
     let bytes = blob::write(&buf);
     // The runtime's parser must accept what we ship.
     blob::parse(&bytes).map_err(|e| LowerError::Blob(e.to_string()))?;
-    Ok(Lowered { blob: bytes, raw, summary: out.summary, vela_version: vela.version.clone(), options: opts.clone() })
+    Ok(Lowered { blob: bytes, external_weights: None, raw, summary: out.summary, vela_version: vela.version.clone(), options: opts.clone() })
 }

@@ -57,6 +57,15 @@ fn small_network_fully_on_the_npu_u55_128() {
         assert_eq!(p.outputs.len(), 1);
         assert_eq!(p.outputs[0].byte_len(), Some(10));
         println!("{pooling:?}: Vela {} cmd {} B, weights {} B, scratch {} B, summary {:?}", l.vela_version, cmd.len(), w.len(), p.scratch_size, l.summary);
+        // Weights moved to named data: the block is flagged external and holds the key.
+        let mut ext = l.clone();
+        let key = ext.externalize_weights().unwrap();
+        assert_eq!(key.len(), 64);
+        let pe = blob::parse(&ext.blob).unwrap();
+        assert_eq!(pe.weight_data, BlockData::External(&key[..]));
+        assert_eq!(pe.cmd_data, p.cmd_data);
+        assert_eq!(ext.external_weights.as_ref().unwrap().1, w);
+        assert!(ext.blob.len() < l.blob.len());
     }
 }
 
