@@ -92,12 +92,15 @@ fn parse_version(s: &str) -> Option<(u32, u32, u32)> {
 }
 
 impl Vela {
-    /// Finds Vela: `$RBUILD_VELA`, then `<root>/.venv/bin/vela` for each root, then `PATH`.
+    /// Finds Vela: `$RBUILD_VELA` when set (only there), else `<root>/.venv/bin/vela` for each
+    /// root, then `PATH`.
     pub fn locate(roots: &[&Path]) -> Result<Vela, VelaError> {
         let mut searched = Vec::new();
         let mut candidates = Vec::new();
+        // An explicit RBUILD_VELA is used or reported, never silently passed over.
         if let Some(p) = std::env::var_os("RBUILD_VELA") {
-            candidates.push(PathBuf::from(p));
+            let p = PathBuf::from(p);
+            return if p.is_file() { Vela::at(&p) } else { Err(VelaError::NotFound { searched: vec![p] }) };
         }
         for r in roots {
             candidates.push(r.join(".venv/bin/vela"));

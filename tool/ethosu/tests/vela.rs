@@ -195,3 +195,27 @@ fn operators_left_on_the_cpu_fail_the_lowering() {
         println!("with_conv={with_conv}: {m}");
     }
 }
+
+/// With `RBUILD_VELA` pointing nowhere, locating fails with the install hint (and the Vela tests
+/// of this file print SKIPPED instead of failing — see `vela()`). Run in a child process so the
+/// environment change stays out of the other tests.
+#[test]
+fn explicit_rbuild_vela_is_honoured() {
+    if std::env::var_os("RBUILD_ETHOSU_CHILD").is_some() {
+        let e = Vela::locate(&[&repo_root()]).unwrap_err();
+        let m = e.to_string();
+        assert!(m.contains("/nonexistent/vela") && m.contains("pip install ethos-u-vela"), "{m}");
+        assert!(vela().is_none());
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "explicit_rbuild_vela_is_honoured", "--nocapture"])
+        .env("RBUILD_ETHOSU_CHILD", "1")
+        .env("RBUILD_VELA", "/nonexistent/vela")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("SKIPPED: Vela (the Ethos-U compiler) not found"), "{text}");
+}

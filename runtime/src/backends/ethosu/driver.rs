@@ -140,11 +140,18 @@ pub struct DriverConfig {
     pub reset_polls: u32,
     /// STATUS reads (or idle-hook calls) before an inference is declared timed out.
     pub run_polls: u32,
+    /// Platform AXI settings written after each reset, as the core driver's `npu_axi_init`
+    /// does from its build configuration: QCONFIG (command-stream memory type), REGIONCFG
+    /// (memory type per base-pointer region) and AXI_LIMIT0..3 (burst/outstanding limits,
+    /// U55/U65). `None` leaves the reset values.
+    pub qconfig: Option<u32>,
+    pub regioncfg: Option<u32>,
+    pub axi_limits: Option<[u32; 4]>,
 }
 
 impl Default for DriverConfig {
     fn default() -> Self {
-        DriverConfig { privileged: true, secure: true, reset_polls: 100_000, run_polls: u32::MAX }
+        DriverConfig { privileged: true, secure: true, reset_polls: 100_000, run_polls: u32::MAX, qconfig: None, regioncfg: None, axi_limits: None }
     }
 }
 
@@ -192,6 +199,17 @@ impl<R: NpuRegisters> EthosU<R> {
             s = self.regs.read(reg::STATUS);
         }
         let info = NpuInfo { id: self.regs.read(reg::ID), config: self.regs.read(reg::CONFIG) };
+        if let Some(q) = self.cfg.qconfig {
+            self.regs.write(reg::QCONFIG, q);
+        }
+        if let Some(r) = self.cfg.regioncfg {
+            self.regs.write(reg::REGIONCFG, r);
+        }
+        if let Some(l) = self.cfg.axi_limits {
+            for (i, v) in l.iter().enumerate() {
+                self.regs.write(reg::AXI_LIMIT0 + 4 * i as u32, *v);
+            }
+        }
         // Let the NPU gate its clock and power while idle.
         self.regs.write(reg::CMD, cmd::PWR_CLK_MASK);
         self.irq_status = None;

@@ -9,6 +9,14 @@
 //!   is available here: the driver is verified against this model, not against an NPU or FVP.**
 //! - [`EthosUBackend`]: copies inputs into the scratch arena per the blob's IO table, runs the
 //!   command stream with base pointers {weights, scratch, fast scratch}, copies outputs back.
+//!
+//! Firmware use: `EthosU::new(unsafe { Mmio::new(NPU_BASE) }, DriverConfig { .. })`, wrapped in
+//! an `EthosUBackend` with `.with_idle(wfi)` and registered in the `BackendRegistry`. The driver
+//! polls STATUS between idle calls; an enabled NPU interrupt whose handler only returns is enough
+//! to wake `wfi` (STATUS.irq_raised stays set until the driver clears it through CMD). A handler
+//! that owns the driver can call [`driver::EthosU::on_irq`] instead. The weights and command
+//! stream are copied 16-aligned into RAM at init (the NPU reads them through BASEP0/QBASE); the
+//! NPU must be able to reach that RAM (on Corstone-300: SRAM/DDR, not the TCMs).
 
 // The workspace's rust-version is 1.85; `is_multiple_of` is 1.87+.
 #![allow(clippy::manual_is_multiple_of)]

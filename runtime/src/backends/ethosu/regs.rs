@@ -23,6 +23,8 @@ pub mod reg {
     pub const PROT: u32 = 0x0024;
     pub const CONFIG: u32 = 0x0028;
     pub const REGIONCFG: u32 = 0x003C;
+    /// AXI_LIMIT0..3 at 0x40..0x4C (U55/U65; MEM_ATTR0..3 on U85).
+    pub const AXI_LIMIT0: u32 = 0x0040;
     /// Base pointer `n` (0..8): low word at `0x80 + 8n`, high word at `0x84 + 8n`.
     pub const fn basep(n: u32) -> u32 {
         0x0080 + 8 * n

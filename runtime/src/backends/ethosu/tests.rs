@@ -280,3 +280,20 @@ fn external_weights_come_from_named_data() {
     hs.call(call, &[x, y]).unwrap();
     assert_eq!(hs.read::<u8>(y), vec![8, 9, 10, 11]);
 }
+
+#[test]
+fn axi_settings_follow_every_reset() {
+    let cfg = DriverConfig { qconfig: Some(2), regioncfg: Some(0x33), axi_limits: Some([0x0f1f_0000, 1, 2, 3]), ..DriverConfig::default() };
+    let mut npu = EthosU::new(ok_model(), cfg);
+    npu.run_payload(&super::payload::build(CONFIG_U55_128, ID, &[0; 4]), 0x100, &[0x200, 0x300], &mut || {}).unwrap();
+    let m = npu.regs();
+    assert!(m.violations.is_empty(), "{:?}", m.violations);
+    let reset_at = m.log.iter().rposition(|&(w, o, _)| w && o == reg::RESET).unwrap();
+    let after: Vec<(u32, u32)> = m.log[reset_at..].iter().filter(|&&(w, _, _)| w).map(|&(_, o, v)| (o, v)).collect();
+    for want in [(reg::QCONFIG, 2), (reg::REGIONCFG, 0x33), (reg::AXI_LIMIT0, 0x0f1f_0000), (reg::AXI_LIMIT0 + 12, 3)] {
+        assert!(after.contains(&want), "{want:x?} not written after the reset: {after:x?}");
+    }
+    let qbase_at = after.iter().position(|&(o, _)| o == reg::QBASE).unwrap();
+    let region_at = after.iter().position(|&(o, _)| o == reg::REGIONCFG).unwrap();
+    assert!(region_at < qbase_at);
+}
