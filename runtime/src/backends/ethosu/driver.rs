@@ -6,16 +6,19 @@
 //! `ethosu_dev_handle_interrupt`, `ethosu_release_power`), re-implemented from its documented
 //! behaviour:
 //!
-//! 1. once: soft reset (write RESET with the pending privilege/security level, poll until
-//!    `STATUS.reset_status` clears), read ID and CONFIG;
-//! 2. per inference: disable the clock/power Q-channels in CMD so the NPU stays powered;
+//! 1. per payload (as `ethosu_invoke`): soft reset (write RESET with the pending
+//!    privilege/security level, poll until `STATUS.reset_status` clears), read ID and CONFIG,
+//!    write the platform's QCONFIG / REGIONCFG / AXI limits, check each OPTIMIZER_CONFIG of the
+//!    payload against CONFIG/ID; then for each COMMAND_STREAM:
+//! 2. disable the power Q-channel in CMD (clock Q-channel enabled) so the NPU stays powered;
 //! 3. write QBASE (low, high), QSIZE, then BASEP0..n (low, high) — 0 = weights, 1 = scratch
 //!    (arena), 2 = fast scratch;
 //! 4. write CMD = (CMD & Q-channel bits) | transition_to_running_state;
 //! 5. wait until STATUS shows `irq_raised` (or the NPU stopped), clear the IRQ via
 //!    CMD.clear_irq, and check `bus_status`, `cmd_parse_error`, `wd_fault`, `ecc_fault` and
-//!    `cmd_end_reached`; on a fault, soft reset again so the next inference starts clean;
-//! 6. re-enable the Q-channels.
+//!    `cmd_end_reached`, and that QREAD reached QSIZE; on a fault, soft reset again so the next
+//!    inference starts clean;
+//! 6. re-enable the power Q-channel.
 //!
 //! No Ethos-U simulator is available to this project, so this driver is tested against
 //! [`super::model::RegisterModel`], which checks the sequence above, not against an NPU.
@@ -179,7 +182,8 @@ impl<R: NpuRegisters> EthosU<R> {
         self.info
     }
 
-    /// Soft reset, then read ID/CONFIG. Done automatically before the first inference.
+    /// Soft reset, read ID/CONFIG, apply the platform AXI settings. [`EthosU::run_payload`] does
+    /// this first; [`EthosU::start`] does it once if nothing has yet.
     pub fn reset(&mut self) -> Result<NpuInfo, NpuError> {
         let mut r = 0;
         if self.cfg.privileged {
@@ -242,8 +246,9 @@ impl<R: NpuRegisters> EthosU<R> {
             return Err(NpuError::Busy { status: s });
         }
         self.irq_status = None;
-        // Keep the NPU powered and clocked for the inference: Q-channels off.
-        let powered = self.regs.read(reg::CMD) & !(cmd::PWR_CLK_MASK | cmd::TRANSITION_TO_RUNNING | cmd::CLEAR_IRQ);
+        // Keep the NPU powered for the inference: power Q-channel off, clock Q-channel on
+        // (ethosu_invoke's set_clock_and_power(CLOCK_Q_ENABLE, POWER_Q_DISABLE)).
+        let powered = cmd::CLOCK_Q_ENABLE;
         self.regs.write(reg::CMD, powered);
         self.regs.write(reg::QBASE, cmd_addr as u32);
         self.regs.write(reg::QBASE_HI, (cmd_addr >> 32) as u32);

@@ -3,7 +3,7 @@
 //! It does not execute command streams. It records every register access and checks that the
 //! driver follows the documented sequence (see [`super::driver`]): reset before the first run,
 //! QBASE/QSIZE/BASEPn programmed for every run and never while running, aligned addresses,
-//! Q-channels disabled during a run, CMD writes that preserve the Q-channel bits, the IRQ cleared
+//! the power Q-channel disabled during a run, CMD writes that preserve the Q-channel bits, the IRQ cleared
 //! after each run. Breaches are collected in [`RegisterModel::violations`]. A run "executes" by
 //! calling a hook with the programmed addresses, which may fill output memory and choose the
 //! outcome (completion or fault bits), and completes after a set number of STATUS polls.
@@ -170,8 +170,8 @@ impl NpuRegisters for RegisterModel {
                             why.push(format!("{name} not programmed for this run"));
                         }
                     }
-                    if value & cmd::PWR_CLK_MASK != 0 {
-                        why.push(format!("Q-channels enabled during the run (CMD=0x{value:x})"));
+                    if value & cmd::POWER_Q_ENABLE != 0 {
+                        why.push(format!("the power Q-channel enabled during the run (CMD=0x{value:x})"));
                     }
                     let qsize = self.regs[(reg::QSIZE / 4) as usize];
                     let qbase = (self.regs[(reg::QBASE_HI / 4) as usize] as u64) << 32 | self.regs[(reg::QBASE / 4) as usize] as u64;

@@ -297,3 +297,15 @@ fn axi_settings_follow_every_reset() {
     let region_at = after.iter().position(|&(o, _)| o == reg::REGIONCFG).unwrap();
     assert!(region_at < qbase_at);
 }
+
+#[test]
+fn model_catches_a_run_with_power_gating_enabled() {
+    let mut npu = EthosU::new(ok_model(), DriverConfig::default());
+    npu.reset().unwrap();
+    let m = npu.regs();
+    m.write(reg::QBASE, 0x100);
+    m.write(reg::QBASE_HI, 0);
+    m.write(reg::QSIZE, 16);
+    m.write(reg::CMD, super::regs::cmd::PWR_CLK_MASK | 1);
+    assert!(m.violations.iter().any(|v| v.contains("power Q-channel")), "{:?}", m.violations);
+}
