@@ -74,15 +74,37 @@ pub enum Activation {
 #[derive(Clone, Debug, PartialEq)]
 pub enum OpKind {
     /// weight [O, KH, KW, I], bias [O] int32.
-    Conv2d { stride: [i32; 2], dilation: [i32; 2], padding: Padding, act: Activation },
+    Conv2d {
+        stride: [i32; 2],
+        dilation: [i32; 2],
+        padding: Padding,
+        act: Activation,
+    },
     /// weight [1, KH, KW, C × multiplier], bias [C × multiplier].
-    DepthwiseConv2d { stride: [i32; 2], dilation: [i32; 2], padding: Padding, depth_multiplier: i32, act: Activation },
-    Add { act: Activation },
+    DepthwiseConv2d {
+        stride: [i32; 2],
+        dilation: [i32; 2],
+        padding: Padding,
+        depth_multiplier: i32,
+        act: Activation,
+    },
+    Add {
+        act: Activation,
+    },
     /// weight [O, I], bias [O].
-    FullyConnected { act: Activation },
-    AveragePool2d { filter: [i32; 2], stride: [i32; 2], padding: Padding, act: Activation },
+    FullyConnected {
+        act: Activation,
+    },
+    AveragePool2d {
+        filter: [i32; 2],
+        stride: [i32; 2],
+        padding: Padding,
+        act: Activation,
+    },
     /// Mean over the axes in the int32 constant input 1.
-    Mean { keep_dims: bool },
+    Mean {
+        keep_dims: bool,
+    },
     Reshape,
 }
 
@@ -138,25 +160,49 @@ impl std::error::Error for GraphError {}
 impl Int8Graph {
     /// An int8 activation tensor.
     pub fn activation(&mut self, name: &str, shape: &[i32], scale: f32, zero_point: i64) -> TensorId {
-        self.push(Tensor { name: name.into(), shape: shape.to_vec(), dtype: DType::I8, quant: Quant::per_tensor(scale, zero_point), data: None })
+        self.push(Tensor {
+            name: name.into(),
+            shape: shape.to_vec(),
+            dtype: DType::I8,
+            quant: Quant::per_tensor(scale, zero_point),
+            data: None,
+        })
     }
 
     /// A constant int8 weight, quantized per channel along `axis`.
     pub fn weight(&mut self, name: &str, shape: &[i32], data: &[i8], scales: Vec<f32>, axis: i32) -> TensorId {
         let bytes = data.iter().map(|&v| v as u8).collect();
-        self.push(Tensor { name: name.into(), shape: shape.to_vec(), dtype: DType::I8, quant: Quant::per_channel(scales, axis), data: Some(bytes) })
+        self.push(Tensor {
+            name: name.into(),
+            shape: shape.to_vec(),
+            dtype: DType::I8,
+            quant: Quant::per_channel(scales, axis),
+            data: Some(bytes),
+        })
     }
 
     /// A constant int32 bias with per-channel scales `input_scale × weight_scale[c]`.
     pub fn bias(&mut self, name: &str, data: &[i32], scales: Vec<f32>) -> TensorId {
         let bytes = data.iter().flat_map(|v| v.to_le_bytes()).collect();
-        self.push(Tensor { name: name.into(), shape: vec![data.len() as i32], dtype: DType::I32, quant: Quant::per_channel(scales, 0), data: Some(bytes) })
+        self.push(Tensor {
+            name: name.into(),
+            shape: vec![data.len() as i32],
+            dtype: DType::I32,
+            quant: Quant::per_channel(scales, 0),
+            data: Some(bytes),
+        })
     }
 
     /// A constant int32 vector without quantization (MEAN axes, shapes).
     pub fn int32_const(&mut self, name: &str, data: &[i32]) -> TensorId {
         let bytes = data.iter().flat_map(|v| v.to_le_bytes()).collect();
-        self.push(Tensor { name: name.into(), shape: vec![data.len() as i32], dtype: DType::I32, quant: Quant { scale: vec![], zero_point: vec![], axis: 0 }, data: Some(bytes) })
+        self.push(Tensor {
+            name: name.into(),
+            shape: vec![data.len() as i32],
+            dtype: DType::I32,
+            quant: Quant { scale: vec![], zero_point: vec![], axis: 0 },
+            data: Some(bytes),
+        })
     }
 
     pub fn push(&mut self, t: Tensor) -> TensorId {
@@ -172,25 +218,43 @@ impl Int8Graph {
     /// every op input produced earlier (or a graph input / constant).
     pub fn validate(&self) -> Result<(), GraphError> {
         let n = self.tensors.len();
-        let t = |id: TensorId, what: &str| self.tensors.get(id).ok_or_else(|| GraphError(format!("{what}: tensor id {id} out of range ({n} tensors)")));
+        let t = |id: TensorId, what: &str| {
+            self.tensors.get(id).ok_or_else(|| GraphError(format!("{what}: tensor id {id} out of range ({n} tensors)")))
+        };
         for (id, tt) in self.tensors.iter().enumerate() {
             if tt.shape.iter().any(|&d| d <= 0) {
                 return Err(GraphError(format!("tensor {id} `{}`: shape {:?} has a non-positive dimension", tt.name, tt.shape)));
             }
             if let Some(d) = &tt.data {
                 if d.len() != tt.numel() * tt.dtype.size() {
-                    return Err(GraphError(format!("tensor {id} `{}`: {} data bytes for shape {:?} ({:?})", tt.name, d.len(), tt.shape, tt.dtype)));
+                    return Err(GraphError(format!(
+                        "tensor {id} `{}`: {} data bytes for shape {:?} ({:?})",
+                        tt.name,
+                        d.len(),
+                        tt.shape,
+                        tt.dtype
+                    )));
                 }
             }
             let q = &tt.quant;
             if q.scale.len() != q.zero_point.len() {
-                return Err(GraphError(format!("tensor {id} `{}`: {} scales but {} zero points", tt.name, q.scale.len(), q.zero_point.len())));
+                return Err(GraphError(format!(
+                    "tensor {id} `{}`: {} scales but {} zero points",
+                    tt.name,
+                    q.scale.len(),
+                    q.zero_point.len()
+                )));
             }
             if q.scale.len() > 1 {
                 let ax = q.axis;
                 let ok = ax >= 0 && (ax as usize) < tt.shape.len() && tt.shape[ax as usize] as usize == q.scale.len();
                 if !ok {
-                    return Err(GraphError(format!("tensor {id} `{}`: {} per-channel scales along axis {ax} of shape {:?}", tt.name, q.scale.len(), tt.shape)));
+                    return Err(GraphError(format!(
+                        "tensor {id} `{}`: {} per-channel scales along axis {ax} of shape {:?}",
+                        tt.name,
+                        q.scale.len(),
+                        tt.shape
+                    )));
                 }
             }
             if q.scale.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
@@ -209,7 +273,11 @@ impl Int8Graph {
             let name = op.kind.name();
             let (ni, no) = op.kind.arity();
             if op.inputs.len() != ni || op.outputs.len() != no {
-                return Err(GraphError(format!("op {k} {name}: takes {ni} inputs and {no} outputs, has {} and {}", op.inputs.len(), op.outputs.len())));
+                return Err(GraphError(format!(
+                    "op {k} {name}: takes {ni} inputs and {no} outputs, has {} and {}",
+                    op.inputs.len(),
+                    op.outputs.len()
+                )));
             }
             for &i in &op.inputs {
                 let tt = t(i, &format!("op {k} {name} input"))?;
@@ -237,13 +305,24 @@ impl Int8Graph {
                     needs_const(1, DType::I8, "weight")?;
                     needs_const(2, DType::I32, "bias")?;
                     let w = inp(1);
-                    let want = match op.kind { OpKind::Conv2d { .. } => 4, OpKind::DepthwiseConv2d { .. } => 4, _ => 2 };
+                    let want = match op.kind {
+                        OpKind::Conv2d { .. } => 4,
+                        OpKind::DepthwiseConv2d { .. } => 4,
+                        _ => 2,
+                    };
                     if w.shape.len() != want {
                         return Err(GraphError(format!("op {k} {name}: weight `{}` has rank {}, expected {want}", w.shape.len(), w.name)));
                     }
-                    let oc = match op.kind { OpKind::DepthwiseConv2d { .. } => w.shape[3], _ => w.shape[0] };
+                    let oc = match op.kind {
+                        OpKind::DepthwiseConv2d { .. } => w.shape[3],
+                        _ => w.shape[0],
+                    };
                     if inp(2).numel() != oc as usize {
-                        return Err(GraphError(format!("op {k} {name}: bias `{}` has {} elements for {oc} output channels", inp(2).name, inp(2).numel())));
+                        return Err(GraphError(format!(
+                            "op {k} {name}: bias `{}` has {} elements for {oc} output channels",
+                            inp(2).name,
+                            inp(2).numel()
+                        )));
                     }
                 }
                 OpKind::Mean { .. } => needs_const(1, DType::I32, "axes")?,

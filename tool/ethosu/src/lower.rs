@@ -14,7 +14,12 @@ pub enum LowerError {
     Graph(GraphError),
     Vela(VelaError),
     /// Vela left operators on the CPU or split the network; the delegate must be one NPU subgraph.
-    NotFullyDelegated { npu_subgraphs: usize, cpu_operators: Option<u64>, cpu_ops: Vec<CpuOp>, log: String },
+    NotFullyDelegated {
+        npu_subgraphs: usize,
+        cpu_operators: Option<u64>,
+        cpu_ops: Vec<CpuOp>,
+        log: String,
+    },
     Blob(String),
 }
 
@@ -130,7 +135,14 @@ pub fn blob_from_raw(raw: &RawOutput) -> Result<VelaBlobBuf, String> {
             }
         }
     }
-    Ok(VelaBlobBuf { cmd_data: raw.cmd_data.clone(), weight_data: raw.weight_data.clone(), weight_key: None, scratch_size, inputs, outputs })
+    Ok(VelaBlobBuf {
+        cmd_data: raw.cmd_data.clone(),
+        weight_data: raw.weight_data.clone(),
+        weight_key: None,
+        scratch_size,
+        inputs,
+        outputs,
+    })
 }
 
 /// Lowers one int8 subgraph for the accelerator in `opts`. Fails unless Vela places every
@@ -140,7 +152,12 @@ pub fn lower(graph: &Int8Graph, vela: &Vela, opts: &VelaOptions) -> Result<Lower
     let out = vela.compile(&net, opts)?;
     let cpu = out.summary.cpu_operators;
     if out.raws.len() != 1 || cpu.is_some_and(|c| c > 0) {
-        return Err(LowerError::NotFullyDelegated { npu_subgraphs: out.raws.len(), cpu_operators: cpu, cpu_ops: out.summary.cpu_ops, log: out.log });
+        return Err(LowerError::NotFullyDelegated {
+            npu_subgraphs: out.raws.len(),
+            cpu_operators: cpu,
+            cpu_ops: out.summary.cpu_ops,
+            log: out.log,
+        });
     }
     let raw = out.raws.into_iter().next().ok_or_else(|| LowerError::Blob("no raw output".into()))?;
     let buf = blob_from_raw(&raw).map_err(LowerError::Blob)?;
@@ -156,5 +173,12 @@ pub fn lower(graph: &Int8Graph, vela: &Vela, opts: &VelaOptions) -> Result<Lower
     let bytes = blob::write(&buf);
     // The runtime's parser must accept what we ship.
     blob::parse(&bytes).map_err(|e| LowerError::Blob(e.to_string()))?;
-    Ok(Lowered { blob: bytes, external_weights: None, raw, summary: out.summary, vela_version: vela.version.clone(), options: opts.clone() })
+    Ok(Lowered {
+        blob: bytes,
+        external_weights: None,
+        raw,
+        summary: out.summary,
+        vela_version: vela.version.clone(),
+        options: opts.clone(),
+    })
 }

@@ -100,7 +100,10 @@ pub fn parse(zip: &[u8]) -> Result<BTreeMap<String, Npy>, NpzError> {
     let a = "archive";
     let trunc = || e(a, "truncated or not a ZIP archive");
     let lo = zip.len().saturating_sub(22 + 65_535);
-    let eocd = (lo..=zip.len().saturating_sub(22)).rev().find(|&i| u32_at(zip, i) == Some(0x0605_4b50)).ok_or_else(|| e(a, "no end-of-central-directory record (not a ZIP/npz file)"))?;
+    let eocd = (lo..=zip.len().saturating_sub(22))
+        .rev()
+        .find(|&i| u32_at(zip, i) == Some(0x0605_4b50))
+        .ok_or_else(|| e(a, "no end-of-central-directory record (not a ZIP/npz file)"))?;
     let mut count = u16_at(zip, eocd + 10).ok_or_else(trunc)? as u64;
     let mut cd = u32_at(zip, eocd + 16).ok_or_else(trunc)? as u64;
     if (count == 0xFFFF || cd == 0xFFFF_FFFF) && eocd >= 20 && u32_at(zip, eocd - 20) == Some(0x0706_4b50) {
@@ -182,7 +185,8 @@ pub fn parse_npy(name: &str, b: &[u8]) -> Result<Npy, NpzError> {
         Ok(header[at + k.len()..].trim_start())
     };
     let descr = field("descr")?;
-    let descr = descr.strip_prefix('\'').and_then(|s| s.split('\'').next()).ok_or_else(|| e(name, format!("bad descr in {header}")))?.to_string();
+    let descr =
+        descr.strip_prefix('\'').and_then(|s| s.split('\'').next()).ok_or_else(|| e(name, format!("bad descr in {header}")))?.to_string();
     let fortran_order = field("fortran_order")?.starts_with("True");
     let shape_s = field("shape")?;
     let shape_s = shape_s.strip_prefix('(').and_then(|s| s.split(')').next()).ok_or_else(|| e(name, format!("bad shape in {header}")))?;

@@ -41,7 +41,11 @@ pub fn conv_dw_add_pool_fc(h: i32, w: i32, cin: i32, c: i32, classes: i32, pooli
     let dw = g.weight("dw.weight", &[1, 3, 3, c], &pseudo_i8(2, (9 * c) as usize), dsc.clone(), 3);
     let db = g.bias("dw.bias", &vec![0; c as usize], dsc.iter().map(|s| s * s_c).collect());
     let y2 = g.activation("dw.out", &[1, h, w, c], s_c, -128);
-    g.op(OpKind::DepthwiseConv2d { stride: [1, 1], dilation: [1, 1], padding: Padding::Same, depth_multiplier: 1, act: Activation::Relu6 }, &[y1, dw, db], &[y2]);
+    g.op(
+        OpKind::DepthwiseConv2d { stride: [1, 1], dilation: [1, 1], padding: Padding::Same, depth_multiplier: 1, act: Activation::Relu6 },
+        &[y1, dw, db],
+        &[y2],
+    );
 
     // residual add
     let s_a = 12.0 / 255.0;
@@ -51,7 +55,9 @@ pub fn conv_dw_add_pool_fc(h: i32, w: i32, cin: i32, c: i32, classes: i32, pooli
     // global pooling
     let y4 = g.activation("pool.out", &[1, 1, 1, c], s_a, -128);
     match pooling {
-        Pooling::AveragePool => g.op(OpKind::AveragePool2d { filter: [h, w], stride: [1, 1], padding: Padding::Valid, act: Activation::None }, &[y3], &[y4]),
+        Pooling::AveragePool => {
+            g.op(OpKind::AveragePool2d { filter: [h, w], stride: [1, 1], padding: Padding::Valid, act: Activation::None }, &[y3], &[y4])
+        }
         Pooling::Mean => {
             let axes = g.int32_const("mean.axes", &[1, 2]);
             g.op(OpKind::Mean { keep_dims: true }, &[y3, axes], &[y4]);
@@ -87,10 +93,22 @@ pub fn mobilenet_v2(hw: i32, classes: i32, pooling: Pooling) -> Int8Graph {
     let mut cur_c = 3;
     let mut h = hw;
 
-    let mut conv = |g: &mut Int8Graph, name: &str, inp: usize, in_scale: f32, cin: i32, cout: i32, k: i32, stride: i32, h: i32, act: Activation, dw: bool| -> (usize, i32) {
+    let mut conv = |g: &mut Int8Graph,
+                    name: &str,
+                    inp: usize,
+                    in_scale: f32,
+                    cin: i32,
+                    cout: i32,
+                    k: i32,
+                    stride: i32,
+                    h: i32,
+                    act: Activation,
+                    dw: bool|
+     -> (usize, i32) {
         seed += 1;
         let oh = (h + stride - 1) / stride;
-        let (wshape, n, axis) = if dw { (vec![1, k, k, cout], (k * k * cout) as usize, 3) } else { (vec![cout, k, k, cin], (cout * k * k * cin) as usize, 0) };
+        let (wshape, n, axis) =
+            if dw { (vec![1, k, k, cout], (k * k * cout) as usize, 3) } else { (vec![cout, k, k, cin], (cout * k * k * cin) as usize, 0) };
         let ws: Vec<f32> = (0..cout).map(|c| 0.002 + 0.00001 * (c % 17) as f32).collect();
         let w = g.weight(&format!("{name}.weight"), &wshape, &pseudo_i8(seed, n), ws.clone(), axis);
         let b = g.bias(&format!("{name}.bias"), &vec![0; cout as usize], ws.iter().map(|s| s * in_scale).collect());
@@ -148,7 +166,9 @@ pub fn mobilenet_v2(hw: i32, classes: i32, pooling: Pooling) -> Int8Graph {
     let (y, _) = conv(&mut g, "features.18", cur, cur_scale, cur_c, 1280, 1, 1, h, Activation::Relu6, false);
     let pooled = g.activation("pool.out", &[1, 1, 1, 1280], s_act, -128);
     match pooling {
-        Pooling::AveragePool => g.op(OpKind::AveragePool2d { filter: [h, h], stride: [1, 1], padding: Padding::Valid, act: Activation::None }, &[y], &[pooled]),
+        Pooling::AveragePool => {
+            g.op(OpKind::AveragePool2d { filter: [h, h], stride: [1, 1], padding: Padding::Valid, act: Activation::None }, &[y], &[pooled])
+        }
         Pooling::Mean => {
             let axes = g.int32_const("pool.axes", &[1, 2]);
             g.op(OpKind::Mean { keep_dims: true }, &[y, axes], &[pooled]);

@@ -113,10 +113,13 @@ pub fn write(g: &Int8Graph) -> Result<Vec<u8>, GraphError> {
         };
         b.start_table();
         b.add_offset(0, shape);
-        b.add_scalar(1, &[match t.dtype {
-            DType::I8 => TYPE_INT8,
-            DType::I32 => TYPE_INT32,
-        }]);
+        b.add_scalar(
+            1,
+            &[match t.dtype {
+                DType::I8 => TYPE_INT8,
+                DType::I32 => TYPE_INT32,
+            }],
+        );
         b.add_scalar(2, &buffer_of[i].to_le_bytes());
         b.add_offset(3, name);
         if let Some(q) = quant {

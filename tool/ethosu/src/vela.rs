@@ -18,20 +18,44 @@ pub const MIN_VERSION: (u32, u32, u32) = (4, 0, 0);
 
 /// Accelerator configurations Vela accepts.
 pub const ACCELERATORS: &[&str] = &[
-    "ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
-    "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048",
+    "ethos-u55-32",
+    "ethos-u55-64",
+    "ethos-u55-128",
+    "ethos-u55-256",
+    "ethos-u65-256",
+    "ethos-u65-512",
+    "ethos-u85-128",
+    "ethos-u85-256",
+    "ethos-u85-512",
+    "ethos-u85-1024",
+    "ethos-u85-2048",
 ];
 
 #[derive(Debug)]
 pub enum VelaError {
-    NotFound { searched: Vec<PathBuf> },
-    BadVersion { path: PathBuf, found: String },
+    NotFound {
+        searched: Vec<PathBuf>,
+    },
+    BadVersion {
+        path: PathBuf,
+        found: String,
+    },
     BadOption(String),
-    Io { what: String, err: std::io::Error },
-    Failed { command: String, code: Option<i32>, output: String },
+    Io {
+        what: String,
+        err: std::io::Error,
+    },
+    Failed {
+        command: String,
+        code: Option<i32>,
+        output: String,
+    },
     /// Vela stopped because operators cannot go on the NPU (its raw output needs the whole
     /// network there), listing them with its reasons.
-    UnsupportedOperators { cpu_ops: Vec<CpuOp>, output: String },
+    UnsupportedOperators {
+        cpu_ops: Vec<CpuOp>,
+        output: String,
+    },
     Output(String),
 }
 
@@ -130,7 +154,10 @@ impl Vela {
         let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
         match parse_version(&text) {
             Some(v) if out.status.success() && v >= MIN_VERSION => Ok(Vela { path: path.to_path_buf(), version: text }),
-            _ => Err(VelaError::BadVersion { path: path.to_path_buf(), found: format!("{text}{}", String::from_utf8_lossy(&out.stderr).trim()) }),
+            _ => Err(VelaError::BadVersion {
+                path: path.to_path_buf(),
+                found: format!("{text}{}", String::from_utf8_lossy(&out.stderr).trim()),
+            }),
         }
     }
 
@@ -471,7 +498,9 @@ impl Summary {
                 "npu operators" => s.npu_operators = num.map(|x| x as u64),
                 "npu cycles" if s.npu_cycles.is_none() => s.npu_cycles = num.map(|x| x as u64),
                 "total sram used" if s.sram_used_kib.is_none() => s.sram_used_kib = num,
-                "total off-chip flash used" | "total dram used" | "total off-chip dram used" if s.offchip_used_kib.is_none() => s.offchip_used_kib = num,
+                "total off-chip flash used" | "total dram used" | "total off-chip dram used" if s.offchip_used_kib.is_none() => {
+                    s.offchip_used_kib = num
+                }
                 "batch inference time" if s.inference_time_ms.is_none() => s.inference_time_ms = num,
                 _ => {}
             }

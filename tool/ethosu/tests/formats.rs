@@ -187,6 +187,9 @@ fn cpu_operator_warnings() {
     assert_eq!(ops.len(), 2);
     assert_eq!(ops[0].op, "MEAN");
     assert_eq!(ops[0].ofm, "mean.out");
-    assert_eq!(ops[0].reasons, vec!["Unsupported depth-reduction.  IFM: 1, 4, 4, 1024", "Reduction over depth is only supported if any of h,w,c == 1"]);
+    assert_eq!(
+        ops[0].reasons,
+        vec!["Unsupported depth-reduction.  IFM: 1, 4, 4, 1024", "Reduction over depth is only supported if any of h,w,c == 1"]
+    );
     assert_eq!(ops[1].reasons, vec!["Stride too large"]);
 }

@@ -44,7 +44,9 @@ fn pte_with_delegate(blob: &[u8]) -> Vec<u8> {
         chains: Some(vec![Chain {
             inputs: Some(vec![0]),
             outputs: Some(vec![1]),
-            instructions: Some(vec![Instruction { instr_args: Some(InstructionArguments::DelegateCall(DelegateCall { delegate_index: 0, args: Some(vec![0, 1]) })) }]),
+            instructions: Some(vec![Instruction {
+                instr_args: Some(InstructionArguments::DelegateCall(DelegateCall { delegate_index: 0, args: Some(vec![0, 1]) })),
+            }]),
             ..Default::default()
         }]),
         operators: Some(vec![]),
@@ -97,7 +99,10 @@ fn pte_with_an_ethosu_delegate() {
         status::CMD_END_REACHED
     });
     let mut backends = BackendRegistry::new();
-    backends.register(Box::new(EthosUBackend::new(EthosU::new(RegisterModel::new(id, config, hook), DriverConfig::default()), EthosUConfig::default())));
+    backends.register(Box::new(EthosUBackend::new(
+        EthosU::new(RegisterModel::new(id, config, hook), DriverConfig::default()),
+        EthosUConfig::default(),
+    )));
     let mut m = program.load_method("forward", &KernelRegistry::new(), &backends).unwrap();
     let x = vec![1u8; 16 * 16 * 8];
     m.set_input_tensor(0, ScalarType::Char, &[1, 16, 16, 8], &x).unwrap();

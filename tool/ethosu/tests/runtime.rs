@@ -38,7 +38,10 @@ fn vela_blob_runs_through_the_backend_on_the_register_model() {
     let blob::BlockData::Inline(cmd) = parsed.cmd_data else { panic!() };
     let actions = payload::parse(cmd).unwrap();
     let Some(&Action::OptimizerConfig { config, id }) = actions.first() else { panic!("{actions:?}") };
-    let Some(&Action::CommandStream { offset: cs_off, len: cs_len }) = actions.iter().find(|a| matches!(a, Action::CommandStream { .. })) else { panic!() };
+    let Some(&Action::CommandStream { offset: cs_off, len: cs_len }) = actions.iter().find(|a| matches!(a, Action::CommandStream { .. }))
+    else {
+        panic!()
+    };
 
     // The "NPU": check the input reached the scratch, write a known output.
     let (ii, oo) = (in_io.offset as usize, out_io.offset as usize);

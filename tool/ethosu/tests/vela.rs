@@ -56,7 +56,14 @@ fn small_network_fully_on_the_npu_u55_128() {
         assert_eq!(p.inputs[0].region, 1);
         assert_eq!(p.outputs.len(), 1);
         assert_eq!(p.outputs[0].byte_len(), Some(10));
-        println!("{pooling:?}: Vela {} cmd {} B, weights {} B, scratch {} B, summary {:?}", l.vela_version, cmd.len(), w.len(), p.scratch_size, l.summary);
+        println!(
+            "{pooling:?}: Vela {} cmd {} B, weights {} B, scratch {} B, summary {:?}",
+            l.vela_version,
+            cmd.len(),
+            w.len(),
+            p.scratch_size,
+            l.summary
+        );
         // Weights moved to named data: the block is flagged external and holds the key.
         let mut ext = l.clone();
         let key = ext.externalize_weights().unwrap();

@@ -22,8 +22,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 /// Block names, in file order.
-pub const BLOCK_ORDER: [&str; 7] =
-    ["vela_bin_stream", "cmd_data", "weight_data", "scratch_size", "inputs", "outputs", "vela_end_stream"];
+pub const BLOCK_ORDER: [&str; 7] = ["vela_bin_stream", "cmd_data", "weight_data", "scratch_size", "inputs", "outputs", "vela_end_stream"];
 /// Bytes before a block's data.
 pub const HEADER_LEN: usize = 32;
 /// Dimensions stored per IO tensor.
@@ -136,7 +135,14 @@ pub fn parse(blob: &[u8]) -> Result<VelaBlob<'_>, BlobError> {
         let data_at = pos + HEADER_LEN;
         let padded = pad16(size);
         if blob.len() < data_at || blob.len() - data_at < padded {
-            return Err(err(want, data_at, alloc::format!("data of {size} bytes (padded {padded}) runs past the end ({} bytes left)", blob.len().saturating_sub(data_at))));
+            return Err(err(
+                want,
+                data_at,
+                alloc::format!(
+                    "data of {size} bytes (padded {padded}) runs past the end ({} bytes left)",
+                    blob.len().saturating_sub(data_at)
+                ),
+            ));
         }
         let data = &blob[data_at..data_at + size];
         datas[k] = Some(if external {
@@ -194,7 +200,11 @@ fn parse_ios(block: &'static str, d: &[u8]) -> Result<Vec<VelaIo>, BlobError> {
     let per = (IO_DIMS + 3) * 4;
     let count_u = usize::try_from(count).map_err(|_| err(block, 0, alloc::format!("negative tensor count {count}")))?;
     if count_u.checked_mul(per).and_then(|n| n.checked_add(4)) != Some(d.len()) {
-        return Err(err(block, 0, alloc::format!("count {count} needs {} bytes, block holds {}", 4 + count_u.saturating_mul(per), d.len())));
+        return Err(err(
+            block,
+            0,
+            alloc::format!("count {count} needs {} bytes, block holds {}", 4 + count_u.saturating_mul(per), d.len()),
+        ));
     }
     Ok((0..count_u)
         .map(|i| {
@@ -203,12 +213,7 @@ fn parse_ios(block: &'static str, d: &[u8]) -> Result<Vec<VelaIo>, BlobError> {
             for (j, s) in shape.iter_mut().enumerate() {
                 *s = rd_i32(d, at + 4 * j);
             }
-            VelaIo {
-                shape,
-                elem_size: rd_i32(d, at + 24),
-                offset: rd_i32(d, at + 28),
-                region: rd_i32(d, at + 32),
-            }
+            VelaIo { shape, elem_size: rd_i32(d, at + 24), offset: rd_i32(d, at + 28), region: rd_i32(d, at + 32) }
         })
         .collect())
 }

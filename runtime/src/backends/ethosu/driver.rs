@@ -154,7 +154,15 @@ pub struct DriverConfig {
 
 impl Default for DriverConfig {
     fn default() -> Self {
-        DriverConfig { privileged: true, secure: true, reset_polls: 100_000, run_polls: u32::MAX, qconfig: None, regioncfg: None, axi_limits: None }
+        DriverConfig {
+            privileged: true,
+            secure: true,
+            reset_polls: 100_000,
+            run_polls: u32::MAX,
+            qconfig: None,
+            regioncfg: None,
+            axi_limits: None,
+        }
     }
 }
 
@@ -322,7 +330,12 @@ impl<R: NpuRegisters> EthosU<R> {
                     let (cmaj, cmin) = (id >> 28, (id >> 20) & 0xFF);
                     let (nmaj, nmin, _) = info.arch();
                     if !same_cfg || cmaj != nmaj || nmin < cmin {
-                        return Err(NpuError::ConfigMismatch { npu_config: info.config, compiled_config: config, npu_id: info.id, compiled_id: id });
+                        return Err(NpuError::ConfigMismatch {
+                            npu_config: info.config,
+                            compiled_config: config,
+                            npu_id: info.id,
+                            compiled_id: id,
+                        });
                     }
                 }
                 Action::CommandStream { offset, len } => {

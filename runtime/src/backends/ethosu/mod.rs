@@ -36,8 +36,8 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 
 use crate::backend::{Backend, BackendInitContext, CompileSpec, DelegateHandle};
-use crate::kerr;
 use crate::kernel::{KernelArgs, KernelContext, KernelResult};
+use crate::kerr;
 
 use blob::{BlockData, VelaIo};
 use driver::{EthosU, BASE_FAST_SCRATCH, BASE_SCRATCH, BASE_WEIGHTS};
@@ -146,7 +146,9 @@ impl<R: NpuRegisters + 'static> Backend for EthosUBackend<R> {
                 }
                 let end = io.byte_len().unwrap_or(usize::MAX).saturating_add(io.offset as usize);
                 if end > scratch_len {
-                    return Err(format!("EthosU delegate blob: block `{block}` tensor {i} ends at byte {end}, past the scratch size {scratch_len}"));
+                    return Err(format!(
+                        "EthosU delegate blob: block `{block}` tensor {i} ends at byte {end}, past the scratch size {scratch_len}"
+                    ));
                 }
             }
         }
@@ -187,7 +189,12 @@ impl<R: NpuRegisters + 'static> DelegateHandle for EthosUHandle<R> {
             let src = t.bytes();
             let n = io.byte_len().unwrap_or(0);
             if src.len() != n {
-                return Err(kerr!("EthosUBackend: input {i} has {} bytes, the IO table expects {n} (shape {:?} × {})", src.len(), io.shape, io.elem_size));
+                return Err(kerr!(
+                    "EthosUBackend: input {i} has {} bytes, the IO table expects {n} (shape {:?} × {})",
+                    src.len(),
+                    io.shape,
+                    io.elem_size
+                ));
             }
             let at = io.offset as usize;
             self.scratch.as_mut()[at..at + n].copy_from_slice(src);
@@ -208,7 +215,12 @@ impl<R: NpuRegisters + 'static> DelegateHandle for EthosUHandle<R> {
             let dst = t.bytes_mut();
             let n = io.byte_len().unwrap_or(0);
             if dst.len() != n {
-                return Err(kerr!("EthosUBackend: output {j} has {} bytes, the IO table gives {n} (shape {:?} × {})", dst.len(), io.shape, io.elem_size));
+                return Err(kerr!(
+                    "EthosUBackend: output {j} has {} bytes, the IO table gives {n} (shape {:?} × {})",
+                    dst.len(),
+                    io.shape,
+                    io.elem_size
+                ));
             }
             let at = io.offset as usize;
             dst.copy_from_slice(&self.scratch.as_ref()[at..at + n]);

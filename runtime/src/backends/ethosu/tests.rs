@@ -156,7 +156,8 @@ fn backend_copies_io_per_the_table() {
         }
         status::CMD_END_REACHED
     });
-    let backend = EthosUBackend::new(EthosU::new(RegisterModel::new(ID, CONFIG_U55_128, hook), DriverConfig::default()), EthosUConfig::default());
+    let backend =
+        EthosUBackend::new(EthosU::new(RegisterModel::new(ID, CONFIG_U55_128, hook), DriverConfig::default()), EthosUConfig::default());
     let named = |_: &str| None;
     let ctx = BackendInitContext { named_data: &named };
     let handle = backend.init(&ctx, &blob, &[]).unwrap();
@@ -257,14 +258,18 @@ fn external_weights_come_from_named_data() {
         // SAFETY: BASEP0 is the handle's 48-byte weight copy and BASEP1 its 32-byte scratch
         // (identity address map), alive and unborrowed while the NPU "runs".
         let (w, s) = unsafe {
-            (core::slice::from_raw_parts(r.bases[0] as usize as *const u8, 48), core::slice::from_raw_parts_mut(r.bases[1] as usize as *mut u8, 32))
+            (
+                core::slice::from_raw_parts(r.bases[0] as usize as *const u8, 48),
+                core::slice::from_raw_parts_mut(r.bases[1] as usize as *mut u8, 32),
+            )
         };
         for k in 0..4 {
             s[16 + k] = s[k] + w[k];
         }
         status::CMD_END_REACHED
     });
-    let backend = EthosUBackend::new(EthosU::new(RegisterModel::new(ID, CONFIG_U55_128, hook), DriverConfig::default()), EthosUConfig::default());
+    let backend =
+        EthosUBackend::new(EthosU::new(RegisterModel::new(ID, CONFIG_U55_128, hook), DriverConfig::default()), EthosUConfig::default());
     fn named(k: &str) -> Option<&'static [u8]> {
         (k == "w-key").then_some(&WEIGHTS[..])
     }
