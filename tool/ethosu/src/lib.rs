@@ -8,7 +8,6 @@
 pub mod graph;
 pub mod lower;
 pub mod npz;
-pub mod sha256;
 pub mod testnet;
 pub mod tflite;
 pub mod vela;

@@ -4,6 +4,7 @@ use std::fmt;
 
 use rbuild_runtime::backends::ethosu::blob::{self, VelaBlobBuf, VelaIo, IO_DIMS};
 use rbuild_runtime::backends::ethosu::driver::{BASE_FAST_SCRATCH, BASE_SCRATCH, BASE_WEIGHTS};
+use sha2::{Digest, Sha256};
 
 use crate::graph::{GraphError, Int8Graph};
 use crate::tflite;
@@ -91,7 +92,7 @@ impl Lowered {
     /// setting the `weight_data` block's external flag; returns the key.
     pub fn externalize_weights(&mut self) -> Result<String, LowerError> {
         let mut buf = blob_from_raw(&self.raw).map_err(LowerError::Blob)?;
-        let key = crate::sha256::sha256_hex(&buf.weight_data);
+        let key = sha256_hex(&buf.weight_data);
         let weights = std::mem::take(&mut buf.weight_data);
         buf.weight_key = Some(key.clone());
         self.blob = blob::write(&buf);
@@ -181,4 +182,9 @@ pub fn lower(graph: &Int8Graph, vela: &Vela, opts: &VelaOptions) -> Result<Lower
         vela_version: vela.version.clone(),
         options: opts.clone(),
     })
+}
+
+/// Lowercase hex SHA-256: ExecuTorch's named-data key for an external block.
+fn sha256_hex(data: &[u8]) -> String {
+    Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
 }
