@@ -14,8 +14,14 @@ pub struct Checked {
 
 /// Checks a bundle's files, given by name. Returns every problem, each naming its file.
 pub fn check_files(files: &BTreeMap<String, Vec<u8>>) -> Result<Checked, Vec<String>> {
+    let digests = files.iter().map(|(n, b)| (n.clone(), (b.len() as u64, sha256_hex(b)))).collect();
+    check_digests(&digests, files.get("SHA256SUMS").map(Vec::as_slice), files.get("manifest.json").map(Vec::as_slice))
+}
+
+/// The check itself, over each file's (size, sha256) and the two lists' text.
+fn check_digests(files: &BTreeMap<String, (u64, String)>, sums: Option<&[u8]>, manifest: Option<&[u8]>) -> Result<Checked, Vec<String>> {
     let mut problems = Vec::new();
-    let Some(sums) = files.get("SHA256SUMS") else {
+    let Some(sums) = sums else {
         return Err(vec!["SHA256SUMS is missing: not a bundle, or it lost its checksum list".into()]);
     };
     let sums = String::from_utf8_lossy(sums);
@@ -33,14 +39,14 @@ pub fn check_files(files: &BTreeMap<String, Vec<u8>>) -> Result<Checked, Vec<Str
     for (name, want) in &listed {
         match files.get(name) {
             None => problems.push(format!("{name}: listed in SHA256SUMS but missing")),
-            Some(bytes) if &sha256_hex(bytes) != want => problems.push(format!("{name}: sha256 differs from SHA256SUMS (modified or truncated, {} bytes now)", bytes.len())),
+            Some((size, sha)) if sha != want => problems.push(format!("{name}: sha256 differs from SHA256SUMS (modified or truncated, {size} bytes now)")),
             Some(_) => {}
         }
     }
     for name in files.keys().filter(|n| *n != "SHA256SUMS" && !listed.contains_key(*n)) {
         problems.push(format!("{name}: present but not listed in SHA256SUMS"));
     }
-    match files.get("manifest.json").map(|m| serde_json::from_slice::<serde_json::Value>(m)) {
+    match manifest.map(serde_json::from_slice::<serde_json::Value>) {
         None => problems.push("manifest.json: missing".into()),
         Some(Err(e)) => problems.push(format!("manifest.json: not valid JSON ({e})")),
         Some(Ok(m)) => {
@@ -53,13 +59,13 @@ pub fn check_files(files: &BTreeMap<String, Vec<u8>>) -> Result<Checked, Vec<Str
                     problems.push("manifest.json: a `files` entry has no `path`".into());
                     continue;
                 };
-                let Some(bytes) = files.get(name) else {
+                let Some((size, sha)) = files.get(name) else {
                     problems.push(format!("{name}: listed in manifest.json but missing"));
                     continue;
                 };
-                if e["bytes"].as_u64() != Some(bytes.len() as u64) {
-                    problems.push(format!("{name}: {} bytes, manifest.json says {}", bytes.len(), e["bytes"]));
-                } else if e["sha256"].as_str() != Some(sha256_hex(bytes).as_str()) {
+                if e["bytes"].as_u64() != Some(*size) {
+                    problems.push(format!("{name}: {size} bytes, manifest.json says {}", e["bytes"]));
+                } else if e["sha256"].as_str() != Some(sha.as_str()) {
                     problems.push(format!("{name}: sha256 differs from manifest.json"));
                 }
             }
@@ -87,14 +93,17 @@ pub fn check_dir(dir: &Path) -> Result<Checked, Vec<String>> {
             problems.push(format!("{name}: unexpected folder in a bundle"));
             continue;
         }
-        match std::fs::read(&path) {
-            Ok(bytes) => {
-                files.insert(name, bytes);
+        // Hashed by streaming: a bundle may hold a multi-gigabyte program.
+        match crate::hash_file(&path) {
+            Ok(digest) => {
+                files.insert(name, digest);
             }
             Err(e) => problems.push(format!("{name}: cannot read: {e}")),
         }
     }
-    match check_files(&files) {
+    let text = |n: &str| files.contains_key(n).then(|| std::fs::read(dir.join(n)).ok()).flatten();
+    let (sums, manifest) = (text("SHA256SUMS"), text("manifest.json"));
+    match check_digests(&files, sums.as_deref(), manifest.as_deref()) {
         Ok(c) if problems.is_empty() => Ok(c),
         Ok(_) => Err(problems),
         Err(mut p) => {

@@ -77,16 +77,48 @@ pub struct BundleSpec {
     pub size_report: Option<String>,
 }
 
+/// Where a bundle file's bytes are: made here, or an existing file copied as it is (a
+/// program can be gigabytes: it is hashed and copied by streaming, never held in memory).
+#[derive(Clone, Debug)]
+pub enum Content {
+    Bytes(Vec<u8>),
+    Copy(PathBuf),
+}
+
 /// A file of the bundle before it is written.
-struct File {
-    name: String,
-    bytes: Vec<u8>,
-    executable: bool,
+#[derive(Clone, Debug)]
+pub struct BundleFile {
+    pub name: String,
+    pub content: Content,
+    pub size: u64,
+    pub sha256: String,
+    pub executable: bool,
     meta: serde_json::Value,
 }
 
+type File = BundleFile;
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// (size, sha256) of a file, read in 1 MiB pieces.
+fn hash_file(path: &Path) -> Result<(u64, String), String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (mut h, mut size, mut buf) = (Sha256::new(), 0u64, vec![0u8; 1 << 20]);
+    loop {
+        let n = f.read(&mut buf).map_err(|e| format!("{}: {e}", path.display()))?;
+        if n == 0 {
+            return Ok((size, hex(&h.finalize())));
+        }
+        h.update(&buf[..n]);
+        size += n as u64;
+    }
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {
@@ -111,7 +143,15 @@ impl File {
     fn new(name: impl Into<String>, bytes: Vec<u8>, executable: bool, role: &str, format: &str) -> File {
         let name = name.into();
         let meta = serde_json::json!({"path": name, "role": role, "format": format, "load_address": null});
-        File { name, bytes, executable, meta }
+        let (size, sha256) = (bytes.len() as u64, sha256_hex(&bytes));
+        File { name, content: Content::Bytes(bytes), size, sha256, executable, meta }
+    }
+
+    fn copy(name: impl Into<String>, from: &Path, role: &str, format: &str) -> Result<File, String> {
+        let name = name.into();
+        let meta = serde_json::json!({"path": name, "role": role, "format": format, "load_address": null});
+        let (size, sha256) = hash_file(from)?;
+        Ok(File { name, content: Content::Copy(from.to_path_buf()), size, sha256, executable: false, meta })
     }
 }
 
@@ -124,8 +164,8 @@ pub struct Written {
     pub files: Vec<(String, u64)>,
 }
 
-/// The bundle's files, in memory: (name, bytes, executable).
-pub fn build(spec: &BundleSpec) -> Result<Vec<(String, Vec<u8>, bool)>, String> {
+/// The bundle's files (small ones in memory, the program and data files by path), sorted.
+pub fn build(spec: &BundleSpec) -> Result<Vec<BundleFile>, String> {
     let binary = read(&spec.artifact)?;
     let parsed = elf::Elf::parse(&binary).ok();
     let mut files: Vec<File> = Vec::new();
@@ -170,7 +210,7 @@ pub fn build(spec: &BundleSpec) -> Result<Vec<(String, Vec<u8>, bool)>, String> 
         }
     }
     if let Some(p) = &spec.program {
-        let mut f = File::new("model.pte", read(p)?, false, "program", "executorch-pte");
+        let mut f = File::copy("model.pte", p, "program", "executorch-pte")?;
         if let Some(a) = firmware.and_then(|f| f.program_address) {
             f.meta["load_address"] = hex_addr(a).into();
         }
@@ -179,7 +219,7 @@ pub fn build(spec: &BundleSpec) -> Result<Vec<(String, Vec<u8>, bool)>, String> 
     for p in &spec.extra {
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).ok_or_else(|| format!("{}: not a file name", p.display()))?;
         let role = if name.contains("verify-input") { "verify input" } else { "data" };
-        files.push(File::new(name.clone(), read(p)?, false, role, format_of(&name)));
+        files.push(File::copy(name.clone(), p, role, format_of(&name))?);
     }
     let size_report = match (&spec.size_report, &parsed) {
         (Some(text), _) => text.clone(),
@@ -190,17 +230,17 @@ pub fn build(spec: &BundleSpec) -> Result<Vec<(String, Vec<u8>, bool)>, String> 
     for (name, text) in report::scripts(spec, &files.iter().map(|f| f.name.clone()).collect::<Vec<_>>()) {
         files.push(File::new(name, text.into_bytes(), true, "script", "shell"));
     }
-    let readme = report::readme(spec, &files.iter().map(|f| (f.name.clone(), f.bytes.len() as u64)).collect::<Vec<_>>());
+    let readme = report::readme(spec, &files.iter().map(|f| (f.name.clone(), f.size)).collect::<Vec<_>>());
     files.push(File::new("README.md", readme.into_bytes(), false, "documentation", "markdown"));
     files.sort_by(|a, b| a.name.cmp(&b.name));
 
     let manifest = manifest(spec, &files);
     files.push(File::new("manifest.json", manifest.into_bytes(), false, "manifest", "json"));
     files.sort_by(|a, b| a.name.cmp(&b.name));
-    let sums: String = files.iter().map(|f| format!("{}  {}\n", sha256_hex(&f.bytes), f.name)).collect();
+    let sums: String = files.iter().map(|f| format!("{}  {}\n", f.sha256, f.name)).collect();
     files.push(File::new("SHA256SUMS", sums.into_bytes(), false, "checksums", "sha256sum"));
     files.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(files.into_iter().map(|f| (f.name, f.bytes, f.executable)).collect())
+    Ok(files)
 }
 
 fn manifest(spec: &BundleSpec, files: &[File]) -> String {
@@ -208,8 +248,8 @@ fn manifest(spec: &BundleSpec, files: &[File]) -> String {
         .iter()
         .map(|f| {
             let mut m = f.meta.clone();
-            m["bytes"] = f.bytes.len().into();
-            m["sha256"] = sha256_hex(&f.bytes).into();
+            m["bytes"] = f.size.into();
+            m["sha256"] = f.sha256.clone().into();
             m
         })
         .collect();
@@ -250,13 +290,17 @@ pub fn write(spec: &BundleSpec, dir: &Path, tarball: &Path) -> Result<Written, S
     let staging = parent.join(format!(".bundle.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(|e| format!("{}: {e}", staging.display()))?;
-    for (name, bytes, executable) in &files {
-        let p = staging.join(name);
-        std::fs::write(&p, bytes).map_err(|e| format!("{}: {e}", p.display()))?;
+    for f in &files {
+        let p = staging.join(&f.name);
+        match &f.content {
+            Content::Bytes(bytes) => std::fs::write(&p, bytes).map(drop),
+            Content::Copy(from) => std::fs::copy(from, &p).map(drop),
+        }
+        .map_err(|e| format!("{}: {e}", p.display()))?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = if *executable { 0o755 } else { 0o644 };
+            let mode = if f.executable { 0o755 } else { 0o644 };
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).map_err(|e| format!("{}: {e}", p.display()))?;
         }
     }
@@ -265,17 +309,21 @@ pub fn write(spec: &BundleSpec, dir: &Path, tarball: &Path) -> Result<Written, S
     }
     std::fs::rename(&staging, dir).map_err(|e| format!("{}: {e}", dir.display()))?;
 
-    let mut entries: Vec<archive::Entry<'_>> =
-        files.iter().map(|(name, bytes, executable)| archive::Entry { name, bytes, executable: *executable }).collect();
+    // The tarball streams the written files (a copied file may have changed since it was
+    // hashed: the size written in its header is checked against what is read).
+    let entries: Vec<archive::FileEntry> = files
+        .iter()
+        .map(|f| archive::FileEntry { name: f.name.clone(), path: dir.join(&f.name), size: f.size, executable: f.executable })
+        .collect();
     let top = format!("{}-{}", spec.recipe, spec.platform);
-    let gz = archive::gzip(&archive::tar(&top, &mut entries)?)?;
     let name = tarball.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = tarball.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, &gz).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let out = std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    archive::write_tar_gz(&top, entries, std::io::BufWriter::new(out)).map_err(|e| format!("{}: {e}", tarball.display()))?;
     std::fs::rename(&tmp, tarball).map_err(|e| format!("{}: {e}", tarball.display()))?;
     Ok(Written {
         dir: dir.to_path_buf(),
         tarball: tarball.to_path_buf(),
-        files: files.iter().map(|(n, b, _)| (n.clone(), b.len() as u64)).collect(),
+        files: files.iter().map(|f| (f.name.clone(), f.size)).collect(),
     })
 }

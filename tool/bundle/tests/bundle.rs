@@ -257,6 +257,10 @@ fn hosted_bundle_has_runner_program_and_qemu_script() {
     let m: serde_json::Value = serde_json::from_slice(&files["manifest.json"]).unwrap();
     assert_eq!(m["platform"]["kind"], "hosted");
     assert_eq!(m["run"]["command"], "qemu-aarch64 -L /usr/aarch64-linux-gnu ./image_classifier --model model.pte");
+    // The streamed tarball is exactly gzip(tar(…)) of the folder's files.
+    let mut entries: Vec<archive::Entry<'_>> = files.iter().map(|(n, b)| archive::Entry { name: n, bytes: b, executable: n.ends_with(".sh") || n == "image_classifier" }).collect();
+    let in_memory = archive::gzip(&archive::tar("demo-linux-arm64", &mut entries).unwrap()).unwrap();
+    assert!(in_memory == std::fs::read(a.join("bundle.tar.gz")).unwrap());
     // Tarball entries come back with the folder's bytes and modes.
     let tar = archive::gunzip(&std::fs::read(a.join("bundle.tar.gz")).unwrap()).unwrap();
     for (path, mode, bytes) in archive::untar(&tar).unwrap() {
