@@ -33,13 +33,16 @@ pub fn doctor() -> CliResult {
                 Some((path, version)) => println!("  ok       {:<24} {} ({version})", s.tool, path.display()),
                 None => {
                     ok = false;
-                    println!("  missing  {:<24} install: {}", s.tool, s.install_hint.replace('\n', "; "));
+                    // Manual steps are instructions ("install Xcode …"), automatic ones commands.
+                    let manual = s.steps.iter().all(|step| matches!(step, rbuild_recipe::InstallStep::Manual(_)));
+                    let how = if manual { "needs:" } else { "install:" };
+                    println!("  missing  {:<24} {how} {}", s.tool, s.install_hint.replace('\n', "; "));
                 }
             }
         }
     }
     if !ok {
-        println!("some tools are missing: `rbuild toolchain install <platform>` installs them");
+        println!("some tools are missing: `rbuild toolchain install <platform>` installs those with install commands");
     }
     Ok(())
 }
