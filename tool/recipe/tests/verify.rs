@@ -56,3 +56,13 @@ fn seed_and_input_exclude_each_other() {
     let e = Recipe::from_source(dir.path().join("r.kdl"), text, &catalog()).map_err(|r| render(&r)).unwrap_err();
     assert!(e.contains("`seed` and `input` exclude each other"), "{e}");
 }
+
+#[test]
+fn tolerances_can_be_overridden_on_the_command_line() {
+    let mut r = recipe("none", "verify {\n    atol 0.5\n}\n").unwrap();
+    r.apply_overrides(&["rtol=0", "atol=1e-6"], &catalog()).unwrap();
+    assert_eq!(r.verify.tolerance(&r.model), (1e-6, 0.0));
+    let e = r.apply_overrides(&["atol=-1", "rtol=x"], &catalog()).unwrap_err();
+    let text = render(&e);
+    assert!(text.contains("bad value `-1` for `atol`") && text.contains("bad value `x` for `rtol`"), "{text}");
+}
