@@ -73,6 +73,8 @@ pub struct BundleSpec {
     pub run_prefix: Vec<String>,
     /// Arguments after the binary in the run script (`--model model.pte`).
     pub run_args: Vec<String>,
+    /// What a user adds to run it, for the README (`--image photo.png`).
+    pub run_example: String,
     /// A size report from the firmware's own generator; else one is made from the ELF sections.
     pub size_report: Option<String>,
 }

@@ -124,7 +124,7 @@ pub fn scripts(spec: &BundleSpec, names: &[String]) -> Vec<(String, String)> {
             words.push(format!("\"$here/{}\"", spec.artifact_name));
             words.extend(spec.run_args.iter().filter(|a| !a.ends_with(".pte") || names.iter().any(|n| n == *a)).map(|a| in_bundle(a)));
             let name = if spec.run_prefix.is_empty() { "run.sh" } else { "run-qemu.sh" };
-            let text = format!("{SCRIPT_HEAD}# Runs {} from this bundle; extra arguments go to it (e.g. --image photo.png).\nexec {} \"$@\"\n", spec.artifact_name, words.join(" "));
+            let text = format!("{SCRIPT_HEAD}# Runs {} from this bundle; extra arguments go to it.\nexec {} \"$@\"\n", spec.artifact_name, words.join(" "));
             out.push((name.to_string(), text));
         }
         Some(fw) => {
@@ -176,7 +176,7 @@ pub fn readme(spec: &BundleSpec, files: &[(String, u64)]) -> String {
     match &spec.firmware {
         None => {
             let script = if spec.run_prefix.is_empty() { "run.sh" } else { "run-qemu.sh" };
-            let _ = writeln!(out, "## Run\n\n```sh\n./{script} --image photo.png\n```\n");
+            let _ = writeln!(out, "## Run\n\n```sh\n./{script} {}\n```\n", spec.run_example);
             if !spec.run_prefix.is_empty() {
                 let _ = writeln!(out, "On a `{}` machine, run `./{}` directly.", spec.platform, spec.artifact_name);
             }

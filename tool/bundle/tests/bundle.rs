@@ -85,6 +85,7 @@ fn spec(dir: &Path, elf_bytes: &[u8], firmware: bool) -> BundleSpec {
             ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"].map(String::from).to_vec()
         },
         run_args: vec!["--model".into(), "model.pte".into()],
+        run_example: "--image photo.png".into(),
         size_report: None,
     }
 }

@@ -74,7 +74,19 @@ pub fn add(dag: &mut Dag<'_>, r: &Recipe, p: &Platform, i: Inputs) -> CliResult<
         program: (!r.runner.embed_program).then(|| i.program.clone()),
         extra: i.extra.clone(),
         run_prefix: p.run.prefix(),
-        run_args: if r.runner.embed_program { vec![] } else { vec!["--model".into(), "model.pte".into()] },
+        run_args: {
+            let mut args: Vec<String> = if r.runner.embed_program { vec![] } else { vec!["--model".into(), "model.pte".into()] };
+            // The LLM runner reads its tokenizer from the bundle too.
+            if i.extra.iter().any(|p| p.file_name().is_some_and(|n| n == "tokenizer.json")) {
+                args.extend(["--tokenizer".to_string(), "tokenizer.json".to_string()]);
+            }
+            args
+        },
+        run_example: match r.runner.template.as_str() {
+            "image-classifier" => "--image photo.png".into(),
+            "llm" => "--prompt \"Once upon a time\" --max-new-tokens 32".into(),
+            _ => "--help".into(),
+        },
         size_report: None,
         firmware,
     };
