@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what rbuild's tests need on a fresh Debian machine: Rust targets, and a Python 3.12
+# Installs what rbuild's tests need on a fresh Debian machine: cross tools (apt), Rust targets, and a Python 3.12
 # venv (.venv) with ExecuTorch 1.3.1's runtime (executorch-numpy-runtime) as the oracle.
 # Idempotent: a second run only checks.
 #
@@ -16,10 +16,33 @@ for arg in "$@"; do
 done
 cd "$(dirname "$0")/../.."
 
-# no_std check target (Cortex-M55).
-if ! rustup target list --installed | grep -qx thumbv8m.main-none-eabihf; then
-  rustup target add thumbv8m.main-none-eabihf
+# Cross toolchains: the aarch64 linker and QEMU (linux-arm64 builds run under qemu-aarch64,
+# Corstone-300 firmware under qemu-system-arm), the Arm bare-metal GCC (test ELFs, firmware
+# tools). apt-get runs as root, through sudo when not root, or not at all (then say what to do).
+missing_pkgs=()
+for pair in aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu qemu-aarch64:qemu-user \
+            qemu-system-arm:qemu-system-arm arm-none-eabi-gcc:gcc-arm-none-eabi; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || missing_pkgs+=("${pair#*:}")
+done
+if [ "${#missing_pkgs[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=(); elif command -v sudo >/dev/null 2>&1; then SUDO=(sudo); else SUDO=(none); fi
+  if [ "${SUDO[*]}" = none ]; then
+    echo "error: setup.sh: install ${missing_pkgs[*]} (apt-get install -y ${missing_pkgs[*]}) as root; no sudo here" >&2
+    exit 1
+  fi
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing_pkgs[@]}"
 fi
+
+# Rust targets: Cortex-M55 (no_std check, firmware), aarch64 Linux (built and run under QEMU),
+# and the Apple/Android targets, whose runtime + kernels CI `cargo check`s (their linkers need
+# Xcode or the NDK, which only a Mac or an NDK install has).
+installed_targets=$(rustup target list --installed)
+for t in thumbv8m.main-none-eabihf aarch64-unknown-linux-gnu aarch64-apple-darwin aarch64-apple-ios aarch64-linux-android; do
+  if ! grep -qx "$t" <<<"$installed_targets"; then
+    rustup target add "$t"
+  fi
+done
 
 # Python 3.12 for executorch-numpy-runtime (needs >= 3.12).
 find_python312() {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use rbuild_image_classifier::{classify, decode, kernels, preprocess};
+use rbuild_image_classifier::{classify, decode, kernels, preprocess, verify};
 use rbuild_runtime::backend::BackendRegistry;
 use rbuild_runtime::buffer::AlignedBuf;
 use rbuild_runtime::{KernelContext, Method, Program, ScalarType, Value};
@@ -18,7 +18,7 @@ struct Args {
     #[arg(long)]
     model: Option<PathBuf>,
     /// PNG or JPEG image.
-    #[arg(long, required_unless_present = "list_kernels")]
+    #[arg(long, required_unless_present_any = ["list_kernels", "verify_input"])]
     image: Option<PathBuf>,
     /// How many classes to print.
     #[arg(long, default_value_t = 5)]
@@ -38,6 +38,10 @@ struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Run on the tensors `input.0`, … of this safetensors file instead of an image and print
+    /// the outputs as `RBUILD_OUTPUT` lines and an `RBUILD_STATS` line (`rbuild verify`).
+    #[arg(long, conflicts_with_all = ["image", "json"])]
+    verify_input: Option<PathBuf>,
 }
 
 /// A user-facing failure: the message names the file concerned.
@@ -95,10 +99,6 @@ fn run(a: Args) -> Outcome {
         }
         return Ok(());
     }
-    let image_path = a.image.clone().ok_or_else(|| Failure("--image is required".into()))?;
-    let image_bytes = in_file(std::fs::read(&image_path), &image_path)?;
-    let image = in_file(decode::decode_image(&image_bytes), &image_path)?;
-
     let owned;
     let (program_bytes, model_name): (&[u8], PathBuf) = match (&a.model, embedded_program()) {
         (Some(p), _) => {
@@ -118,6 +118,12 @@ fn run(a: Args) -> Outcome {
     let program = in_file(Program::load(program_bytes), &model_name)?;
     let registry = kernels::registry();
     let mut method = in_file(program.load_method("forward", &registry, &BackendRegistry::new()), &model_name)?;
+    if let Some(path) = &a.verify_input {
+        return verify_run(&mut method, path, &model_name, a.threads);
+    }
+    let image_path = a.image.clone().ok_or_else(|| Failure("--image is required".into()))?;
+    let image_bytes = in_file(std::fs::read(&image_path), &image_path)?;
+    let image = in_file(decode::decode_image(&image_bytes), &image_path)?;
     let (crop_h, crop_w) = in_file(image_input_size(&method), &model_name)?;
 
     let input = preprocess::imagenet_eval(&image, crop_h, crop_w);
@@ -179,6 +185,37 @@ fn run(a: Args) -> Outcome {
             ctx.threads
         );
     }
+    Ok(())
+}
+
+/// `--verify-input`: bind the file's tensors, run once, print every output in the protocol.
+fn verify_run(method: &mut Method<'_>, path: &Path, model_name: &Path, threads: usize) -> Outcome {
+    let bytes = in_file(std::fs::read(path), path)?;
+    let inputs = in_file(verify::read_inputs(&bytes), path)?;
+    if inputs.len() != method.inputs().len() {
+        return Err(Failure(format!(
+            "{}: {} input tensor(s), but the method takes {}",
+            path.display(),
+            inputs.len(),
+            method.inputs().len()
+        )));
+    }
+    for (i, t) in inputs.iter().enumerate() {
+        in_file(method.set_input_tensor(i, t.dtype, &t.shape, &t.data), path)?;
+    }
+    let mut ctx = KernelContext { threads: threads.max(1) };
+    let t = Instant::now();
+    in_file(method.execute(&mut ctx), model_name)?;
+    let elapsed_us = t.elapsed().as_micros();
+    for i in 0..method.outputs().len() {
+        let Some(Value::Tensor(t)) = method.output_value(i) else {
+            return Err(Failure(format!("{}: output {i} is not a tensor", model_name.display())));
+        };
+        let (dtype, shape) = (t.dtype, t.shape.as_slice().to_vec());
+        let data = method.output_bytes(i).ok_or_else(|| Failure(format!("{}: output {i} has no data", model_name.display())))?;
+        println!("{}", verify::output_line(i, dtype, &shape, data));
+    }
+    println!("RBUILD_STATS elapsed_us={elapsed_us} threads={}", ctx.threads);
     Ok(())
 }
 

@@ -202,3 +202,29 @@ fn model_is_required_without_an_embedded_program() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--model"), "{}", stderr(&o));
 }
+
+/// `--verify-input`: the protocol lines `rbuild verify` reads, on the shared MobileNetV2 input.
+#[test]
+fn verify_input_prints_outputs_in_the_protocol() {
+    let io = testdata("models/mobilenet_v2/model.io.safetensors");
+    let o = run(&["--model", &model(), "--verify-input", &io]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let hex = lines[0].strip_prefix("RBUILD_OUTPUT index=0 dtype=float32 shape=1,1000 hex=").unwrap_or_else(|| panic!("{}", &lines[0][..80]));
+    assert_eq!(hex.len(), 8000);
+    let bytes: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+    let got: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    let file = std::fs::read(&io).unwrap();
+    let want: Vec<f32> = SafeTensors::deserialize(&file).unwrap().tensor("output.0").unwrap().data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    let max = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(max < 1e-3, "max |diff| vs PyTorch {max}");
+    assert!(lines[1].starts_with("RBUILD_STATS elapsed_us="), "{}", lines[1]);
+
+    // A file without input.0, or not safetensors at all: a clean error naming it.
+    let weights = testdata("models/mobilenet_v2/model.safetensors");
+    assert_clean_failure(&run(&["--model", &model(), "--verify-input", &weights]), &weights);
+    let img = image("img1_gradients_w320_h256");
+    assert_clean_failure(&run(&["--model", &model(), "--verify-input", &img]), &img);
+}

@@ -7,6 +7,7 @@ mod error;
 mod io;
 mod llm;
 mod project;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -33,6 +34,16 @@ enum Command {
         #[arg(required = true)]
         words: Vec<String>,
     },
+    /// Build a recipe, run each platform's artifact on this machine (natively, under QEMU) on
+    /// the recipe's verify input and compare with the host reference: `rbuild verify
+    /// mobilenet-cpu platform=linux-arm64`.
+    Verify {
+        /// Recipe name, then key=value overrides.
+        #[arg(required = true)]
+        words: Vec<String>,
+    },
+    /// Check a bundle folder or tarball against its checksums: `rbuild bundle --check DIR`.
+    Bundle(cli::bundle::BundleArgs),
     /// Check every platform's toolchain.
     Doctor,
     /// Toolchain management.
@@ -45,7 +56,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Build every recipe × platform whose toolchain is present.
+    /// Build every recipe × platform whose toolchain is present, and verify those that run here.
     All {
         /// Builds to run at once.
         #[arg(short = 'j', long, default_value_t = 1)]
@@ -90,6 +101,8 @@ fn main() -> ExitCode {
         Command::Export(a) => cli::export::export(a),
         Command::List => cli::recipes::list(),
         Command::Plan { words } => cli::recipes::plan(&words),
+        Command::Verify { words } => verify::verify(&words),
+        Command::Bundle(a) => cli::bundle::bundle(a),
         Command::Doctor => cli::recipes::doctor(),
         Command::Toolchain { command: ToolchainCommand::Install { platform } } => cli::recipes::toolchain_install(&platform),
         Command::Matrix { json } => cli::recipes::matrix(json),

@@ -86,17 +86,17 @@ fn mobilenet_cpu_builds_runs_caches_and_survives_interruption() {
     let env = Env { out: tempfile::tempdir().unwrap() };
 
     // Plan first: runs nothing, writes nothing but (at most) the hash memo.
-    let plan = env.ok(&["plan", "mobilenet-cpu"]);
+    let plan = env.ok(&["plan", "mobilenet-cpu", "platform=host"]);
     assert!(plan.contains("would run") && !env.dir().exists(), "{plan}");
 
     // Interrupted during export, then rebuilt: a correct program, no stale cache entry.
-    interrupt_at(&env, Some("export"), "holding in step export", "INT", &["mobilenet-cpu"]);
+    interrupt_at(&env, Some("export"), "holding in step export", "INT", &["mobilenet-cpu", "platform=host"]);
     assert!(!env.dir().join("model.pte").exists());
     // The harsher case: killed outright (no handler runs) right after export finished.
-    interrupt_at(&env, Some("select"), "holding in step select", "KILL", &["mobilenet-cpu"]);
+    interrupt_at(&env, Some("select"), "holding in step select", "KILL", &["mobilenet-cpu", "platform=host"]);
 
     // The first command of the README: random weights, announced.
-    let first = env.ok(&["mobilenet-cpu"]);
+    let first = env.ok(&["mobilenet-cpu", "platform=host"]);
     assert!(first.contains("random weights"), "{first}");
     let (runner, model) = (env.dir().join("image_classifier"), env.dir().join("model.pte"));
     let img = testdata().join("models/images/img2_shapes_w300_h300.png");
@@ -115,13 +115,21 @@ fn mobilenet_cpu_builds_runs_caches_and_survives_interruption() {
     assert!(small < all);
 
     // Nothing changed: nothing runs.
-    let again = env.ok(&["mobilenet-cpu"]);
-    assert!(again.contains("0 ran, 5 cached"), "{again}");
+    let again = env.ok(&["mobilenet-cpu", "platform=host"]);
+    assert!(again.contains("0 ran, 7 cached"), "{again}");
+
+    // verify: the native runner on the recipe's verify input matches the in-process reference
+    // (the build it starts with is all cached); the bundle's checksums hold.
+    let verified = env.ok(&["verify", "mobilenet-cpu", "platform=host"]);
+    assert!(verified.contains("0 ran, 7 cached") && verified.contains("native") && verified.contains("pass"), "{verified}");
+    let bundle = env.dir().join("bundle");
+    let checked = env.ok(&["bundle", "--check", bundle.to_str().unwrap()]);
+    assert!(checked.contains("ok ("), "{checked}");
 
     // Real weights: the top-5 matches PyTorch's logits for this image.
     let weights = testdata().join("models/mobilenet_v2/model.safetensors");
     let w = format!("weights={}", weights.display());
-    let real = env.ok(&["mobilenet-cpu", &w]);
+    let real = env.ok(&["mobilenet-cpu", "platform=host", &w]);
     assert!(!real.contains("random weights"), "{real}");
     let io = std::fs::read(testdata().join("models/mobilenet_v2/model.io.safetensors")).unwrap();
     let io = safetensors::SafeTensors::deserialize(&io).unwrap();
@@ -167,8 +175,8 @@ fn mobilenet_cpu_builds_runs_caches_and_survives_interruption() {
     // Interrupted in the runner step, then rebuilt.
     {
         // cargo's own output shows it compiling the runner: kill rbuild right then.
-        interrupt_at(&env, None, "Compiling rbuild-runner", "INT", &["mobilenet-cpu", &w, "embed-program=true"]);
-        let rebuilt = env.ok(&["mobilenet-cpu", &w, "embed-program=true"]);
+        interrupt_at(&env, None, "Compiling rbuild-runner", "INT", &["mobilenet-cpu", "platform=host", &w, "embed-program=true"]);
+        let rebuilt = env.ok(&["mobilenet-cpu", "platform=host", &w, "embed-program=true"]);
         assert!(rebuilt.contains("runner:host") && rebuilt.contains("ran"), "{rebuilt}");
         let o = Command::new(&runner).arg("--image").arg(&img).arg("--json").output().unwrap();
         assert!(o.status.success(), "embedded-program runner: {}", String::from_utf8_lossy(&o.stderr));

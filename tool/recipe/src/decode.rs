@@ -207,6 +207,29 @@ impl<'s> Decoder<'s> {
         self.expect_int(node, entry, min, max)
     }
 
+    /// The one number (integer or decimal) of a leaf node, checked against `min..=max`.
+    pub fn number(&mut self, node: &KdlNode, min: f64, max: f64) -> Option<Spanned<f64>> {
+        let entry = self.single(node, Kind::Number)?;
+        let name = node.name().value();
+        let value = match entry.value() {
+            KdlValue::Integer(i) => *i as f64,
+            KdlValue::Float(f) => *f,
+            other => {
+                let help = match other.as_string() {
+                    Some(s) if s.trim().parse::<f64>().is_ok() => format!("write the number without quotes: `{}`", s.trim()),
+                    _ => "numbers are written bare, e.g. `0.001` or `1e-3`".to_string(),
+                };
+                self.mismatch(node, entry, Kind::Number, help);
+                return None;
+            }
+        };
+        if !(min..=max).contains(&value) {
+            self.error(entry.span(), format!("`{name}` must be from {min} to {max}, found {value}"), "out of range", format!("use a value from {min} to {max}"));
+            return None;
+        }
+        Some(Spanned { value, span: entry.span() })
+    }
+
     /// The one boolean value of a leaf node.
     pub fn boolean(&mut self, node: &KdlNode) -> Option<bool> {
         let entry = self.single(node, Kind::Bool)?;
@@ -328,6 +351,7 @@ fn describe_range(min: i128, max: i128) -> String {
 enum Kind {
     String,
     Integer,
+    Number,
     Bool,
 }
 
@@ -336,6 +360,7 @@ impl Kind {
         match self {
             Kind::String => "a string",
             Kind::Integer => "an integer",
+            Kind::Number => "a number",
             Kind::Bool => "a boolean",
         }
     }
@@ -344,6 +369,7 @@ impl Kind {
         match self {
             Kind::String => "\"…\"",
             Kind::Integer => "1",
+            Kind::Number => "0.001",
             Kind::Bool => "#true",
         }
     }

@@ -26,6 +26,6 @@ pub use overrides::OVERRIDE_KEYS;
 pub use probe::{InstallError, ToolStatus};
 pub use recipe::{
     recipe_names, Backend, BackendSpec, Catalog, Dtype, EmbeddingQuantize, Fallback, LlmSpec, ModelSpec, Quantize, Recipe,
-    RunnerSpec, WeightsSource,
+    RunnerSpec, VerifyInput, VerifySpec, WeightsSource,
 };
 pub use toolchain::{load_platform, load_platforms, InstallStep, Platform, RunSpec, Tool};

@@ -30,6 +30,8 @@ pub const OVERRIDE_KEYS: &[&str] = &[
     "embedding-quantize",
     "tokenizer",
     "full-logits",
+    "atol",
+    "rtol",
 ];
 
 impl Recipe {
@@ -148,6 +150,18 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
             Ok(n) if n > 0 => recipe.runner.top = Some(n),
             _ => return Err(w.bad(0, value, "not a positive integer", "a positive integer")),
         },
+        "atol" | "rtol" => {
+            let tolerance = value
+                .parse::<f64>()
+                .ok()
+                .filter(|t| t.is_finite() && *t >= 0.0)
+                .ok_or_else(|| w.bad(0, value, "not a tolerance", "a non-negative number, e.g. `atol=1e-4` (0: exact)"))?;
+            if w.key == "atol" {
+                recipe.verify.atol = Some(tolerance);
+            } else {
+                recipe.verify.rtol = Some(tolerance);
+            }
+        }
         "max-seq-len" | "group-size" | "embedding-quantize" | "tokenizer" | "full-logits" => {
             // Checked above: the recipe is a language model.
             let Some(llm) = recipe.model.llm.as_mut() else { return Ok(()) };

@@ -31,7 +31,9 @@ impl Platform {
     /// Probes every tool the platform needs, plus the Rust standard library for its target
     /// when it cross-compiles.
     pub fn check(&self) -> Vec<ToolStatus> {
-        let mut statuses: Vec<ToolStatus> = self.tools.iter().map(|tool| check_tool(tool, self.source.name())).collect();
+        // The build machine's OS comes first: without it no tool matters.
+        let mut statuses: Vec<ToolStatus> = self.host_os.iter().map(|os| check_host_os(os, &self.name)).collect();
+        statuses.extend(self.tools.iter().map(|tool| check_tool(tool, self.source.name())));
         if let Some(target) = &self.rust_target {
             statuses.push(check_rust_target(target));
         }
@@ -117,6 +119,26 @@ fn check_tool(tool: &Tool, file: &str) -> ToolStatus {
         (path, version)
     });
     ToolStatus { tool: tool.name.clone(), found, install_hint, steps: tool.install.clone() }
+}
+
+/// A platform whose SDK exists on one OS only (Apple's) builds there; this "tool" is found
+/// exactly when rbuild runs on that OS.
+fn check_host_os(os: &str, platform: &str) -> ToolStatus {
+    let this = std::env::consts::OS;
+    let pretty = |os: &str| match os {
+        "macos" => "macOS".to_string(),
+        "linux" => "Linux".to_string(),
+        "windows" => "Windows".to_string(),
+        other => other.to_string(),
+    };
+    let found = (this == os).then(|| (PathBuf::from("/"), format!("{} {}", pretty(this), std::env::consts::ARCH)));
+    let step = InstallStep::Manual(format!(
+        "{platform} builds only on {} (its SDK is not available for {}): run rbuild on a {} machine",
+        pretty(os),
+        pretty(this),
+        pretty(os)
+    ));
+    ToolStatus { tool: format!("{} build machine", pretty(os)), found, install_hint: step.to_string(), steps: vec![step] }
 }
 
 /// A cross target needs its standard library in rustc's sysroot (what `rustup target add`

@@ -23,6 +23,8 @@ pub struct Recipe {
     pub runner: RunnerSpec,
     /// Platform names (`toolchains/<name>.kdl`), in the order given, without repeats.
     pub platforms: Vec<String>,
+    /// How `rbuild verify` checks the built artifact against the host reference.
+    pub verify: VerifySpec,
     /// The file's text, named as it was loaded, for diagnostics that later steps raise about
     /// the recipe (see [`Recipe::problem`]).
     pub source: Source,
@@ -191,6 +193,46 @@ pub struct RunnerSpec {
     pub span: SourceSpan,
 }
 
+/// The recipe's `verify { … }` block: the input `rbuild verify` feeds the built artifact and
+/// how close its outputs must be to the host reference (numpy's `allclose`:
+/// `|got - want| <= atol + rtol * |want|`). Unset tolerances take [`VerifySpec::tolerance`]'s
+/// defaults for the model's dtype and quantization.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VerifySpec {
+    pub atol: Option<f64>,
+    pub rtol: Option<f64>,
+    pub input: VerifyInput,
+}
+
+/// What `rbuild verify` feeds the model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VerifyInput {
+    /// An image file (PNG/JPEG), preprocessed as the runner does (resize, crop, normalize).
+    Image(PathBuf),
+    /// Seeded uniform random values in the model's input shape.
+    Random(u64),
+}
+
+impl Default for VerifySpec {
+    fn default() -> Self {
+        VerifySpec { atol: None, rtol: None, input: VerifyInput::Random(0) }
+    }
+}
+
+impl VerifySpec {
+    /// (atol, rtol): the recipe's values, else per model: exact for int8 programs (the same
+    /// integer arithmetic everywhere), 1e-3 for float32 (kernels differ in summation order
+    /// across CPUs), 1e-2 for 16-bit floats.
+    pub fn tolerance(&self, model: &ModelSpec) -> (f64, f64) {
+        let (atol, rtol) = match (model.quantize, model.dtype) {
+            (Quantize::Int8, _) => (0.0, 0.0),
+            (_, Dtype::Float32) => (1e-3, 1e-3),
+            (_, Dtype::Float16 | Dtype::BFloat16) => (1e-2, 1e-2),
+        };
+        (self.atol.unwrap_or(atol), self.rtol.unwrap_or(rtol))
+    }
+}
+
 /// The names a recipe may refer to. The caller fills it (the CLI from rbuild-models, the
 /// runner templates and the toolchains folder) so this crate stays free of those dependencies
 /// and unknown names get "did you mean" help from the real lists.
@@ -206,7 +248,8 @@ pub struct Catalog<'a> {
     pub platforms: &'a [&'a str],
 }
 
-const TOP: &[&str] = &["description", "model", "backend", "runner", "platforms"];
+const TOP: &[&str] = &["description", "model", "backend", "runner", "platforms", "verify"];
+const VERIFY: &[&str] = &["atol", "rtol", "input", "seed"];
 const MODEL: &[&str] = &[
     "weights",
     "input-shape",
@@ -252,10 +295,10 @@ impl Recipe {
         let base = path.parent().unwrap_or(Path::new(""));
         let parts = decode(&mut d, &doc, base, catalog);
         LoadError::check(&what, d.problems)?;
-        let (description, model, backend, runner, platforms) =
+        let (description, model, backend, runner, platforms, verify) =
             parts.ok_or_else(|| LoadError::report(&what, vec![Problem::plain("the recipe could not be decoded")]))?;
         let name = path.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-        Ok(Recipe { name, description, model, backend, runner, platforms, source })
+        Ok(Recipe { name, description, model, backend, runner, platforms, verify, source })
     }
 
     /// The path of recipe `name` in `dir` (`recipes/<name>.kdl`), or a report with the closest
@@ -285,7 +328,7 @@ pub fn recipe_names(dir: impl AsRef<Path>) -> std::io::Result<Vec<String>> {
     Ok(files.iter().filter_map(|f| f.file_stem()).map(|s| s.to_string_lossy().into_owned()).collect())
 }
 
-type Parts = (String, ModelSpec, BackendSpec, RunnerSpec, Vec<String>);
+type Parts = (String, ModelSpec, BackendSpec, RunnerSpec, Vec<String>, VerifySpec);
 
 fn decode(d: &mut Decoder, doc: &KdlDocument, base: &Path, catalog: &Catalog) -> Option<Parts> {
     let minimal = "`model \"mobilenet_v2\" { weights \"random:1\"; input-shape 1 3 224 224 }; backend \"cpu\"; runner \"image-classifier\"; platforms \"host\"`";
@@ -309,7 +352,48 @@ fn decode(d: &mut Decoder, doc: &KdlDocument, base: &Path, catalog: &Catalog) ->
     let platforms = d
         .require(&top, Parent::File("recipe"), "platforms", "`platforms \"host\"`")
         .and_then(|node| platforms(d, node, catalog));
-    Some((description?, model?, backend?, runner?, platforms?))
+    let verify = match top.get("verify") {
+        Some(node) => verify(d, node, base),
+        None => Some(VerifySpec::default()),
+    };
+    Some((description?, model?, backend?, runner?, platforms?, verify?))
+}
+
+fn verify(d: &mut Decoder, node: &KdlNode, base: &Path) -> Option<VerifySpec> {
+    for extra in d.args(node, VERIFY) {
+        d.error(extra.span(), "`verify` takes no values", "unexpected value", "put its settings in its block: `verify { atol 0.001; rtol 0.001 }`");
+    }
+    let fields = d.fields(Parent::Node(node), node.children(), VERIFY, &[]);
+    let tolerance = |d: &mut Decoder, name: &str| match fields.get(name) {
+        Some(n) => d.number(n, 0.0, 1e9).map(|v| Some(v.value)),
+        None => Some(None),
+    };
+    let atol = tolerance(d, "atol");
+    let rtol = tolerance(d, "rtol");
+    let image = match fields.get("input") {
+        Some(n) => d.string(n).and_then(|p| match resolve_file(&p.value, base) {
+            Ok(path) => Some(Some((path, n))),
+            Err(e) => {
+                d.report(e.problem(d.source, p.span, "the recipe's folder", PathUse::VerifyInput));
+                None
+            }
+        }),
+        None => Some(None),
+    };
+    let seed = match fields.get("seed") {
+        Some(n) => d.int(n, 0, i128::from(u64::MAX)).map(|s| Some((s.value as u64, n))),
+        None => Some(None),
+    };
+    let input = match (image?, seed?) {
+        (Some(_), Some((_, seed_node))) => {
+            d.error(seed_node.name().span(), "`seed` and `input` exclude each other", "with `input`", "give an image `input`, or a `seed` for random input, not both");
+            None
+        }
+        (Some((path, _)), None) => Some(VerifyInput::Image(path)),
+        (None, Some((seed, _))) => Some(VerifyInput::Random(seed)),
+        (None, None) => Some(VerifyInput::Random(0)),
+    };
+    Some(VerifySpec { atol: atol?, rtol: rtol?, input: input? })
 }
 
 fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Option<ModelSpec> {
@@ -597,6 +681,7 @@ pub(crate) enum PathUse {
     /// A Hugging Face checkpoint folder.
     LanguageWeights,
     Tokenizer,
+    VerifyInput,
 }
 
 /// Why a path (or `random:SEED`) setting was rejected.
@@ -623,6 +708,7 @@ impl PathError {
                 format!("expected a Hugging Face folder with config.json (absolute, ~/…, or relative to {base}) or `random:SEED`"),
             ),
             PathUse::Tokenizer => ("tokenizer", format!("give a tokenizer file path (absolute, ~/…, or relative to {base})")),
+            PathUse::VerifyInput => ("verify input", format!("give a PNG or JPEG path (absolute, ~/…, or relative to {base}), or `seed N` for random input")),
         };
         match self {
             PathError::BadSeed => source

@@ -24,6 +24,9 @@ pub struct Platform {
     pub linker: Option<String>,
     pub tools: Vec<Tool>,
     pub run: RunSpec,
+    /// The operating system a build for this platform must run on (`macos`: Apple's SDKs
+    /// exist only there), as `std::env::consts::OS` names it; `None`: any.
+    pub host_os: Option<String>,
     /// The file's text, for diagnostics raised later about this platform.
     pub source: Source,
 }
@@ -89,23 +92,48 @@ pub enum RunSpec {
     Native,
     /// Through an emulator: `program args… <binary> <binary's args…>`.
     Emulator { program: String, args: Vec<String> },
+    /// Not on this kind of machine (a phone, a simulator rbuild does not drive yet); the
+    /// text says where it does run.
+    Elsewhere(String),
 }
 
 impl RunSpec {
-    /// A command that runs `binary` (add the binary's own arguments to it).
-    pub fn command(&self, binary: &Path) -> Command {
+    /// A command that runs `binary` (add the binary's own arguments to it), or `None` when
+    /// binaries of this platform do not run here.
+    pub fn command(&self, binary: &Path) -> Option<Command> {
         match self {
-            RunSpec::Native => Command::new(binary),
+            RunSpec::Native => Some(Command::new(binary)),
             RunSpec::Emulator { program, args } => {
                 let mut cmd = Command::new(program);
                 cmd.args(args).arg(binary);
-                cmd
+                Some(cmd)
             }
+            RunSpec::Elsewhere(_) => None,
+        }
+    }
+
+    /// The words before the binary: empty when native, the emulator and its arguments
+    /// otherwise (for scripts and manifests).
+    pub fn prefix(&self) -> Vec<String> {
+        match self {
+            RunSpec::Emulator { program, args } => std::iter::once(program.clone()).chain(args.iter().cloned()).collect(),
+            RunSpec::Native | RunSpec::Elsewhere(_) => Vec::new(),
+        }
+    }
+
+    /// How a binary runs, in a few words: `native`, `qemu-aarch64`, or why it cannot here.
+    pub fn describe(&self) -> String {
+        match self {
+            RunSpec::Native => "native".into(),
+            RunSpec::Emulator { program, .. } => program.clone(),
+            RunSpec::Elsewhere(why) => format!("not here: {why}"),
         }
     }
 }
 
-const TOP: &[&str] = &["description", "target", "linker", "run", "tool"];
+const TOP: &[&str] = &["description", "host-os", "target", "linker", "run", "tool"];
+/// Operating systems `host-os` may name (`std::env::consts::OS` spellings).
+const HOST_OSES: &[&str] = &["linux", "macos", "windows"];
 const TOOL: &[&str] = &["command", "version", "install"];
 const INSTALL: &[&str] = &["apt", "pip", "rustup-target", "cargo", "manual"];
 
@@ -175,13 +203,13 @@ fn parse_platform(path: &Path, text: String) -> Result<Platform, Vec<Problem>> {
     if !d.problems.is_empty() {
         return Err(d.problems);
     }
-    let (description, rust_target, linker, tools, run) =
+    let (description, rust_target, linker, tools, run, host_os) =
         platform.ok_or_else(|| vec![Problem::plain(format!("`{}` could not be decoded", path.display()))])?;
     let name = path.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-    Ok(Platform { name, description, rust_target, linker, tools, run, source })
+    Ok(Platform { name, description, rust_target, linker, tools, run, host_os, source })
 }
 
-type Parts = (String, Option<String>, Option<String>, Vec<Tool>, RunSpec);
+type Parts = (String, Option<String>, Option<String>, Vec<Tool>, RunSpec, Option<String>);
 
 fn decode(d: &mut Decoder, doc: &KdlDocument) -> Option<Parts> {
     let file = Parent::File("platform file");
@@ -192,6 +220,17 @@ fn decode(d: &mut Decoder, doc: &KdlDocument) -> Option<Parts> {
     let description = match top.get("description") {
         Some(node) => d.string(node).map(|s| s.value),
         None => Some(String::new()),
+    };
+    let host_os = match top.get("host-os") {
+        Some(node) => d.string(node).and_then(|os| {
+            if HOST_OSES.contains(&os.value.as_str()) {
+                return Some(Some(os.value));
+            }
+            let help = crate::suggest::help(&os.value, HOST_OSES, "operating systems");
+            d.error(os.span, format!("unknown operating system `{}`", os.value), "not an operating system", help);
+            None
+        }),
+        None => Some(None),
     };
     let target = d
         .require(&top, file, "target", "`target \"aarch64-unknown-linux-gnu\"` or `target \"host\"`")
@@ -212,7 +251,7 @@ fn decode(d: &mut Decoder, doc: &KdlDocument) -> Option<Parts> {
         .require(&top, file, "run", "`run \"native\"` or `run \"qemu-aarch64\" \"-L\" \"/usr/aarch64-linux-gnu\"`")
         .and_then(|node| run(d, node, &declared));
     let tools = tools.into_iter().collect::<Option<Vec<Tool>>>();
-    Some((description?, target?, linker?, tools?, run?))
+    Some((description?, target?, linker?, tools?, run?, host_os?))
 }
 
 /// `host` means "no cross target"; anything else must at least look like a target triple.
@@ -319,6 +358,14 @@ fn declared_tool(d: &mut Decoder, program: Spanned<String>, declared: &[&str], r
 fn run(d: &mut Decoder, node: &KdlNode, declared: &[&str]) -> Option<RunSpec> {
     let mut words = d.strings(node)?.into_iter();
     let program = words.next()?;
+    if program.value == "none" {
+        let why = words.next().map(|w| w.value).unwrap_or_else(|| "no way to run it on this machine".into());
+        if let Some(extra) = words.next() {
+            d.error(extra.span, "`run \"none\"` takes one explanation", "extra value", "write `run \"none\" \"where it runs\"`");
+            return None;
+        }
+        return Some(RunSpec::Elsewhere(why));
+    }
     if program.value == "native" {
         if let Some(extra) = words.next() {
             d.error(extra.span, "`run \"native\"` takes no arguments", "extra value", "remove it, or name an emulator instead of `native`");

@@ -48,20 +48,32 @@ fn shipped_files_decode_to_what_they_say() {
     assert_eq!(recipe.runner.template, "image-classifier");
     assert_eq!(recipe.runner.top, Some(5));
     assert!(!recipe.runner.embed_program);
-    assert_eq!(recipe.platforms, ["host"]);
+    assert_eq!(recipe.platforms, ["host", "linux-arm64"]);
+    assert_eq!(recipe.verify.input, rbuild_recipe::VerifyInput::Random(1));
+    assert_eq!(recipe.verify.tolerance(&recipe.model), (0.001, 0.001));
 
     let platforms = load_platforms(TOOLCHAINS).unwrap();
-    let host = &platforms[0];
+    let named = |n: &str| platforms.iter().find(|p| p.name == n).unwrap();
+    let host = named("host");
     assert_eq!((host.name.as_str(), host.rust_target.as_deref(), &host.run), ("host", None, &RunSpec::Native));
     let tools: Vec<&str> = host.tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(tools, ["cargo", "rustc", "cc"]);
-    let arm = &platforms[1];
+    let arm = named("linux-arm64");
     assert_eq!(arm.rust_target.as_deref(), Some("aarch64-unknown-linux-gnu"));
     assert_eq!(arm.linker.as_deref(), Some("aarch64-linux-gnu-gcc"));
     assert_eq!(
         arm.run,
         RunSpec::Emulator { program: "qemu-aarch64".into(), args: vec!["-L".into(), "/usr/aarch64-linux-gnu".into()] }
     );
+    // Apple platforms build on macOS only; phones do not run binaries on the build machine.
+    let mac = named("macos-arm64");
+    assert_eq!((mac.host_os.as_deref(), mac.rust_target.as_deref(), &mac.run), (Some("macos"), Some("aarch64-apple-darwin"), &RunSpec::Native));
+    let ios = named("ios-arm64");
+    assert_eq!((ios.host_os.as_deref(), ios.rust_target.as_deref()), (Some("macos"), Some("aarch64-apple-ios")));
+    assert!(matches!(&ios.run, RunSpec::Elsewhere(why) if why.contains("iOS device")));
+    let android = named("android-arm64");
+    assert_eq!((android.host_os.as_deref(), android.linker.as_deref()), (None, Some("aarch64-linux-android21-clang")));
+    assert!(matches!(&android.run, RunSpec::Elsewhere(why) if why.contains("adb")));
 }
 
 /// The ```kdl blocks of a markdown file, with the line each starts on.

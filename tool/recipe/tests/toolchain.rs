@@ -39,11 +39,11 @@ fn cross_platform_hints_are_exact_commands() {
 #[test]
 fn run_command_wraps_the_binary_in_the_emulator() {
     let arm = load_platform(Path::new(TOOLCHAINS).join("linux-arm64.kdl")).unwrap();
-    let cmd = arm.run.command(Path::new("out/runner"));
+    let cmd = arm.run.command(Path::new("out/runner")).unwrap();
     let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
     assert_eq!(cmd.get_program(), "qemu-aarch64");
     assert_eq!(args, ["-L", "/usr/aarch64-linux-gnu", "out/runner"]);
-    assert_eq!(RunSpec::Native.command(Path::new("out/runner")).get_program(), "out/runner");
+    assert_eq!(RunSpec::Native.command(Path::new("out/runner")).unwrap().get_program(), "out/runner");
 }
 
 #[test]
@@ -110,4 +110,41 @@ tool "sh" { version "-c" "echo 'sh 9.9' >&2; exit 3" }
     if let Some((_, version)) = &statuses[1].found {
         assert_eq!(version, "sh 9.9", "stderr is read when stdout is empty");
     }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn apple_platforms_on_linux_say_to_build_on_a_mac_first() {
+    for name in ["macos-arm64", "ios-arm64"] {
+        let p = load_platform(Path::new(TOOLCHAINS).join(format!("{name}.kdl"))).unwrap();
+        let statuses = p.check();
+        let first = &statuses[0];
+        assert_eq!(first.tool, "macOS build machine");
+        assert!(first.found.is_none());
+        assert!(first.install_hint.contains(&format!("{name} builds only on macOS")), "{}", first.install_hint);
+        let xcrun = statuses.iter().find(|s| s.tool == "xcrun").unwrap();
+        assert!(xcrun.install_hint.contains("xcode-select"), "{}", xcrun.install_hint);
+        // Nothing automatic can fix it: install says what to do by hand.
+        match p.install() {
+            Err(InstallError::Manual { steps, .. }) => assert!(steps.iter().any(|(t, _)| t == "macOS build machine"), "{steps:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn android_needs_the_ndk_linker_and_does_not_run_here() {
+    let p = load_platform(Path::new(TOOLCHAINS).join("android-arm64.kdl")).unwrap();
+    let ndk = p.check().into_iter().find(|s| s.tool == "aarch64-linux-android21-clang").unwrap();
+    assert!(ndk.install_hint.contains("Android NDK") && ndk.install_hint.contains("ANDROID_NDK_HOME"), "{}", ndk.install_hint);
+    assert!(p.run.command(Path::new("runner")).is_none());
+    assert!(p.run.describe().starts_with("not here: on an Android device"));
+}
+
+#[test]
+fn host_os_and_run_none_are_checked() {
+    let e = Platform::from_source("p.kdl", "host-os \"macoss\"\ntarget \"host\"\nrun \"none\" \"a\" \"b\"\n").unwrap_err();
+    let text = rbuild_recipe::render(&e);
+    assert!(text.contains("unknown operating system `macoss`") && text.contains("did you mean `macos`"), "{text}");
+    assert!(text.contains("`run \"none\"` takes one explanation"), "{text}");
 }

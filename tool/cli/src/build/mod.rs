@@ -1,7 +1,11 @@
 //! `rbuild <recipe> [key=value …]`: recipe → export → kernel selection → runner crate →
 //! cargo build → package, as a cached step DAG (see `rbuild-planner`).
 
+pub mod bundle_step;
 mod steps;
+mod verify_input;
+
+pub use verify_input::FILE as VERIFY_INPUT;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -56,21 +60,27 @@ pub fn load(project: &Project, name: &str, overrides: &[String]) -> CliResult<Lo
 /// Fails, before any work, when a platform lacks a tool — naming it and how to install it.
 pub fn check_toolchains(platforms: &[Platform]) -> CliResult {
     let mut missing = Vec::new();
+    let mut automatic = false;
     for p in platforms {
         for s in p.check() {
-            if s.found.is_none() {
+            if s.found.is_some() {
+                continue;
+            }
+            // A person must act (Xcode, the NDK, another OS): say what to do, not "install with".
+            if s.steps.iter().all(|step| matches!(step, rbuild_recipe::InstallStep::Manual(_))) {
+                let what = if s.tool.contains(' ') { format!("a {}", s.tool) } else { format!("`{}`", s.tool) };
+                missing.push(format!("platform {}: needs {what}: {}", p.name, s.install_hint));
+            } else {
+                automatic = true;
                 missing.push(format!("platform {}: `{}` not found; install with: {}", p.name, s.tool, s.install_hint));
             }
         }
     }
     if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError(format!(
-            "missing tools:\n  {}\n(or run `rbuild toolchain install <platform>`)",
-            missing.join("\n  ")
-        )))
+        return Ok(());
     }
+    let hint = if automatic { "\n(or run `rbuild toolchain install <platform>`)" } else { "" };
+    Err(CliError(format!("missing tools (nothing was built):\n  {}{hint}", missing.join("\n  "))))
 }
 
 fn print_summary(s: &Summary, total: f64) {

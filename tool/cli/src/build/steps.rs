@@ -80,6 +80,11 @@ fn selected_kernels(kernels_json: &Path) -> Result<Vec<(String, String)>, String
         .unwrap_or_default())
 }
 
+/// The operators of the program, from kernels.json (for bundle manifests).
+pub(super) fn selected_ops(kernels_json: &Path) -> Result<Vec<String>, String> {
+    Ok(selected_kernels(kernels_json)?.into_iter().map(|(op, _)| op).collect())
+}
+
 pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut FileHashes) -> CliResult<Artifacts> {
     let r = &l.recipe;
     let out = project.out_dir();
@@ -118,6 +123,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
         },
     )
     .map_err(CliError)?;
+    let verify_input = super::verify_input::add(dag, r, hashes, &version, &program)?;
 
     let template = project.template_dir(&r.runner.template);
     let template_hash = dir_hash(&template, hashes)?;
@@ -270,7 +276,26 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             },
         )
         .map_err(CliError)?;
-        files.extend([pte_to, manifest]);
+        // bundle: out/<recipe>/<platform>/bundle/ and its reproducible tarball.
+        let mut bundle_deps = vec![format!("runner:{}", p.name), format!("package:{}", p.name)];
+        bundle_deps.extend(verify_input.iter().map(|_| "verify-input".to_string()));
+        let tarball = super::bundle_step::add(
+            dag,
+            r,
+            p,
+            super::bundle_step::Inputs {
+                platform_dir: dir.clone(),
+                artifact: bin.clone(),
+                artifact_name: runner_bin.clone(),
+                program: pte_to.clone(),
+                kernels_json: kernels_json.clone(),
+                extra: extra_outputs.iter().cloned().chain(verify_input.iter().cloned()).collect(),
+                deps: bundle_deps,
+                rustc: rustc.clone(),
+                version: version.clone(),
+            },
+        )?;
+        files.extend([pte_to, manifest, tarball]);
         files.extend(extra_outputs);
         runners.push((p.name.clone(), bin, all_bin));
     }

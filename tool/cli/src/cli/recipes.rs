@@ -33,13 +33,16 @@ pub fn doctor() -> CliResult {
                 Some((path, version)) => println!("  ok       {:<24} {} ({version})", s.tool, path.display()),
                 None => {
                     ok = false;
-                    println!("  missing  {:<24} install: {}", s.tool, s.install_hint.replace('\n', "; "));
+                    // Manual steps are instructions ("install Xcode …"), automatic ones commands.
+                    let manual = s.steps.iter().all(|step| matches!(step, rbuild_recipe::InstallStep::Manual(_)));
+                    let how = if manual { "needs:" } else { "install:" };
+                    println!("  missing  {:<24} {how} {}", s.tool, s.install_hint.replace('\n', "; "));
                 }
             }
         }
     }
     if !ok {
-        println!("some tools are missing: `rbuild toolchain install <platform>` installs them");
+        println!("some tools are missing: `rbuild toolchain install <platform>` installs those with install commands");
     }
     Ok(())
 }
@@ -88,7 +91,8 @@ pub fn matrix(json: bool) -> CliResult {
 }
 
 /// `rbuild all [-j N]`: builds every combination whose toolchain is present, `jobs` at a
-/// time; prints a table.
+/// time, then verifies each built one that has a runner here; prints a table and fails when a
+/// build or a verification failed.
 pub fn all(jobs: usize) -> CliResult {
     let project = Project::find()?;
     let platforms = build::platforms(&project)?;
@@ -103,29 +107,61 @@ pub fn all(jobs: usize) -> CliResult {
                 let p = platforms.iter().find(|p| &p.name == platform);
                 let missing: Vec<String> =
                     p.map(|p| p.check().into_iter().filter(|s| s.found.is_none()).map(|s| s.tool).collect()).unwrap_or_default();
-                let result = if !missing.is_empty() {
-                    format!("skipped (missing {})", missing.join(", "))
+                let words = [format!("platform={platform}")];
+                let (built, verified) = if !missing.is_empty() {
+                    (format!("skipped: missing {}", missing.join(", ")), "-".to_string())
                 } else {
-                    match build::build(&project, recipe, &[format!("platform={platform}")], false) {
-                        Ok(()) => "ok".into(),
-                        Err(e) => format!("FAILED: {}", e.0.lines().next().unwrap_or("")),
+                    match build::build(&project, recipe, &words, false) {
+                        Ok(()) => ("ok".to_string(), verify_one(&project, recipe, &words)),
+                        Err(e) => (format!("FAILED: {}", e.0.lines().next().unwrap_or("")), "-".to_string()),
                     }
                 };
-                rows.lock().unwrap().push((i, recipe.clone(), platform.clone(), result));
+                rows.lock().unwrap_or_else(|e| e.into_inner()).push((i, recipe.clone(), platform.clone(), built, verified));
             });
         }
     });
-    let mut rows = rows.into_inner().unwrap();
+    let mut rows = rows.into_inner().unwrap_or_else(|e| e.into_inner());
     rows.sort();
-    let rows: Vec<(String, String, String)> = rows.into_iter().map(|(_, r, p, res)| (r, p, res)).collect();
-    println!("{:<28} {:<14} result", "recipe", "platform");
-    for (r, p, res) in &rows {
-        println!("{r:<28} {p:<14} {res}");
+    println!("{:<24} {:<14} {:<28} verify", "recipe", "platform", "build");
+    for (_, r, p, b, v) in &rows {
+        println!("{r:<24} {p:<14} {b:<28} {v}");
     }
-    if rows.iter().any(|r| r.2.starts_with("FAILED")) {
-        bail!("some builds failed");
+    let count = |f: &dyn Fn(&(usize, String, String, String, String)) -> bool| rows.iter().filter(|r| f(r)).count();
+    let built = count(&|r| r.3 == "ok");
+    let passed = count(&|r| r.4.starts_with("pass"));
+    let failed = count(&|r| r.3.starts_with("FAILED") || r.4.starts_with("FAIL"));
+    let unverified = count(&|r| r.4.starts_with("skipped"));
+    println!(
+        "{} combinations: {built} built ({} skipped for missing tools), {passed} verified, {unverified} without a way to verify here, {failed} failed",
+        rows.len(),
+        count(&|r| r.3.starts_with("skipped"))
+    );
+    if failed > 0 {
+        bail!("some builds or verifications failed");
     }
     Ok(())
+}
+
+/// Verifies one built combination; the verdict as one table cell.
+fn verify_one(project: &Project, recipe: &str, words: &[String]) -> String {
+    let loaded = match build::load(project, recipe, words) {
+        Ok(l) => l,
+        Err(e) => return format!("FAIL: {}", e.0.lines().next().unwrap_or("")),
+    };
+    if let Some(why) = crate::verify::unsupported(&loaded) {
+        return format!("skipped: {why}");
+    }
+    match crate::verify::verify_loaded(project, &loaded) {
+        Ok(rows) => rows
+            .iter()
+            .map(|r| match &r.outcome {
+                crate::verify::Outcome::Compared { comparison: c, .. } if c.passed() => format!("pass ({}, max abs {:.1e})", r.how, c.max_abs),
+                _ => r.verdict(),
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        Err(e) => format!("FAIL: {}", e.0.lines().next().unwrap_or("")),
+    }
 }
 
 /// `rbuild clean`: removes out/.

@@ -1,0 +1,203 @@
+//! The bundle's human-facing files: size report, run/flash scripts, README, and the
+//! run/flash commands the manifest records.
+
+use std::fmt::Write;
+
+use crate::elf::Elf;
+use crate::{BundleSpec, FirmwareSpec, MemoryRegion};
+
+/// Section sizes against the board's memory regions (when known), with text/rodata/data/bss
+/// totals. Used when the firmware build does not provide its own report.
+pub fn size_report(elf: &Elf, regions: &[MemoryRegion], name: &str) -> String {
+    let mut out = String::new();
+    let region_of = |addr: u64| regions.iter().find(|r| addr >= r.origin && addr < r.origin + r.length);
+    let _ = writeln!(out, "size report: {name} ({}-bit {})", if elf.class64 { 64 } else { 32 }, elf.machine_name());
+    let _ = writeln!(out, "{:<28} {:>18} {:>12}  {:<7} region", "section", "address", "bytes", "kind");
+    let mut totals = [("text", 0u64), ("rodata", 0), ("data", 0), ("bss", 0)];
+    let mut used = vec![0u64; regions.len()];
+    for s in elf.sections.iter().filter(|s| s.size > 0) {
+        let region = region_of(s.addr);
+        if let Some(r) = region {
+            if let Some(i) = regions.iter().position(|x| x == r) {
+                used[i] += s.size;
+            }
+        }
+        if let Some(t) = totals.iter_mut().find(|t| t.0 == s.kind()) {
+            t.1 += s.size;
+        }
+        let _ = writeln!(out, "{:<28} {:>#18x} {:>12}  {:<7} {}", s.name, s.addr, s.size, s.kind(), region.map_or("-", |r| r.name.as_str()));
+    }
+    let _ = writeln!(out);
+    for (kind, bytes) in totals {
+        let _ = writeln!(out, "{kind:<8} {bytes:>12} bytes");
+    }
+    let flash = totals[0].1 + totals[1].1 + totals[2].1;
+    let ram = totals[2].1 + totals[3].1;
+    let _ = writeln!(out, "{:<8} {flash:>12} bytes (text + rodata + data: stored)", "image");
+    let _ = writeln!(out, "{:<8} {ram:>12} bytes (data + bss: static RAM)", "ram");
+    if !regions.is_empty() {
+        let _ = writeln!(out, "\n{:<10} {:>12} {:>12} {:>12} {:>7}  use", "region", "origin", "length", "used", "%");
+        for (r, u) in regions.iter().zip(&used) {
+            let pct = 100.0 * *u as f64 / r.length.max(1) as f64;
+            let _ = writeln!(out, "{:<10} {:>#12x} {:>12} {:>12} {:>6.1}%  {}", r.name, r.origin, r.length, u, pct, r.usage);
+        }
+    }
+    out
+}
+
+/// A shell word, quoted when it needs to be.
+fn sh(word: &str) -> String {
+    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c)) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// The command that runs the bundle's binary from the bundle folder, as one line.
+pub fn run_command(spec: &BundleSpec, has_program: bool) -> serde_json::Value {
+    let binary = if spec.firmware.is_some() { "firmware.elf".to_string() } else { format!("./{}", spec.artifact_name) };
+    let mut words: Vec<String> = spec.run_prefix.clone();
+    words.push(binary);
+    if spec.firmware.is_none() {
+        words.extend(spec.run_args.iter().filter(|a| has_program || !a.ends_with(".pte")).cloned());
+    }
+    let how = if spec.run_prefix.is_empty() { "native" } else { "emulator" };
+    serde_json::json!({"how": how, "command": words.iter().map(|w| sh(w)).collect::<Vec<_>>().join(" ")})
+}
+
+/// probe-rs, pyOCD and (Corstone boards) FVP command lines for the manifest; unknown chip or
+/// target names show as `<CHIP>` / `<TARGET>` placeholders.
+pub fn flash_commands(fw: &FirmwareSpec) -> serde_json::Value {
+    let chip = fw.probe_rs_chip.clone().unwrap_or_else(|| "<CHIP>".into());
+    let target = fw.pyocd_target.clone().unwrap_or_else(|| "<TARGET>".into());
+    let mut v = serde_json::json!({
+        "probe-rs": format!("probe-rs download --chip {chip} firmware.elf"),
+        "pyocd": format!("pyocd flash -t {target} firmware.hex"),
+    });
+    if let Some(fvp) = &fw.fvp {
+        v["fvp"] = fvp_command(fvp, fw).join(" ").into();
+    }
+    v
+}
+
+fn fvp_command(fvp: &str, fw: &FirmwareSpec) -> Vec<String> {
+    // As ExecuTorch's backends/arm/scripts/run_fvp.sh runs Corstone-300 firmware, with
+    // semihosting on (our firmware prints over it and exits through it).
+    let mut words: Vec<String> = [
+        fvp,
+        "-C",
+        "mps3_board.visualisation.disable-visualisation=1",
+        "-C",
+        "mps3_board.telnetterminal0.start_telnet=0",
+        "-C",
+        "mps3_board.uart0.out_file=-",
+        "-C",
+        "mps3_board.uart0.shutdown_on_eot=1",
+        "-C",
+        "cpu0.semihosting-enable=1",
+        "-a",
+        "firmware.elf",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(a) = fw.program_address {
+        words.push("--data".into());
+        words.push(format!("model.pte@{a:#x}"));
+    }
+    words.extend(["--timelimit".to_string(), "600".to_string()]);
+    words
+}
+
+const SCRIPT_HEAD: &str = "#!/bin/sh\n# Generated by rbuild. Run from anywhere: paths are relative to this script.\nset -eu\nhere=$(cd \"$(dirname \"$0\")\" && pwd)\n";
+
+/// (name, text) of the bundle's scripts: `run-qemu.sh` (emulated) or `run.sh` (native),
+/// plus `flash.sh` and `run-fvp.sh` for firmware.
+pub fn scripts(spec: &BundleSpec, names: &[String]) -> Vec<(String, String)> {
+    let in_bundle = |w: &str| if names.iter().any(|n| n == w) { format!("\"$here/{w}\"") } else { sh(w) };
+    let mut out = Vec::new();
+    let prefix: Vec<String> = spec.run_prefix.iter().map(|w| sh(w)).collect();
+    match &spec.firmware {
+        None => {
+            let mut words = prefix;
+            words.push(format!("\"$here/{}\"", spec.artifact_name));
+            words.extend(spec.run_args.iter().filter(|a| !a.ends_with(".pte") || names.iter().any(|n| n == *a)).map(|a| in_bundle(a)));
+            let name = if spec.run_prefix.is_empty() { "run.sh" } else { "run-qemu.sh" };
+            let text = format!("{SCRIPT_HEAD}# Runs {} from this bundle; extra arguments go to it.\nexec {} \"$@\"\n", spec.artifact_name, words.join(" "));
+            out.push((name.to_string(), text));
+        }
+        Some(fw) => {
+            if !spec.run_prefix.is_empty() {
+                let mut words = prefix;
+                words.push("\"$here/firmware.elf\"".into());
+                let text = format!("{SCRIPT_HEAD}# Boots the firmware in QEMU; it prints RBUILD_OUTPUT/RBUILD_STATS over semihosting and exits with its status.\nexec {} \"$@\"\n", words.join(" "));
+                out.push(("run-qemu.sh".to_string(), text));
+            }
+            let chip = fw.probe_rs_chip.as_deref().map_or_else(|| "${PROBE_RS_CHIP:?set PROBE_RS_CHIP to your board's probe-rs chip name}".to_string(), |c| format!("${{PROBE_RS_CHIP:-{c}}}"));
+            let target = fw.pyocd_target.as_deref().map_or_else(|| "${PYOCD_TARGET:?set PYOCD_TARGET to your board's pyOCD target name}".to_string(), |t| format!("${{PYOCD_TARGET:-{t}}}"));
+            let text = format!(
+                "{SCRIPT_HEAD}# Flashes the firmware: ./flash.sh [probe-rs|pyocd] (default probe-rs).\n\
+                 case \"${{1:-probe-rs}}\" in\n\
+                 \x20 probe-rs) exec probe-rs download --chip \"{chip}\" \"$here/firmware.elf\" ;;\n\
+                 \x20 pyocd) exec pyocd flash -t \"{target}\" \"$here/firmware.hex\" ;;\n\
+                 \x20 *) echo \"usage: $0 [probe-rs|pyocd]\" >&2; exit 2 ;;\n\
+                 esac\n"
+            );
+            out.push(("flash.sh".to_string(), text));
+            if let Some(fvp) = &fw.fvp {
+                let words: Vec<String> = fvp_command(fvp, fw)
+                    .iter()
+                    .map(|w| match w.split_once('@') {
+                        Some((file, addr)) if file == "model.pte" => format!("\"$here/model.pte\"@{addr}"),
+                        _ => in_bundle(w),
+                    })
+                    .collect();
+                out.push(("run-fvp.sh".to_string(), format!("{SCRIPT_HEAD}# Runs the firmware on Arm's Corstone FVP (install it from developer.arm.com).\nexec {} \"$@\"\n", words.join(" "))));
+            }
+        }
+    }
+    out
+}
+
+pub fn readme(spec: &BundleSpec, files: &[(String, u64)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# {} for {}\n", spec.recipe, spec.platform);
+    let _ = writeln!(out, "Built by rbuild from recipe `{}` (sha256 `{}`) for `{}` (Rust target `{}`).\n", spec.recipe, spec.recipe_sha256, spec.platform, spec.rust_target);
+    if let Some(model) = spec.model.get("name").and_then(|m| m.as_str()) {
+        let _ = writeln!(out, "Model: `{model}`, {} operators.\n", spec.ops.len());
+    }
+    let _ = writeln!(out, "| file | bytes |\n|---|---|");
+    for (name, bytes) in files {
+        let _ = writeln!(out, "| `{name}` | {bytes} |");
+    }
+    let _ = writeln!(out, "\nAlso `manifest.json` (what each file is, its sha256 and load address) and `SHA256SUMS`.\n");
+    let _ = writeln!(out, "## Check\n\n```sh\nsha256sum -c SHA256SUMS      # or: rbuild bundle --check .\n```\n");
+    match &spec.firmware {
+        None => {
+            let script = if spec.run_prefix.is_empty() { "run.sh" } else { "run-qemu.sh" };
+            let _ = writeln!(out, "## Run\n\n```sh\n./{script} {}\n```\n", spec.run_example);
+            if !spec.run_prefix.is_empty() {
+                let _ = writeln!(out, "On a `{}` machine, run `./{}` directly.", spec.platform, spec.artifact_name);
+            }
+        }
+        Some(fw) => {
+            let flash = flash_commands(fw);
+            let _ = writeln!(out, "## Flash\n\n```sh\n./flash.sh            # {}\n./flash.sh pyocd      # {}\n```\n", flash["probe-rs"].as_str().unwrap_or(""), flash["pyocd"].as_str().unwrap_or(""));
+            let _ = writeln!(out, "`firmware.hex` carries its own addresses; a `.bin` image must be written at the load address `manifest.json` gives for it.\n");
+            if !spec.run_prefix.is_empty() {
+                let _ = writeln!(out, "## Emulate\n\n```sh\n./run-qemu.sh\n```\n");
+            }
+            if let Some(fvp) = flash.get("fvp").and_then(|f| f.as_str()) {
+                let _ = writeln!(out, "Corstone FVP: `./run-fvp.sh` (`{fvp}`)\n");
+            }
+            if !fw.regions.is_empty() {
+                let _ = writeln!(out, "## Memory\n\n| region | origin | bytes | use |\n|---|---|---|---|");
+                for r in &fw.regions {
+                    let _ = writeln!(out, "| {} | {:#010x} | {} | {} |", r.name, r.origin, r.length, r.usage);
+                }
+            }
+        }
+    }
+    out
+}

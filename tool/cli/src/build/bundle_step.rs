@@ -1,0 +1,111 @@
+//! The `bundle:<platform>` step: `out/<recipe>/<platform>/bundle/` and
+//! `<recipe>-<platform>.tar.gz` from the packaged files (see `rbuild-bundle`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rbuild_bundle::{BundleSpec, FirmwareSpec};
+use rbuild_planner::{Dag, KeyHasher, StepSpec};
+use rbuild_recipe::{Platform, Recipe};
+
+use crate::error::{CliError, CliResult};
+
+/// A bare-metal target (`thumbv8m.main-none-eabihf`): its artifact is firmware.
+pub fn is_firmware(p: &Platform) -> bool {
+    p.rust_target.as_deref().is_some_and(|t| t.contains("-none"))
+}
+
+/// Board facts for a firmware bundle (memory regions, flash targets, FVP). They belong in the
+/// board's file next to its memory map; until a board file provides them the bundle lists
+/// no regions and its flash commands carry `<CHIP>`/`<TARGET>` placeholders.
+pub fn firmware_spec(_p: &Platform) -> FirmwareSpec {
+    FirmwareSpec::default()
+}
+
+/// The bundle folder and tarball of a platform's build.
+pub fn paths(platform_dir: &Path, recipe: &str, platform: &str) -> (PathBuf, PathBuf) {
+    (platform_dir.join("bundle"), platform_dir.join(format!("{recipe}-{platform}.tar.gz")))
+}
+
+/// What `add` needs from the build.
+pub struct Inputs {
+    pub platform_dir: PathBuf,
+    /// The runner (hosted) or firmware ELF.
+    pub artifact: PathBuf,
+    pub artifact_name: String,
+    /// The packaged `model.pte` (shipped unless the program is embedded).
+    pub program: PathBuf,
+    pub kernels_json: PathBuf,
+    pub extra: Vec<PathBuf>,
+    /// Steps whose outputs the bundle reads.
+    pub deps: Vec<String>,
+    pub rustc: String,
+    pub version: String,
+}
+
+pub fn add(dag: &mut Dag<'_>, r: &Recipe, p: &Platform, i: Inputs) -> CliResult<PathBuf> {
+    let (dir, tarball) = paths(&i.platform_dir, &r.name, &p.name);
+    let mut versions = BTreeMap::from([("rbuild".to_string(), env!("CARGO_PKG_VERSION").to_string()), ("rustc".to_string(), i.rustc.clone())]);
+    // The platform's own tools (linker, emulator) with the version they report.
+    for s in p.check() {
+        if let Some((_, v)) = s.found {
+            if p.tools.iter().any(|t| t.name == s.tool) {
+                versions.insert(s.tool, v);
+            }
+        }
+    }
+    let firmware = is_firmware(p).then(|| firmware_spec(p));
+    let spec = BundleSpec {
+        recipe: r.name.clone(),
+        recipe_sha256: rbuild_planner::hash::sha256_file(Path::new(r.source.name())).unwrap_or_default(),
+        platform: p.name.clone(),
+        rust_target: p.rust_target.clone().unwrap_or_else(|| "host".into()),
+        model: serde_json::json!({
+            "name": r.model.arch,
+            "weights": r.model.weights.to_string(),
+            "input_shape": r.model.input_shape,
+            "dtype": format!("{:?}", r.model.dtype).to_lowercase(),
+            "quantize": format!("{:?}", r.model.quantize).to_lowercase(),
+        }),
+        ops: vec![],
+        versions,
+        artifact: i.artifact.clone(),
+        artifact_name: i.artifact_name.clone(),
+        program: (!r.runner.embed_program).then(|| i.program.clone()),
+        extra: i.extra.clone(),
+        run_prefix: p.run.prefix(),
+        run_args: {
+            let mut args: Vec<String> = if r.runner.embed_program { vec![] } else { vec!["--model".into(), "model.pte".into()] };
+            // The LLM runner reads its tokenizer from the bundle too.
+            if i.extra.iter().any(|p| p.file_name().is_some_and(|n| n == "tokenizer.json")) {
+                args.extend(["--tokenizer".to_string(), "tokenizer.json".to_string()]);
+            }
+            args
+        },
+        run_example: match r.runner.template.as_str() {
+            "image-classifier" => "--image photo.png".into(),
+            "llm" => "--prompt \"Once upon a time\" --max-new-tokens 32".into(),
+            _ => "--help".into(),
+        },
+        size_report: None,
+        firmware,
+    };
+    let key = KeyHasher::new().add("tool", &i.version).add("spec", &format!("{spec:?}")).clone();
+    let kernels_json = i.kernels_json.clone();
+    dag.add(
+        StepSpec {
+            id: format!("bundle:{}", p.name),
+            label: format!("bundle out/{}/{}/bundle + {}", r.name, p.name, tarball.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
+            deps: i.deps.clone(),
+            key,
+            outputs: vec![dir.join("manifest.json"), dir.join("SHA256SUMS"), tarball.clone()],
+        },
+        move |_| {
+            let mut spec = spec;
+            spec.ops = super::steps::selected_ops(&kernels_json)?;
+            rbuild_bundle::write(&spec, &dir, &tarball).map(|_| ())
+        },
+    )
+    .map_err(CliError)?;
+    Ok(i.platform_dir.join(format!("{}-{}.tar.gz", r.name, p.name)))
+}
