@@ -66,6 +66,11 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import executorch_numpy_r
   "$PY" -m venv .venv
   .venv/bin/pip install --quiet --disable-pip-version-check executorch-numpy-runtime numpy safetensors
 fi
+# Arm's Vela compiler for the Ethos-U lowering (a binary wheel), pinned: its raw output layout
+# is what tool/ethosu parses.
+if [ ! -x .venv/bin/vela ] || [ "$(.venv/bin/vela --version 2>/dev/null)" != "5.2.0" ]; then
+  .venv/bin/pip install --quiet --disable-pip-version-check ethos-u-vela==5.2.0
+fi
 if [ "$LLAMA_BENCH" = 1 ] && ! .venv/bin/python -c 'import llama_cpp, gguf' 2>/dev/null; then
   echo "setup: building llama-cpp-python (llama.cpp from source, -DGGML_NATIVE=ON); this takes a while" >&2
   CMAKE_ARGS="-DGGML_NATIVE=ON" .venv/bin/pip install --quiet --disable-pip-version-check --no-cache-dir \

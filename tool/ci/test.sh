@@ -13,5 +13,10 @@ for target in aarch64-apple-darwin aarch64-apple-ios aarch64-linux-android; do
   echo "== cargo check runtime + kernels ($target)"
   cargo check -p rbuild-runtime -p rbuild-kernels --target "$target"
 done
+# The NEON kernels, against their portable twins, under QEMU user-mode emulation.
+echo "== kernel tests on aarch64 (qemu-aarch64)"
+CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu" \
+  cargo test -p rbuild-kernels --lib --release --target aarch64-unknown-linux-gnu
 echo "== tests"
 cargo test --workspace
