@@ -1,0 +1,537 @@
+//! rbuild's fused int8 operators: the integer twins of `dequantize → float op → quantize`
+//! patterns that `tool/export/src/passes/fuse_int8.rs` rewrites.
+//!
+//! Conventions (TFLite / CMSIS-NN, so a Cortex-M SIMD twin can be bit-exact):
+//! - activations int8, per-tensor affine: `real = scale · (q − zero_point)`;
+//! - weights int8, per output channel, symmetric (zero point 0); bias int32 in units of
+//!   `input_scale · weight_scale[c]`;
+//! - requantization of an int32 accumulator by a fixed-point multiplier `m` (Q31) and a shift
+//!   `s` (real multiplier `m · 2^(s − 31)`): CMSIS-NN's `arm_nn_requantize` (rounding doubling
+//!   high multiply, then a rounding right shift, midpoints away from zero), see [`requantize`];
+//! - fused activations (relu, relu6, hardtanh) are the clamp `[activation_min, activation_max]`
+//!   of the quantized output;
+//! - layouts are contiguous NCHW, as in the float program they replace.
+//!
+//! All arithmetic is integer; only [`quantize_multiplier`] (run at export time) uses floats.
+
+use alloc::vec::Vec;
+
+use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
+use rbuild_runtime::{kerr, ScalarType};
+
+use super::util::require_contiguous;
+
+rbuild_runtime::kernel_table! {
+    "rbuild::qconv2d.out" => qconv2d_out,
+    "rbuild::qlinear.out" => qlinear_out,
+    "rbuild::qadd.out" => qadd_out,
+    "rbuild::qmul.out" => qmul_out,
+    "rbuild::qmean_hw.out" => qmean_hw_out,
+    "rbuild::qlookup.out" => qlookup_out,
+    "rbuild::qmax_pool2d.out" => qmax_pool2d_out,
+    "rbuild::qavg_pool2d.out" => qavg_pool2d_out,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requantization arithmetic
+// ---------------------------------------------------------------------------------------------
+
+/// `round(a · b / 2^31)` with the rounding offset CMSIS-NN's `arm_nn_doubling_high_mult_no_sat`
+/// adds (`1 << 30`, one SMLAL on Cortex-M); no saturation (only `i32::MIN²` overflows, and a
+/// multiplier is never `i32::MIN`).
+#[inline]
+pub fn doubling_high_mult(a: i32, b: i32) -> i32 {
+    (((a as i64) * (b as i64) + (1i64 << 30)) >> 31) as i32
+}
+
+/// `x / 2^exponent` rounded to nearest, midpoints away from zero (`arm_nn_divide_by_power_of_two`).
+#[inline]
+pub fn divide_by_power_of_two(x: i32, exponent: i32) -> i32 {
+    if exponent <= 0 {
+        return x;
+    }
+    let mask = ((1i64 << exponent) - 1) as i32;
+    let remainder = x & mask;
+    let mut result = x >> exponent;
+    let threshold = (mask >> 1) + i32::from(result < 0);
+    if remainder > threshold {
+        result += 1;
+    }
+    result
+}
+
+/// `x · m · 2^(shift − 31)`, rounded (`arm_nn_requantize`): a positive shift scales `x` up
+/// first, a negative one divides the product.
+#[inline]
+pub fn requantize(x: i32, multiplier: i32, shift: i32) -> i32 {
+    let left = shift.max(0);
+    let right = (-shift).max(0);
+    divide_by_power_of_two(doubling_high_mult(x.wrapping_mul(1 << left), multiplier), right)
+}
+
+/// TFLite's `QuantizeMultiplier`: a real multiplier as (Q31 multiplier in [2^30, 2^31), shift)
+/// with `real ≈ multiplier · 2^(shift − 31)`. Zero (or below 2^−31) gives (0, 0); the shift is
+/// capped at 30.
+pub fn quantize_multiplier(real: f64) -> (i32, i32) {
+    if !(real > 0.0) || !real.is_finite() {
+        return (0, 0);
+    }
+    // frexp: real = frac · 2^exp with frac in [0.5, 1).
+    let mut exp = 0i32;
+    let mut frac = real;
+    while frac >= 1.0 {
+        frac *= 0.5;
+        exp += 1;
+    }
+    while frac < 0.5 {
+        frac *= 2.0;
+        exp -= 1;
+    }
+    // f64::round: halves away from zero, as TFLite's std::round.
+    let mut q = libm::round(frac * (1i64 << 31) as f64) as i64;
+    if q == 1i64 << 31 {
+        q /= 2;
+        exp += 1;
+    }
+    if exp < -31 {
+        return (0, 0);
+    }
+    if exp > 30 {
+        return (i32::MAX, 30);
+    }
+    (q as i32, exp)
+}
+
+/// `clamp(requantize(acc) + zero_point, lo, hi)` as int8.
+#[inline]
+fn to_int8(acc: i32, multiplier: i32, shift: i32, zero_point: i32, lo: i32, hi: i32) -> i8 {
+    (requantize(acc, multiplier, shift).saturating_add(zero_point)).clamp(lo, hi) as i8
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks
+// ---------------------------------------------------------------------------------------------
+
+fn int8_input<'a>(args: &KernelArgs<'a>, i: usize, what: &str) -> KernelResult<(TensorRef<'a>, &'a [i8])> {
+    let t = args.tensor(i)?;
+    if t.dtype != ScalarType::Char {
+        return Err(kerr!("{what}: must be int8, got {}", t.dtype));
+    }
+    require_contiguous(&t, what)?;
+    Ok((t, t.data::<i8>()?))
+}
+
+fn i32_per_channel<'a>(args: &KernelArgs<'a>, i: usize, n: usize, what: &str) -> KernelResult<&'a [i32]> {
+    let t = args.tensor(i)?;
+    if t.dtype != ScalarType::Int || t.numel() != n {
+        return Err(kerr!("{what}: must be int32 with {n} elements, got {} {:?}", t.dtype, t.sizes()));
+    }
+    t.data::<i32>()
+}
+
+/// A zero point in int8 range.
+fn zero_point(args: &KernelArgs<'_>, i: usize, what: &str) -> KernelResult<i32> {
+    let z = args.int(i)?;
+    if !(-128..=127).contains(&z) {
+        return Err(kerr!("{what}: zero point {z} is outside int8"));
+    }
+    Ok(z as i32)
+}
+
+/// The output clamp `[lo, hi]` within int8.
+fn activation_range(args: &KernelArgs<'_>, i: usize, what: &str) -> KernelResult<(i32, i32)> {
+    let (lo, hi) = (args.int(i)?, args.int(i + 1)?);
+    if lo > hi || lo < -128 || hi > 127 {
+        return Err(kerr!("{what}: activation range [{lo}, {hi}] is not within int8"));
+    }
+    Ok((lo as i32, hi as i32))
+}
+
+/// A (multiplier, shift) pair of int arguments.
+fn multiplier(args: &KernelArgs<'_>, i: usize, what: &str) -> KernelResult<(i32, i32)> {
+    let (m, s) = (args.int(i)?, args.int(i + 1)?);
+    if !(0..=i32::MAX as i64).contains(&m) || !(-31..=30).contains(&s) {
+        return Err(kerr!("{what}: requantization multiplier {m} / shift {s} out of range"));
+    }
+    Ok((m as i32, s as i32))
+}
+
+fn int8_out<'a>(args: &KernelArgs<'a>, i: usize, sizes: &[usize], what: &str) -> KernelResult<TensorMut<'a>> {
+    let mut out = args.out(i)?;
+    if out.dtype != ScalarType::Char {
+        return Err(kerr!("{what}: output must be int8, got {}", out.dtype));
+    }
+    if !out.dim_order.is_contiguous() {
+        return Err(kerr!("{what}: output dim order {:?} is not supported (contiguous only)", out.dim_order));
+    }
+    out.resize(sizes)?;
+    Ok(out)
+}
+
+fn pair(args: &KernelArgs<'_>, i: usize, what: &str, name: &str, min: i64) -> KernelResult<[usize; 2]> {
+    let v = args.int_list(i)?;
+    match v.as_slice() {
+        &[a, b] if a >= min && b >= min => Ok([a as usize, b as usize]),
+        _ => Err(kerr!("{what}: {name} {v:?} must be two values >= {min}")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Convolution and linear
+// ---------------------------------------------------------------------------------------------
+
+/// `qconv2d.out(input, weight, bias, multiplier, shift, input_zero_point, output_zero_point,
+/// activation_min, activation_max, stride, padding, dilation, groups, *, out)`: int8 NCHW
+/// input, int8 `[C_out, C_in/groups, kh, kw]` weight, int32 bias / multiplier / shift per
+/// output channel. Padding contributes real zero (the input zero point).
+pub fn qconv2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    const WHAT: &str = "rbuild::qconv2d";
+    let (x, xd) = int8_input(args, 0, WHAT)?;
+    let (w, wd) = int8_input(args, 1, WHAT)?;
+    let (&[n, c_in, h, wi], &[c_out, cig, kh, kw]) = (x.sizes(), w.sizes()) else {
+        return Err(kerr!("{WHAT}: input {:?} and weight {:?} must be 4-D", x.sizes(), w.sizes()));
+    };
+    let bias = i32_per_channel(args, 2, c_out, WHAT)?;
+    let mult = i32_per_channel(args, 3, c_out, WHAT)?;
+    let shift = i32_per_channel(args, 4, c_out, WHAT)?;
+    let (zin, zout) = (zero_point(args, 5, WHAT)?, zero_point(args, 6, WHAT)?);
+    let (lo, hi) = activation_range(args, 7, WHAT)?;
+    let stride = pair(args, 9, WHAT, "stride", 1)?;
+    let padding = pair(args, 10, WHAT, "padding", 0)?;
+    let dilation = pair(args, 11, WHAT, "dilation", 1)?;
+    let groups = args.int(12)?;
+    if groups <= 0 || c_in != cig * groups as usize || c_out % groups as usize != 0 {
+        return Err(kerr!("{WHAT}: input {:?} does not match weight {:?} with groups {groups}", x.sizes(), w.sizes()));
+    }
+    if let Some(&s) = shift.iter().find(|s| !(-31..=30).contains(*s)) {
+        return Err(kerr!("{WHAT}: shift {s} out of range [-31, 30]"));
+    }
+    let cog = c_out / groups as usize;
+    let out_dim = |i: usize, k: usize| -> KernelResult<usize> {
+        let eff = dilation[i] * (k - 1) + 1;
+        let span = [h, wi][i] + 2 * padding[i];
+        if span < eff {
+            return Err(kerr!("{WHAT}: input {:?} too small for kernel {kh}x{kw}", x.sizes()));
+        }
+        Ok((span - eff) / stride[i] + 1)
+    };
+    let (oh, ow) = (out_dim(0, kh)?, out_dim(1, kw)?);
+    let mut out = int8_out(args, 13, &[n, c_out, oh, ow], WHAT)?;
+    let od: &mut [i8] = out.data_mut()?;
+    // Valid kernel taps per output row/column, so the inner loop has no bounds tests.
+    let taps = |o: usize, i: usize, k: usize, size: usize| -> (usize, usize) {
+        let start = (o * stride[i]) as isize - padding[i] as isize;
+        let d = dilation[i] as isize;
+        let first = (0..k).find(|&t| start + t as isize * d >= 0).unwrap_or(k);
+        let last = (0..k).rev().find(|&t| start + (t as isize * d) < size as isize).map_or(0, |t| t + 1);
+        (first, last.max(first))
+    };
+    let rows: Vec<(usize, usize)> = (0..oh).map(|o| taps(o, 0, kh, h)).collect();
+    let cols: Vec<(usize, usize)> = (0..ow).map(|o| taps(o, 1, kw, wi)).collect();
+    let plane = h * wi;
+    for b in 0..n {
+        for oc in 0..c_out {
+            let ic0 = (oc / cog) * cig;
+            let wk = &wd[oc * cig * kh * kw..(oc + 1) * cig * kh * kw];
+            let obase = ((b * c_out) + oc) * oh * ow;
+            for oy in 0..oh {
+                let (ky0, ky1) = rows[oy];
+                let iy0 = (oy * stride[0]) as isize - padding[0] as isize;
+                for ox in 0..ow {
+                    let (kx0, kx1) = cols[ox];
+                    let ix0 = (ox * stride[1]) as isize - padding[1] as isize;
+                    let mut acc = bias[oc];
+                    for ic in 0..cig {
+                        let xplane = &xd[(b * c_in + ic0 + ic) * plane..][..plane];
+                        let wplane = &wk[ic * kh * kw..][..kh * kw];
+                        for ky in ky0..ky1 {
+                            let iy = (iy0 + (ky * dilation[0]) as isize) as usize;
+                            let xrow = &xplane[iy * wi..][..wi];
+                            let wrow = &wplane[ky * kw..][..kw];
+                            for kx in kx0..kx1 {
+                                let ix = (ix0 + (kx * dilation[1]) as isize) as usize;
+                                acc = acc.wrapping_add((xrow[ix] as i32 - zin) * wrow[kx] as i32);
+                            }
+                        }
+                    }
+                    od[obase + oy * ow + ox] = to_int8(acc, mult[oc], shift[oc], zout, lo, hi);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `qlinear.out(input, weight, bias, multiplier, shift, input_zero_point, output_zero_point,
+/// activation_min, activation_max, *, out)`: int8 `[.., K]` input, int8 `[N, K]` weight.
+pub fn qlinear_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    const WHAT: &str = "rbuild::qlinear";
+    let (x, xd) = int8_input(args, 0, WHAT)?;
+    let (w, wd) = int8_input(args, 1, WHAT)?;
+    let (&[n_out, k], Some(&xk)) = (w.sizes(), x.sizes().last()) else {
+        return Err(kerr!("{WHAT}: weight {:?} must be [N, K] and the input {:?} at least 1-D", w.sizes(), x.sizes()));
+    };
+    if xk != k {
+        return Err(kerr!("{WHAT}: input {:?} does not match weight {:?}", x.sizes(), w.sizes()));
+    }
+    let bias = i32_per_channel(args, 2, n_out, WHAT)?;
+    let mult = i32_per_channel(args, 3, n_out, WHAT)?;
+    let shift = i32_per_channel(args, 4, n_out, WHAT)?;
+    let (zin, zout) = (zero_point(args, 5, WHAT)?, zero_point(args, 6, WHAT)?);
+    let (lo, hi) = activation_range(args, 7, WHAT)?;
+    if let Some(&s) = shift.iter().find(|s| !(-31..=30).contains(*s)) {
+        return Err(kerr!("{WHAT}: shift {s} out of range [-31, 30]"));
+    }
+    let mut sizes = x.sizes().to_vec();
+    *sizes.last_mut().expect("checked above") = n_out;
+    let mut out = int8_out(args, 9, &sizes, WHAT)?;
+    let od: &mut [i8] = out.data_mut()?;
+    let rows = if k == 0 { x.numel() } else { x.numel() / k };
+    for r in 0..rows {
+        let xr = &xd[r * k..(r + 1) * k];
+        for j in 0..n_out {
+            let wr = &wd[j * k..(j + 1) * k];
+            let acc = xr.iter().zip(wr).fold(bias[j], |a, (&xv, &wv)| a.wrapping_add((xv as i32 - zin) * wv as i32));
+            od[r * n_out + j] = to_int8(acc, mult[j], shift[j], zout, lo, hi);
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise
+// ---------------------------------------------------------------------------------------------
+
+fn same_shape<'a>(args: &KernelArgs<'a>, what: &str) -> KernelResult<(TensorRef<'a>, &'a [i8], &'a [i8])> {
+    let (a, ad) = int8_input(args, 0, what)?;
+    let (b, bd) = int8_input(args, 1, what)?;
+    if a.sizes() != b.sizes() {
+        return Err(kerr!("{what}: operands {:?} and {:?} must have the same shape", a.sizes(), b.sizes()));
+    }
+    Ok((a, ad, bd))
+}
+
+/// `qadd.out(self, other, self_zero_point, self_multiplier, self_shift, other_zero_point,
+/// other_multiplier, other_shift, left_shift, output_zero_point, output_multiplier,
+/// output_shift, activation_min, activation_max, *, out)`: TFLite's int8 add — both operands
+/// shifted left by `left_shift`, rescaled to a common scale, summed, requantized.
+pub fn qadd_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    const WHAT: &str = "rbuild::qadd";
+    let (a, ad, bd) = same_shape(args, WHAT)?;
+    let za = zero_point(args, 2, WHAT)?;
+    let (ma, sa) = multiplier(args, 3, WHAT)?;
+    let zb = zero_point(args, 5, WHAT)?;
+    let (mb, sb) = multiplier(args, 6, WHAT)?;
+    let left = args.int(8)?;
+    if !(0..=24).contains(&left) {
+        return Err(kerr!("{WHAT}: left_shift {left} must be in [0, 24]"));
+    }
+    let zo = zero_point(args, 9, WHAT)?;
+    let (mo, so) = multiplier(args, 10, WHAT)?;
+    let (lo, hi) = activation_range(args, 12, WHAT)?;
+    let mut out = int8_out(args, 14, a.sizes(), WHAT)?;
+    let od: &mut [i8] = out.data_mut()?;
+    for ((o, &x), &y) in od.iter_mut().zip(ad).zip(bd) {
+        let xs = requantize((x as i32 - za) << left, ma, sa);
+        let ys = requantize((y as i32 - zb) << left, mb, sb);
+        *o = to_int8(xs.wrapping_add(ys), mo, so, zo, lo, hi);
+    }
+    Ok(())
+}
+
+/// `qmul.out(self, other, self_zero_point, other_zero_point, output_zero_point,
+/// output_multiplier, output_shift, activation_min, activation_max, *, out)`.
+pub fn qmul_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    const WHAT: &str = "rbuild::qmul";
+    let (a, ad, bd) = same_shape(args, WHAT)?;
+    let (za, zb, zo) = (zero_point(args, 2, WHAT)?, zero_point(args, 3, WHAT)?, zero_point(args, 4, WHAT)?);
+    let (mo, so) = multiplier(args, 5, WHAT)?;
+    let (lo, hi) = activation_range(args, 7, WHAT)?;
+    let mut out = int8_out(args, 9, a.sizes(), WHAT)?;
+    let od: &mut [i8] = out.data_mut()?;
+    for ((o, &x), &y) in od.iter_mut().zip(ad).zip(bd) {
+        *o = to_int8((x as i32 - za) * (y as i32 - zb), mo, so, zo, lo, hi);
+    }
+    Ok(())
+}
+
+/// `qlookup.out(input, table, *, out)`: `out = table[input + 128]` with a 256-entry int8
+/// table made at export time (hardswish, sigmoid, … of one quantized input: exact to the
+/// rounding of the table).
+pub fn qlookup_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    const WHAT: &str = "rbuild::qlookup";
+    let (x, xd) = int8_input(args, 0, WHAT)?;
+    let (t, td) = int8_input(args, 1, WHAT)?;
+    if t.numel() != 256 {
+        return Err(kerr!("{WHAT}: table must have 256 entries, has {}", t.numel()));
+    }
+    let mut out = int8_out(args, 2, x.sizes(), WHAT)?;
+    let od: &mut [i8] = out.data_mut()?;
+    for (o, &v) in od.iter_mut().zip(xd) {
+        *o = td[(v as i32 + 128) as usize];
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reductions and pooling
+// ---------------------------------------------------------------------------------------------
+
+fn nchw(t: &TensorRef<'_>, what: &str) -> KernelResult<[usize; 4]> {
+    match *t.sizes() {
+        [n, c, h, w] => Ok([n, c, h, w]),
+        _ => Err(kerr!("{what}: input {:?} must be [N, C, H, W]", t.sizes())),
+    }
+}
+
+/// `qmean_hw.out(input, input_zero_point, output_zero_point, multiplier, shift,
+/// activation_min, activation_max, *, out)`: mean over H and W (keepdim) of an NCHW tensor;
+/// the multiplier carries `input_scale / (output_scale · H · W)`.
+pub fn qmean_hw_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    const WHAT: &str = "rbuild::qmean_hw";
+    let (x, xd) = int8_input(args, 0, WHAT)?;
+    let [n, c, h, w] = nchw(&x, WHAT)?;
+    let (zin, zout) = (zero_point(args, 1, WHAT)?, zero_point(args, 2, WHAT)?);
+    let (m, s) = multiplier(args, 3, WHAT)?;
+    let (lo, hi) = activation_range(args, 5, WHAT)?;
+    if h * w > (1 << 23) {
+        return Err(kerr!("{WHAT}: {h}x{w} elements per channel would overflow the int32 sum"));
+    }
+    let mut out = int8_out(args, 7, &[n, c, 1, 1], WHAT)?;
+    let od: &mut [i8] = out.data_mut()?;
+    for (o, plane) in od.iter_mut().zip(xd.chunks_exact((h * w).max(1))) {
+        let sum: i32 = plane.iter().map(|&v| v as i32 - zin).sum();
+        *o = to_int8(sum, m, s, zout, lo, hi);
+    }
+    Ok(())
+}
+
+/// The output size and per-output valid window of a 2-D pool.
+struct PoolGeom {
+    out: [usize; 2],
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    padding: [usize; 2],
+}
+
+impl PoolGeom {
+    fn parse(args: &KernelArgs<'_>, in_hw: [usize; 2], what: &str) -> KernelResult<PoolGeom> {
+        let kernel = pair(args, 1, what, "kernel_size", 1)?;
+        let stride = pair(args, 2, what, "stride", 1)?;
+        let padding = pair(args, 3, what, "padding", 0)?;
+        let mut out = [0; 2];
+        for i in 0..2 {
+            if 2 * padding[i] > kernel[i] || in_hw[i] + 2 * padding[i] < kernel[i] {
+                return Err(kerr!("{what}: input {in_hw:?} with kernel {kernel:?} and padding {padding:?} is invalid"));
+            }
+            out[i] = (in_hw[i] + 2 * padding[i] - kernel[i]) / stride[i] + 1;
+        }
+        Ok(PoolGeom { out, kernel, stride, padding })
+    }
+
+    /// Input index range of output position `o` along axis `i` (clipped to the input).
+    fn window(&self, o: usize, i: usize, size: usize) -> (usize, usize) {
+        let start = (o * self.stride[i]) as isize - self.padding[i] as isize;
+        let end = start + self.kernel[i] as isize;
+        (start.max(0) as usize, (end.min(size as isize)).max(0) as usize)
+    }
+}
+
+/// `qmax_pool2d.out(input, kernel_size, stride, padding, activation_min, activation_max, *,
+/// out)`: max over each window (padding never wins, as PyTorch pads with −inf); the output
+/// shares the input's quantization.
+pub fn qmax_pool2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    const WHAT: &str = "rbuild::qmax_pool2d";
+    let (x, xd) = int8_input(args, 0, WHAT)?;
+    let [n, c, h, w] = nchw(&x, WHAT)?;
+    let g = PoolGeom::parse(args, [h, w], WHAT)?;
+    let (lo, hi) = activation_range(args, 4, WHAT)?;
+    let mut out = int8_out(args, 6, &[n, c, g.out[0], g.out[1]], WHAT)?;
+    let od: &mut [i8] = out.data_mut()?;
+    for (p, plane) in xd.chunks_exact((h * w).max(1)).enumerate().take(n * c) {
+        for oy in 0..g.out[0] {
+            let (y0, y1) = g.window(oy, 0, h);
+            for ox in 0..g.out[1] {
+                let (x0, x1) = g.window(ox, 1, w);
+                let mut m = i8::MIN as i32;
+                for y in y0..y1 {
+                    for &v in &plane[y * w + x0..y * w + x1] {
+                        m = m.max(v as i32);
+                    }
+                }
+                od[(p * g.out[0] + oy) * g.out[1] + ox] = m.clamp(lo, hi) as i8;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `qavg_pool2d.out(input, kernel_size, stride, padding, input_zero_point, output_zero_point,
+/// multiplier, shift, activation_min, activation_max, *, out)`: PyTorch's `avg_pool2d` with
+/// `count_include_pad=True` (padding counts as real zero; the multiplier carries
+/// `input_scale / (output_scale · kh · kw)`).
+pub fn qavg_pool2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    const WHAT: &str = "rbuild::qavg_pool2d";
+    let (x, xd) = int8_input(args, 0, WHAT)?;
+    let [n, c, h, w] = nchw(&x, WHAT)?;
+    let g = PoolGeom::parse(args, [h, w], WHAT)?;
+    let (zin, zout) = (zero_point(args, 4, WHAT)?, zero_point(args, 5, WHAT)?);
+    let (m, s) = multiplier(args, 6, WHAT)?;
+    let (lo, hi) = activation_range(args, 8, WHAT)?;
+    let mut out = int8_out(args, 10, &[n, c, g.out[0], g.out[1]], WHAT)?;
+    let od: &mut [i8] = out.data_mut()?;
+    for (p, plane) in xd.chunks_exact((h * w).max(1)).enumerate().take(n * c) {
+        for oy in 0..g.out[0] {
+            let (y0, y1) = g.window(oy, 0, h);
+            for ox in 0..g.out[1] {
+                let (x0, x1) = g.window(ox, 1, w);
+                let mut sum = 0i32;
+                for y in y0..y1 {
+                    for &v in &plane[y * w + x0..y * w + x1] {
+                        sum += v as i32 - zin;
+                    }
+                }
+                od[(p * g.out[0] + oy) * g.out[1] + ox] = to_int8(sum, m, s, zout, lo, hi);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requantize_matches_the_real_multiplier() {
+        for &real in &[0.0003, 0.0123, 0.25, 0.5, 0.75, 0.999_999, 1.0, 1.7, 3.9] {
+            let (m, s) = quantize_multiplier(real);
+            for &x in &[-100_000, -12345, -7, -1, 0, 1, 3, 999, 65_432, 1_000_000] {
+                let want = (x as f64 * real).round();
+                let got = requantize(x, m, s) as f64;
+                assert!((got - want).abs() <= 1.0, "real {real} x {x}: {got} vs {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn divide_by_power_of_two_rounds_midpoints_away_from_zero() {
+        assert_eq!(divide_by_power_of_two(5, 1), 3);
+        assert_eq!(divide_by_power_of_two(-5, 1), -3);
+        assert_eq!(divide_by_power_of_two(4, 1), 2);
+        assert_eq!(divide_by_power_of_two(-6, 2), -2);
+        assert_eq!(divide_by_power_of_two(-7, 2), -2);
+        assert_eq!(divide_by_power_of_two(7, 0), 7);
+    }
+
+    #[test]
+    fn quantize_multiplier_edges() {
+        assert_eq!(quantize_multiplier(0.0), (0, 0));
+        assert_eq!(quantize_multiplier(-1.0), (0, 0));
+        assert_eq!(quantize_multiplier(0.5), (1 << 30, 0));
+        assert_eq!(quantize_multiplier(1.0), (1 << 30, 1));
+        // Rounds up to 2^31: renormalized.
+        assert_eq!(quantize_multiplier(1.0 - 1e-12), (1 << 30, 1));
+        assert_eq!(quantize_multiplier(1e-12), (0, 0));
+    }
+}
