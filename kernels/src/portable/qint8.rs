@@ -6,8 +6,8 @@
 //! - weights int8, per output channel, symmetric (zero point 0); bias int32 in units of
 //!   `input_scale · weight_scale[c]`;
 //! - requantization of an int32 accumulator by a fixed-point multiplier `m` (Q31) and a shift
-//!   `s` (real multiplier `m · 2^(s − 31)`): CMSIS-NN's `arm_nn_requantize` (rounding doubling
-//!   high multiply, then a rounding right shift, midpoints away from zero), see [`requantize`];
+//!   `s` (real multiplier `m · 2^(s − 31)`): CMSIS-NN's single-rounding `arm_nn_requantize`
+//!   (64-bit product, one rounding shift, midpoints toward +∞), see [`requantize`];
 //! - fused activations (relu, relu6, hardtanh) are the clamp `[activation_min, activation_max]`
 //!   of the quantized output;
 //! - layouts are contiguous NCHW, as in the float program they replace.
@@ -36,37 +36,15 @@ rbuild_runtime::kernel_table! {
 // Requantization arithmetic
 // ---------------------------------------------------------------------------------------------
 
-/// `round(a · b / 2^31)` with the rounding offset CMSIS-NN's `arm_nn_doubling_high_mult_no_sat`
-/// adds (`1 << 30`, one SMLAL on Cortex-M); no saturation (only `i32::MIN²` overflows, and a
-/// multiplier is never `i32::MIN`).
-#[inline]
-pub fn doubling_high_mult(a: i32, b: i32) -> i32 {
-    (((a as i64) * (b as i64) + (1i64 << 30)) >> 31) as i32
-}
-
-/// `x / 2^exponent` rounded to nearest, midpoints away from zero (`arm_nn_divide_by_power_of_two`).
-#[inline]
-pub fn divide_by_power_of_two(x: i32, exponent: i32) -> i32 {
-    if exponent <= 0 {
-        return x;
-    }
-    let mask = ((1i64 << exponent) - 1) as i32;
-    let remainder = x & mask;
-    let mut result = x >> exponent;
-    let threshold = (mask >> 1) + i32::from(result < 0);
-    if remainder > threshold {
-        result += 1;
-    }
-    result
-}
-
-/// `x · m · 2^(shift − 31)`, rounded (`arm_nn_requantize`): a positive shift scales `x` up
-/// first, a negative one divides the product.
+/// `x · m · 2^(shift − 31)` rounded once, midpoints toward +∞: CMSIS-NN's `arm_nn_requantize`
+/// with `CMSIS_NN_USE_SINGLE_ROUNDING` (TFLite's `TFLITE_SINGLE_ROUNDING`). A 64-bit product, an
+/// arithmetic shift by `30 − shift`, then `(r + 1) >> 1`; on Cortex-M one SMLAL-class multiply and
+/// shifts. The result saturates to i32 (it is clamped to int8 right after anyway).
 #[inline]
 pub fn requantize(x: i32, multiplier: i32, shift: i32) -> i32 {
-    let left = shift.max(0);
-    let right = (-shift).max(0);
-    divide_by_power_of_two(doubling_high_mult(x.wrapping_mul(1 << left), multiplier), right)
+    let total_shift = 31 - shift;
+    let r = ((x as i64) * (multiplier as i64)) >> (total_shift - 1);
+    ((r + 1) >> 1).clamp(i32::MIN as i64, i32::MAX as i64) as i32
 }
 
 /// TFLite's `QuantizeMultiplier`: a real multiplier as (Q31 multiplier in [2^30, 2^31), shift)
@@ -507,21 +485,24 @@ mod tests {
         for &real in &[0.0003, 0.0123, 0.25, 0.5, 0.75, 0.999_999, 1.0, 1.7, 3.9] {
             let (m, s) = quantize_multiplier(real);
             for &x in &[-100_000, -12345, -7, -1, 0, 1, 3, 999, 65_432, 1_000_000] {
-                let want = (x as f64 * real).round();
+                let want = x as f64 * real;
                 let got = requantize(x, m, s) as f64;
-                assert!((got - want).abs() <= 1.0, "real {real} x {x}: {got} vs {want}");
+                assert!((got - want).abs() <= 0.5 + 1e-6 * want.abs(), "real {real} x {x}: {got} vs {want}");
             }
         }
     }
 
     #[test]
-    fn divide_by_power_of_two_rounds_midpoints_away_from_zero() {
-        assert_eq!(divide_by_power_of_two(5, 1), 3);
-        assert_eq!(divide_by_power_of_two(-5, 1), -3);
-        assert_eq!(divide_by_power_of_two(4, 1), 2);
-        assert_eq!(divide_by_power_of_two(-6, 2), -2);
-        assert_eq!(divide_by_power_of_two(-7, 2), -2);
-        assert_eq!(divide_by_power_of_two(7, 0), 7);
+    fn requantize_rounds_once_midpoints_up() {
+        // real multiplier 0.5: 5 · 0.5 = 2.5 → 3, −5 · 0.5 = −2.5 → −2, 7 · 0.5 = 3.5 → 4.
+        let (m, s) = quantize_multiplier(0.5);
+        assert_eq!([requantize(5, m, s), requantize(-5, m, s), requantize(7, m, s), requantize(-6, m, s)], [3, -2, 4, -3]);
+        // A small accumulator with a multiplier near 1/3 is not rounded twice: 10 / 3 → 3.
+        let (m, s) = quantize_multiplier(1.0 / 3.0);
+        assert_eq!(requantize(10, m, s), 3);
+        // Saturation instead of wrapping.
+        let (m, s) = quantize_multiplier(1000.0);
+        assert_eq!(requantize(i32::MAX, m, s), i32::MAX);
     }
 
     #[test]

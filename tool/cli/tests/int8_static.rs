@@ -41,7 +41,7 @@ fn image_files() -> Vec<PathBuf> {
 fn programs() -> &'static Programs {
     static P: OnceLock<Programs> = OnceLock::new();
     P.get_or_init(|| {
-        let weights = Weights::open(common::testdata().join("models/mobilenet_v2/model.safetensors")).unwrap();
+        let weights = Weights::open(&common::testdata().join("models/mobilenet_v2/model.safetensors")).unwrap();
         let build = || rbuild_models::build("mobilenet_v2", &weights, &[1, 3, 224, 224]).unwrap();
         let images: Vec<(String, Vec<u8>)> = image_files()
             .iter()
