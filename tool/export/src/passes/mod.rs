@@ -100,6 +100,22 @@ pub struct Int8Report {
 /// The float passes of [`optimize`], then calibration on `samples` (bytes per graph input, see
 /// [`calibrate::calibrate`]), static int8 quantization and, for [`Int8Stage::Fused`], fusion.
 pub fn optimize_int8(g: &mut Graph, samples: &[Vec<Vec<u8>>], stage: Int8Stage) -> Result<(PassReport, Int8Report)> {
+    let (mut r, mut report) = quantize_reference(g, samples)?;
+    if stage == Int8Stage::Fused {
+        report.fuse = Some(fuse_int8::fuse_int8(g)?);
+    }
+    r.dead_removed += dce::eliminate_dead_code(g);
+    to_out::to_out_variants(g)?;
+    r.nodes_after = g.nodes.len();
+    Ok((r, report))
+}
+
+/// The first half of [`optimize_int8`]: float passes, calibration and the reference
+/// representation, still in functional ops (fuse with [`fuse_int8::fuse_int8`], then convert
+/// with [`to_out::to_out_variants`]). Fusion keeps value ids: a fused op writes the value its
+/// quantize wrote and reads the int8 values the reference's dequantizes read, so the two graphs
+/// can be compared op by op.
+pub fn quantize_reference(g: &mut Graph, samples: &[Vec<Vec<u8>>]) -> Result<(PassReport, Int8Report)> {
     let options = Options::default();
     let mut r = PassReport { nodes_before: g.nodes.len(), ..Default::default() };
     r.decomposed = decompose::decompose(g, &options)?;
@@ -109,14 +125,8 @@ pub fn optimize_int8(g: &mut Graph, samples: &[Vec<Vec<u8>>], stage: Int8Stage) 
     r.dead_removed = dce::eliminate_dead_code(g);
     let ranges = calibrate::calibrate(g, samples)?;
     let quant = quantize_static::quantize_static(g, &ranges)?;
-    let fuse = match stage {
-        Int8Stage::Reference => None,
-        Int8Stage::Fused => Some(fuse_int8::fuse_int8(g)?),
-    };
-    r.dead_removed += dce::eliminate_dead_code(g);
-    to_out::to_out_variants(g)?;
     r.nodes_after = g.nodes.len();
-    Ok((r, Int8Report { calibration_samples: ranges.samples, quant, fuse }))
+    Ok((r, Int8Report { calibration_samples: ranges.samples, quant, fuse: None }))
 }
 
 /// Appends `op(args)` with outputs from shape inference; returns the new output values.
