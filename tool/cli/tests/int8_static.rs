@@ -334,11 +334,28 @@ fn cli_exports_int8_with_calibration_folder_and_rejects_bad_flags() {
         let err = String::from_utf8_lossy(&r.stderr);
         assert!(!r.status.success() && err.contains(want), "{args:?}: {err}");
     }
-    let r = std::process::Command::new(bin)
-        .args(["export", "--model", "mobilenet_v2", "--random-weights", "1", "--quant", "int8", "--calibration", "/nonexistent/dir", "--out"])
-        .arg(dir.path().join("x.pte"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert!(!r.status.success() && err.contains("/nonexistent/dir"), "{err}");
+    // Bad calibration folders: missing, empty, holding a truncated PNG — each names the path.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    let png = std::fs::read(images.join("img1_gradients_w320_h256.png")).unwrap();
+    std::fs::write(broken.join("cut.png"), &png[..200]).unwrap();
+    for (folder, want) in [
+        (PathBuf::from("/nonexistent/dir"), "/nonexistent/dir".to_string()),
+        (empty.clone(), format!("{}: no PNG or JPEG images", empty.display())),
+        (broken.clone(), broken.join("cut.png").display().to_string()),
+    ] {
+        let r = std::process::Command::new(bin)
+            .args(["export", "--model", "mobilenet_v2", "--random-weights", "1", "--quant", "int8", "--calibration"])
+            .arg(&folder)
+            .arg("--out")
+            .arg(dir.path().join("x.pte"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(r.status.code() == Some(1) && err.contains(&want), "{}: {err}", folder.display());
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert!(!dir.path().join("x.pte").exists(), "no program is written on failure");
 }
