@@ -363,3 +363,24 @@ fn bad_arguments_are_errors_not_panics() {
     let e = h.call(qint8::qconv2d_out, &[f, w, ok, ok, ok, z, z, lo, hi, l, l, l, g, out, out]).unwrap_err();
     assert!(e.to_string().contains("must be int8"), "{e}");
 }
+
+#[test]
+fn qmul_broadcasts_a_per_channel_factor() {
+    let mut rng = Rng(6);
+    let (n, c, hw) = (2usize, 3usize, 10usize);
+    let (a, b) = (rng.i8s(n * c * hw), rng.i8s(n * c));
+    let (sa, za, sb, zb, so, zo) = (0.0311f32, 4i32, 0.00397f32, -128i32, 0.0523f32, -7i32);
+    let (m, s) = quantize_multiplier(sa as f64 * sb as f64 / so as f64);
+    let mut h = OpHarness::new();
+    let ai = h.tensor(ScalarType::Char, &[n, c, 2, 5], &a);
+    let bi = h.tensor(ScalarType::Char, &[n, c, 1, 1], &b);
+    let ints: Vec<u32> = [za as i64, zb as i64, zo as i64, m as i64, s as i64, -128, 127].iter().map(|&v| h.int(v)).collect();
+    let out = h.out(ScalarType::Char, &[n, c, 2, 5]);
+    let mut ids = vec![ai, bi];
+    ids.extend(&ints);
+    ids.extend([out, out]);
+    h.call(qint8::qmul_out, &ids).unwrap();
+    let want: Vec<i32> =
+        (0..a.len()).map(|i| quantize((a[i] as i32 - za) as f64 * sa as f64 * ((b[i / hw] as i32 - zb) as f64 * sb as f64), so, zo, -128, 127)).collect();
+    assert_within_one_lsb("qmul per-channel", &h.read::<i8>(out), &want);
+}

@@ -14,7 +14,7 @@
 //!
 //! All arithmetic is integer; only [`quantize_multiplier`] (run at export time) uses floats.
 
-use alloc::vec::Vec;
+use alloc::vec;
 
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
 use rbuild_runtime::{kerr, ScalarType};
@@ -196,44 +196,54 @@ pub fn qconv2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult
     let (oh, ow) = (out_dim(0, kh)?, out_dim(1, kw)?);
     let mut out = int8_out(args, 13, &[n, c_out, oh, ow], WHAT)?;
     let od: &mut [i8] = out.data_mut()?;
-    // Valid kernel taps per output row/column, so the inner loop has no bounds tests.
-    let taps = |o: usize, i: usize, k: usize, size: usize| -> (usize, usize) {
-        let start = (o * stride[i]) as isize - padding[i] as isize;
-        let d = dilation[i] as isize;
-        let first = (0..k).find(|&t| start + t as isize * d >= 0).unwrap_or(k);
-        let last = (0..k).rev().find(|&t| start + (t as isize * d) < size as isize).map_or(0, |t| t + 1);
-        (first, last.max(first))
+    // Output positions along axis `i` whose input index for tap `t` is inside the image:
+    // 0 <= o·stride + t·dilation − padding < size.
+    let valid = |i: usize, t: usize, size: usize, out_size: usize| -> (usize, usize) {
+        let offset = (t * dilation[i]) as isize - padding[i] as isize;
+        let s = stride[i] as isize;
+        let first = if offset >= 0 { 0 } else { ((-offset + s - 1) / s) as usize };
+        let end = ((size as isize - offset + s - 1) / s).max(0) as usize;
+        (first.min(out_size), end.min(out_size).max(first.min(out_size)))
     };
-    let rows: Vec<(usize, usize)> = (0..oh).map(|o| taps(o, 0, kh, h)).collect();
-    let cols: Vec<(usize, usize)> = (0..ow).map(|o| taps(o, 1, kw, wi)).collect();
+    // One output plane of int32 accumulators: each weight tap adds its shifted input plane,
+    // an inner loop over contiguous columns (integer sums: the order does not change them).
     let plane = h * wi;
+    let mut acc = vec![0i32; oh * ow];
     for b in 0..n {
         for oc in 0..c_out {
             let ic0 = (oc / cog) * cig;
-            let wk = &wd[oc * cig * kh * kw..(oc + 1) * cig * kh * kw];
-            let obase = ((b * c_out) + oc) * oh * ow;
-            for oy in 0..oh {
-                let (ky0, ky1) = rows[oy];
-                let iy0 = (oy * stride[0]) as isize - padding[0] as isize;
-                for ox in 0..ow {
-                    let (kx0, kx1) = cols[ox];
-                    let ix0 = (ox * stride[1]) as isize - padding[1] as isize;
-                    let mut acc = bias[oc];
-                    for ic in 0..cig {
-                        let xplane = &xd[(b * c_in + ic0 + ic) * plane..][..plane];
-                        let wplane = &wk[ic * kh * kw..][..kh * kw];
-                        for ky in ky0..ky1 {
-                            let iy = (iy0 + (ky * dilation[0]) as isize) as usize;
+            acc.fill(bias[oc]);
+            for ic in 0..cig {
+                let xplane = &xd[(b * c_in + ic0 + ic) * plane..][..plane];
+                for ky in 0..kh {
+                    let (oy0, oy1) = valid(0, ky, h, oh);
+                    for kx in 0..kw {
+                        let wv = wd[((oc * cig + ic) * kh + ky) * kw + kx] as i32;
+                        let (ox0, ox1) = valid(1, kx, wi, ow);
+                        if wv == 0 || ox0 >= ox1 {
+                            continue;
+                        }
+                        for oy in oy0..oy1 {
+                            let iy = oy * stride[0] + ky * dilation[0] - padding[0];
                             let xrow = &xplane[iy * wi..][..wi];
-                            let wrow = &wplane[ky * kw..][..kw];
-                            for kx in kx0..kx1 {
-                                let ix = (ix0 + (kx * dilation[1]) as isize) as usize;
-                                acc = acc.wrapping_add((xrow[ix] as i32 - zin) * wrow[kx] as i32);
+                            let arow = &mut acc[oy * ow + ox0..oy * ow + ox1];
+                            let ix0 = ox0 * stride[1] + kx * dilation[1] - padding[1];
+                            if stride[1] == 1 {
+                                for (a, &x) in arow.iter_mut().zip(&xrow[ix0..ix0 + (ox1 - ox0)]) {
+                                    *a = a.wrapping_add(wv * (x as i32 - zin));
+                                }
+                            } else {
+                                for (j, a) in arow.iter_mut().enumerate() {
+                                    *a = a.wrapping_add(wv * (xrow[ix0 + j * stride[1]] as i32 - zin));
+                                }
                             }
                         }
                     }
-                    od[obase + oy * ow + ox] = to_int8(acc, mult[oc], shift[oc], zout, lo, hi);
                 }
+            }
+            let obase = (b * c_out + oc) * oh * ow;
+            for (o, &a) in od[obase..obase + oh * ow].iter_mut().zip(&acc) {
+                *o = to_int8(a, mult[oc], shift[oc], zout, lo, hi);
             }
         }
     }
@@ -318,17 +328,25 @@ pub fn qadd_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
 }
 
 /// `qmul.out(self, other, self_zero_point, other_zero_point, output_zero_point,
-/// output_multiplier, output_shift, activation_min, activation_max, *, out)`.
+/// output_multiplier, output_shift, activation_min, activation_max, *, out)`: `other` has
+/// `self`'s shape, or is `[N, C, 1, 1]` against an `[N, C, H, W]` `self` (one factor per
+/// channel: squeeze-and-excitation).
 pub fn qmul_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     const WHAT: &str = "rbuild::qmul";
-    let (a, ad, bd) = same_shape(args, WHAT)?;
+    let (a, ad) = int8_input(args, 0, WHAT)?;
+    let (b, bd) = int8_input(args, 1, WHAT)?;
+    let inner = match (a.sizes(), b.sizes()) {
+        (x, y) if x == y => 1,
+        (&[n, c, h, w], &[bn, bc, 1, 1]) if n == bn && c == bc => h * w,
+        _ => return Err(kerr!("{WHAT}: operands {:?} and {:?} must match, or the second be [N, C, 1, 1]", a.sizes(), b.sizes())),
+    };
     let (za, zb, zo) = (zero_point(args, 2, WHAT)?, zero_point(args, 3, WHAT)?, zero_point(args, 4, WHAT)?);
     let (mo, so) = multiplier(args, 5, WHAT)?;
     let (lo, hi) = activation_range(args, 7, WHAT)?;
     let mut out = int8_out(args, 9, a.sizes(), WHAT)?;
     let od: &mut [i8] = out.data_mut()?;
-    for ((o, &x), &y) in od.iter_mut().zip(ad).zip(bd) {
-        *o = to_int8((x as i32 - za) * (y as i32 - zb), mo, so, zo, lo, hi);
+    for (i, (o, &x)) in od.iter_mut().zip(ad).enumerate() {
+        *o = to_int8((x as i32 - za) * (bd[i / inner.max(1)] as i32 - zb), mo, so, zo, lo, hi);
     }
     Ok(())
 }

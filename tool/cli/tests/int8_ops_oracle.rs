@@ -1,7 +1,8 @@
 //! One quantized op per program: the reference representation rbuild emits, run in ExecuTorch
 //! 1.3.1 (its portable + quantized kernels: float op between dequantize and quantize), against
 //! the same program fused into rbuild's int8 kernels and run in rbuild — within 1 LSB of the
-//! int8 output. Covers conv (+relu6, strided, depthwise, 1x1), add, mul, mean and linear.
+//! int8 output. Covers conv (+relu6, strided, depthwise, 1x1), add, mul, hardswish and
+//! hardsigmoid (lookup tables), mean and linear.
 //! Needs the oracle venv (skipped locally without it, required in CI).
 
 mod common;
@@ -109,6 +110,26 @@ fn models() -> Vec<(&'static str, Box<dyn Fn(&mut Rng) -> Graph>)> {
                 let (x, y) = (image(&mut b, "x"), image(&mut b, "y"));
                 let z = b.mul(x, y).unwrap();
                 b.output(z);
+                b.finish()
+            }),
+        ),
+        (
+            "hardswish",
+            Box::new(move |_| {
+                let mut b = GraphBuilder::new();
+                let x = image(&mut b, "x");
+                let y = b.hardswish(x).unwrap();
+                b.output(y);
+                b.finish()
+            }),
+        ),
+        (
+            "hardsigmoid",
+            Box::new(move |_| {
+                let mut b = GraphBuilder::new();
+                let x = image(&mut b, "x");
+                let y = b.hardsigmoid(x).unwrap();
+                b.output(y);
                 b.finish()
             }),
         ),

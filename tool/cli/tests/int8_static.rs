@@ -359,3 +359,29 @@ fn cli_exports_int8_with_calibration_folder_and_rejects_bad_flags() {
     }
     assert!(!dir.path().join("x.pte").exists(), "no program is written on failure");
 }
+
+/// MobileNetV3-small (testdata weights): hardswish/hardsigmoid become lookup tables and the
+/// squeeze-and-excitation products per-channel int8 muls, so the whole network is int8.
+#[test]
+fn mobilenet_v3_small_is_fully_fused() {
+    let weights = Weights::open(&common::testdata().join("models/mobilenet_v3_small/model.safetensors")).unwrap();
+    let build = || rbuild_models::build("mobilenet_v3_small", &weights, &[1, 3, 224, 224]).unwrap();
+    let samples: Vec<Vec<Vec<u8>>> = programs().images.iter().map(|(_, x)| vec![x.clone()]).collect();
+    let mut g = build();
+    passes::optimize(&mut g).unwrap();
+    let fp32 = emit::emit(&g, &plan::plan_memory(&g), "forward").unwrap();
+    let mut g = build();
+    let (_, r) = passes::optimize_int8(&mut g, &samples, Int8Stage::Fused).unwrap();
+    let fuse = r.fuse.unwrap();
+    assert_eq!(fuse.unfused, 1, "{fuse:?}");
+    assert_eq!(fuse.fused.get("rbuild::qlookup"), Some(&28), "{fuse:?}");
+    assert_eq!(fuse.fused.get("rbuild::qmul"), Some(&9), "{fuse:?}");
+    assert!(g.ops().iter().all(|o| !o.starts_with("aten::") || o == "aten::view_copy.out"), "{:?}", g.ops());
+    let int8 = emit::emit(&g, &plan::plan_memory(&g), "forward").unwrap();
+    for (name, x) in &programs().images {
+        let (f, q) = (run(&fp32, x), run(&int8, x));
+        let s = sqnr_db(&f, &q);
+        eprintln!("mobilenet_v3_small {name}: fp32 top-1 {}, int8 top-1 {}, SQNR {s:.1} dB", argmax(&f), argmax(&q));
+        assert!(s > 5.0, "{name}: SQNR {s:.1} dB");
+    }
+}

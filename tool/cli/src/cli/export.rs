@@ -78,6 +78,9 @@ pub fn export(a: ExportArgs) -> CliResult {
     let (Some(model), Some(_)) = (a.model.as_deref(), a.out.as_ref()) else { bail!("--model and --out are required") };
     let t0 = Instant::now();
     if rbuild_models::language_models().contains(&model) {
+        if a.calibration.is_some() || a.reference_only {
+            bail!("--calibration and --reference-only are for static int8 of image models; --model {model} quantizes weights without calibration");
+        }
         if a.weights.is_none() && a.random_weights.is_none() {
             bail!("--model {model} needs --weights HF_FOLDER (config.json + *.safetensors), or --random-weights SEED for the demo model");
         }

@@ -8,8 +8,9 @@
 //! | `convolution(dq(x), dq_per_channel(w), bias)` (incl. depthwise/grouped) | `rbuild::qconv2d` |
 //! | `addmm(bias, dq(x), dq_per_channel(wᵀ, axis 1))`, `mm(dq(x), …)` | `rbuild::qlinear` |
 //! | `add.Tensor(dq(a), dq(b))` (same shapes) | `rbuild::qadd` |
-//! | `mul.Tensor(dq(a), dq(b))` (same shapes) | `rbuild::qmul` |
+//! | `mul.Tensor(dq(a), dq(b))` (same shapes, or one `[N, C, 1, 1]`) | `rbuild::qmul` |
 //! | `mean.dim(dq(x), [-1, -2], keepdim)` | `rbuild::qmean_hw` |
+//! | hardswish / hardsigmoid chain of `dq(x)` (add, clamp, [mul], div) | `rbuild::qlookup` (256-entry table) |
 //!
 //! The activation's bounds become the int8 output clamp (quantizing is monotonic, so
 //! `q(clamp(y, a, b)) = clamp(q(y), q(a), q(b))`). The fused op writes the quantize node's
@@ -258,9 +259,21 @@ fn fuse_one(g: &mut Graph, view: &View<'_>, qi: usize) -> Option<(&'static str, 
             Some(("rbuild::qlinear", args))
         }
         "aten::add.Tensor" | "aten::mul.Tensor" => {
-            let (aq, ap) = view.dequantized(tensor(op, 0)?)?;
-            let (bq, bp) = view.dequantized(tensor(op, 1)?)?;
-            if view.g.meta(aq).shape != view.g.meta(bq).shape {
+            let (mut aq, mut ap) = view.dequantized(tensor(op, 0)?)?;
+            let (mut bq, mut bp) = view.dequantized(tensor(op, 1)?)?;
+            if op.op == "aten::mul.Tensor" {
+                // A per-channel factor [N, C, 1, 1] goes second.
+                let per_channel = |a: ValueId, b: ValueId| {
+                    let (sa, sb) = (view.g.meta(a).sizes(), view.g.meta(b).sizes());
+                    matches!((sa.as_deref(), sb.as_deref()), (Some(&[n, c, _, _]), Some(&[bn, bc, 1, 1])) if n == bn && c == bc)
+                };
+                if per_channel(bq, aq) && view.g.meta(aq).shape != view.g.meta(bq).shape {
+                    (aq, ap, bq, bp) = (bq, bp, aq, ap);
+                }
+                if view.g.meta(aq).shape != view.g.meta(bq).shape && !per_channel(aq, bq) {
+                    return None;
+                }
+            } else if view.g.meta(aq).shape != view.g.meta(bq).shape {
                 return None;
             }
             if op.op == "aten::mul.Tensor" {
@@ -305,6 +318,11 @@ fn fuse_one(g: &mut Graph, view: &View<'_>, qi: usize) -> Option<(&'static str, 
             ];
             Some(("rbuild::qadd", args))
         }
+        "aten::div.Scalar" => {
+            let (xq, table) = lookup_table(view, y, out)?;
+            let t = add_const(g, format!("{name}.table"), ScalarType::Char, &[256], table);
+            Some(("rbuild::qlookup", vec![Arg::Tensor(xq), Arg::Tensor(t)]))
+        }
         "aten::mean.dim" => {
             let (xq, xp) = view.dequantized(tensor(op, 0)?)?;
             let sizes = view.g.meta(xq).sizes()?;
@@ -334,6 +352,47 @@ fn fuse_one(g: &mut Graph, view: &View<'_>, qi: usize) -> Option<(&'static str, 
         }
         _ => None,
     }
+}
+
+/// A hardswish / hardsigmoid chain ending at `y` (see `quantize_static::unary_chain`) as a table
+/// of its int8 output for each of the 256 int8 input codes: the chain's own float ops, run with
+/// rbuild's kernels on the dequantized codes, then quantized — exactly what the reference
+/// representation computes for each code.
+fn lookup_table(view: &View<'_>, y: ValueId, out: ActQ) -> Option<(ValueId, Vec<u8>)> {
+    let root = view.producer[y]?;
+    let producer: std::collections::HashMap<ValueId, usize> =
+        view.producer.iter().enumerate().filter_map(|(v, p)| p.map(|i| (v, i))).collect();
+    let (x, mut inner) = super::quantize_static::unary_chain(&view.g.nodes, &producer, &view.uses, root)?;
+    let (xq, xp) = view.dequantized(x)?;
+    inner.push(root);
+    inner.sort();
+    let mut t = Graph::default();
+    let codes = t.add_value(TensorMeta::fixed(ScalarType::Char, &[256]), Origin::Input(0), "codes");
+    t.inputs.push(codes);
+    let qargs = |p: ActQ| [Arg::Float(p.scale as f64), Arg::Int(p.zero_point), Arg::Int(QMIN), Arg::Int(QMAX), Arg::ScalarType(ScalarType::Char)];
+    let mut args = vec![Arg::Tensor(codes)];
+    args.extend(qargs(xp));
+    args.push(Arg::None);
+    let xf = super::append1(&mut t, "quantized_decomposed::dequantize_per_tensor", args).ok()?;
+    let mut map = std::collections::HashMap::from([(x, xf)]);
+    for i in inner {
+        let n = &view.g.nodes[i];
+        let mut args = n.args.clone();
+        for a in &mut args {
+            if let Arg::Tensor(v) = a {
+                *v = *map.get(v)?;
+            }
+        }
+        let o = super::append1(&mut t, &n.op, args).ok()?;
+        map.insert(n.outputs[0], o);
+    }
+    let mut args = vec![Arg::Tensor(map[&y])];
+    args.extend(qargs(out));
+    let q = super::append1(&mut t, "quantized_decomposed::quantize_per_tensor", args).ok()?;
+    t.outputs.push(q);
+    let input: Vec<u8> = (-128i32..=127).map(|c| c as i8 as u8).collect();
+    let table = crate::eval::evaluate(&t, &[input]).ok()?.pop()?;
+    Some((xq, table))
 }
 
 /// `addmm` with beta = alpha = 1.

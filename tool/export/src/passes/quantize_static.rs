@@ -10,6 +10,8 @@
 //!   scale = max|w| / 127 (at least 2^−12), zero point 0; biases stay float32;
 //! - an activation (relu, hardtanh/relu6, clamp) directly after a convolution, linear or add is
 //!   part of that op: the quantize comes after it;
+//! - hardswish / hardsigmoid (as decomposed: add, clamp, [mul], div) are one quantized op: input
+//!   and output quantized, float in between;
 //! - `mean` over H, W shares its input's parameters (XNNPACK's adaptive_avg_pool2d annotation);
 //!   `view_copy` runs on the int8 tensor and keeps its parameters;
 //! - other ops stay float between a dequantize and a quantize.
@@ -92,6 +94,58 @@ pub struct StaticQuantReport {
     pub float_ops: Vec<String>,
     /// The output's parameters, per graph output (None: the output is not quantized).
     pub output_qparams: Vec<Option<ActQ>>,
+}
+
+/// `hardswish(x) = x · clamp(x + 3, 0, 6) / 6` and `hardsigmoid(x) = clamp(x + 3, 0, 6) / 6` as
+/// the decomposition pass writes them, ending at node `root` (the `div.Scalar`): their one
+/// activation input and the inner nodes. Such a chain is quantized as one op (input and output
+/// only) and fuses into a 256-entry lookup table.
+pub(crate) fn unary_chain(nodes: &[Node], producer: &HashMap<ValueId, usize>, uses: &[usize], root: usize) -> Option<(ValueId, Vec<usize>)> {
+    let n = &nodes[root];
+    let scalar_is = |a: Option<&Arg>, v: f64| match a {
+        Some(Arg::Scalar(Scalar::Double(d))) => *d == v,
+        Some(Arg::Scalar(Scalar::Int(i))) => *i as f64 == v,
+        Some(Arg::Float(d)) => *d == v,
+        _ => false,
+    };
+    if n.op != "aten::div.Scalar" || !scalar_is(n.args.get(1), 6.0) {
+        return None;
+    }
+    let single = |v: ValueId, op: &str| -> Option<usize> {
+        let i = *producer.get(&v)?;
+        (nodes[i].op == op && uses[v] == 1).then_some(i)
+    };
+    let tensor = |n: &Node, i: usize| match n.args.get(i) {
+        Some(Arg::Tensor(v)) => Some(*v),
+        _ => None,
+    };
+    // clamp(x + 3, 0, 6) → (x, [add, clamp]).
+    let gate = |v: ValueId| -> Option<(ValueId, Vec<usize>)> {
+        let c = single(v, "aten::clamp")?;
+        if !scalar_is(nodes[c].args.get(1), 0.0) || !scalar_is(nodes[c].args.get(2), 6.0) {
+            return None;
+        }
+        let a = single(tensor(&nodes[c], 0)?, "aten::add.Scalar")?;
+        if !scalar_is(nodes[a].args.get(1), 3.0) || !scalar_is(nodes[a].args.get(2), 1.0) {
+            return None;
+        }
+        Some((tensor(&nodes[a], 0)?, vec![a, c]))
+    };
+    let v = tensor(n, 0)?;
+    if let Some(found) = gate(v) {
+        return Some(found);
+    }
+    let m = single(v, "aten::mul.Tensor")?;
+    let (p, q) = (tensor(&nodes[m], 0)?, tensor(&nodes[m], 1)?);
+    for (x, g) in [(p, q), (q, p)] {
+        if let Some((gx, mut inner)) = gate(g) {
+            if gx == x {
+                inner.push(m);
+                return Some((x, inner));
+            }
+        }
+    }
+    None
 }
 
 /// Activations folded into the op before them.
@@ -282,8 +336,27 @@ pub fn quantize_static(g: &mut Graph, ranges: &Ranges) -> Result<StaticQuantRepo
     // Activation nodes folded into the anchor before them: their outputs are the quantized ones.
     let mut folded_activation = vec![false; old.len()];
     let mut anchor = vec![false; old.len()];
+    // hardswish / hardsigmoid chains: the root is an anchor with one activation input; the
+    // inner nodes stay float between that input's dequantize and the root's quantize.
+    let producer: HashMap<ValueId, usize> = old.iter().enumerate().flat_map(|(i, n)| n.outputs.iter().map(move |&o| (o, i))).collect();
+    let mut chain_input: HashMap<usize, ValueId> = HashMap::new();
+    let mut in_chain = vec![false; old.len()];
+    // Every node of a chain (inner ones and the root) → the chain's input, which must be
+    // quantized before the chain's first node reads it.
+    let mut chain_of: HashMap<usize, ValueId> = HashMap::new();
+    for i in 0..old.len() {
+        if let Some((x, inner)) = unary_chain(&old, &producer, &uses, i) {
+            chain_input.insert(i, x);
+            chain_of.insert(i, x);
+            anchor[i] = true;
+            for k in inner {
+                in_chain[k] = true;
+                chain_of.insert(k, x);
+            }
+        }
+    }
     for (i, n) in old.iter().enumerate() {
-        if !quantizable(g, n) {
+        if in_chain[i] || chain_input.contains_key(&i) || !quantizable(g, n) {
             continue;
         }
         anchor[i] = true;
@@ -310,6 +383,9 @@ pub fn quantize_static(g: &mut Graph, ranges: &Ranges) -> Result<StaticQuantRepo
         }
     }
     for (i, n) in old.iter().enumerate() {
+        if let Some(&x) = chain_of.get(&i) {
+            rw.require_quantized(g, x)?;
+        }
         // view_copy of a quantized tensor runs on the int8 codes.
         if n.op == "aten::view_copy" {
             if let (Some(x), [out]) = (tensor_at(n, 0), &n.outputs[..]) {
@@ -326,6 +402,7 @@ pub fn quantize_static(g: &mut Graph, ranges: &Ranges) -> Result<StaticQuantRepo
         }
         if anchor[i] {
             let activations: Vec<ValueId> = match n.op.as_str() {
+                _ if chain_input.contains_key(&i) => vec![chain_input[&i]],
                 "aten::convolution" | "aten::mm" | "aten::mean.dim" => tensor_at(n, 0).into_iter().collect(),
                 "aten::addmm" => tensor_at(n, 1).into_iter().collect(),
                 _ => (0..2).filter_map(|k| tensor_at(n, k)).collect(),
@@ -355,7 +432,7 @@ pub fn quantize_static(g: &mut Graph, ranges: &Ranges) -> Result<StaticQuantRepo
                 rw.params_of(g, out)?
             };
             rw.quantize_value(g, out, out, p)?;
-        } else if !anchor[i] && !is_activation(&n.op) && n.op != "aten::view_copy" {
+        } else if !anchor[i] && !in_chain[i] && !is_activation(&n.op) && n.op != "aten::view_copy" {
             rw.report.float_ops.push(n.op.clone());
         }
     }
