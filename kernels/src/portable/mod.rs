@@ -10,6 +10,7 @@ pub mod linalg;
 pub mod llm;
 pub mod norm;
 pub mod prim;
+pub mod qint8;
 pub mod quant;
 pub mod quant_linear;
 pub mod reduce;
@@ -32,6 +33,7 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     conv::KERNELS,
     llm::KERNELS,
     quant_linear::KERNELS,
+    qint8::KERNELS,
 ];
 
 /// Every portable module's op → kernel path list, in the order of `KERNEL_SETS`.
@@ -49,4 +51,5 @@ pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
     conv::KERNEL_PATHS,
     llm::KERNEL_PATHS,
     quant_linear::KERNEL_PATHS,
+    qint8::KERNEL_PATHS,
 ];

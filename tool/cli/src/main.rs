@@ -5,6 +5,7 @@ mod build;
 mod cli;
 mod error;
 mod io;
+mod calibration;
 mod llm;
 mod project;
 mod verify;

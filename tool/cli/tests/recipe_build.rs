@@ -210,3 +210,19 @@ fn recipe_errors_are_diagnostics() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("mobilenet-cpu"), "suggests the known recipe: {err}");
 }
+
+#[test]
+fn int8_recipe_keys_the_export_by_the_calibration_images() {
+    let env = Env { out: tempfile::tempdir().unwrap() };
+    let images = testdata().join("models/images");
+    let calibration = format!("calibration={}", images.display());
+    let plan = env.ok(&["plan", "mobilenet-cpu", "quantize=int8", &calibration]);
+    assert!(plan.contains("quantize = Int8"), "{plan}");
+    assert!(plan.contains("img2_shapes_w300_h300.png sha256:"), "each calibration image keys the export:\n{plan}");
+    // A calibration folder with no images fails the export step, naming the folder.
+    let empty = tempfile::tempdir().unwrap();
+    let o = env.run(&["mobilenet-cpu", "quantize=int8", &format!("calibration={}", empty.path().display())]);
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && text.contains("no PNG or JPEG images"), "{text}");
+    assert!(!env.dir().join("model.pte").exists());
+}

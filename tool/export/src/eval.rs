@@ -86,13 +86,40 @@ pub fn eval_node(g: &Graph, node: &Node, env: &HashMap<ValueId, Vec<u8>>) -> Res
 
 /// Runs the whole graph on `inputs` (bytes per graph input); returns each output's bytes.
 pub fn evaluate(g: &Graph, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+    evaluate_observed(g, inputs, |_, _| {})
+}
+
+/// [`evaluate`], handing every graph input and node output to `observe` as it is computed
+/// (calibration records activation ranges this way). Values are dropped after their last use.
+pub fn evaluate_observed(g: &Graph, inputs: &[Vec<u8>], mut observe: impl FnMut(ValueId, &[u8])) -> Result<Vec<Vec<u8>>> {
     if inputs.len() != g.inputs.len() {
         return Err(ExportError::Invalid(format!("graph takes {} inputs, {} given", g.inputs.len(), inputs.len())));
     }
     let mut env: HashMap<ValueId, Vec<u8>> = g.inputs.iter().copied().zip(inputs.iter().cloned()).collect();
-    for node in &g.nodes {
+    for (&v, bytes) in g.inputs.iter().zip(inputs) {
+        observe(v, bytes);
+    }
+    // The last node reading each value; graph outputs are kept to the end.
+    let mut last_use = vec![None; g.values.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        for v in n.tensor_inputs() {
+            last_use[v] = Some(i);
+        }
+    }
+    for &o in &g.outputs {
+        last_use[o] = Some(usize::MAX);
+    }
+    for (i, node) in g.nodes.iter().enumerate() {
         let outs = eval_node(g, node, &env)?;
+        for (&o, bytes) in node.outputs.iter().zip(&outs) {
+            observe(o, bytes);
+        }
         env.extend(node.outputs.iter().copied().zip(outs));
+        for v in node.tensor_inputs() {
+            if last_use[v] == Some(i) {
+                env.remove(&v);
+            }
+        }
     }
     g.outputs
         .iter()

@@ -15,6 +15,7 @@ pub mod ops;
 pub mod passes;
 pub mod plan;
 pub mod shape;
+mod shape_qint8;
 pub mod weights;
 
 pub use builder::GraphBuilder;

@@ -131,6 +131,55 @@ const SCHEMAS: &[(&str, &str)] = &[
         "quantized_decomposed::embedding_4bit(Tensor weight, Tensor weight_scales, Tensor? weight_zero_points, int weight_quant_min, int weight_quant_max, Tensor indices) -> Tensor",
         "quantized_decomposed::embedding_4bit.out(Tensor weight, Tensor weight_scales, Tensor? weight_zero_points, int weight_quant_min, int weight_quant_max, Tensor indices, *, Tensor(a!) out) -> Tensor(a!)",
     ),
+    // ExecuTorch's affine (de)quantization (kernels/quantized/quantized.yaml), the reference
+    // representation of statically quantized programs (passes/quantize_static.rs).
+    (
+        "quantized_decomposed::quantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype) -> Tensor",
+        "quantized_decomposed::quantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "quantized_decomposed::dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor",
+        "quantized_decomposed::dequantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "quantized_decomposed::dequantize_per_channel(Tensor input, Tensor scales, Tensor? zero_points, int axis, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor",
+        "quantized_decomposed::dequantize_per_channel.out(Tensor input, Tensor scales, Tensor? zero_points, int axis, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // rbuild's fused int8 ops (kernels/src/portable/qint8.rs; passes/fuse_int8.rs makes them):
+    // int8 activations with one zero point each, int8 weights per output channel, int32 bias,
+    // and requantization by fixed-point multiplier + shift (CMSIS-NN's arm_nn_requantize).
+    (
+        "rbuild::qconv2d(Tensor input, Tensor weight, Tensor bias, Tensor multiplier, Tensor shift, int input_zero_point, int output_zero_point, int activation_min, int activation_max, int[] stride, int[] padding, int[] dilation, int groups) -> Tensor",
+        "rbuild::qconv2d.out(Tensor input, Tensor weight, Tensor bias, Tensor multiplier, Tensor shift, int input_zero_point, int output_zero_point, int activation_min, int activation_max, int[] stride, int[] padding, int[] dilation, int groups, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::qlinear(Tensor input, Tensor weight, Tensor bias, Tensor multiplier, Tensor shift, int input_zero_point, int output_zero_point, int activation_min, int activation_max) -> Tensor",
+        "rbuild::qlinear.out(Tensor input, Tensor weight, Tensor bias, Tensor multiplier, Tensor shift, int input_zero_point, int output_zero_point, int activation_min, int activation_max, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::qadd(Tensor self, Tensor other, int self_zero_point, int self_multiplier, int self_shift, int other_zero_point, int other_multiplier, int other_shift, int left_shift, int output_zero_point, int output_multiplier, int output_shift, int activation_min, int activation_max) -> Tensor",
+        "rbuild::qadd.out(Tensor self, Tensor other, int self_zero_point, int self_multiplier, int self_shift, int other_zero_point, int other_multiplier, int other_shift, int left_shift, int output_zero_point, int output_multiplier, int output_shift, int activation_min, int activation_max, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::qmul(Tensor self, Tensor other, int self_zero_point, int other_zero_point, int output_zero_point, int output_multiplier, int output_shift, int activation_min, int activation_max) -> Tensor",
+        "rbuild::qmul.out(Tensor self, Tensor other, int self_zero_point, int other_zero_point, int output_zero_point, int output_multiplier, int output_shift, int activation_min, int activation_max, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::qmean_hw(Tensor input, int input_zero_point, int output_zero_point, int multiplier, int shift, int activation_min, int activation_max) -> Tensor",
+        "rbuild::qmean_hw.out(Tensor input, int input_zero_point, int output_zero_point, int multiplier, int shift, int activation_min, int activation_max, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::qlookup(Tensor input, Tensor table) -> Tensor",
+        "rbuild::qlookup.out(Tensor input, Tensor table, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::qmax_pool2d(Tensor input, int[] kernel_size, int[] stride, int[] padding, int activation_min, int activation_max) -> Tensor",
+        "rbuild::qmax_pool2d.out(Tensor input, int[] kernel_size, int[] stride, int[] padding, int activation_min, int activation_max, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::qavg_pool2d(Tensor input, int[] kernel_size, int[] stride, int[] padding, int input_zero_point, int output_zero_point, int multiplier, int shift, int activation_min, int activation_max) -> Tensor",
+        "rbuild::qavg_pool2d.out(Tensor input, int[] kernel_size, int[] stride, int[] padding, int input_zero_point, int output_zero_point, int multiplier, int shift, int activation_min, int activation_max, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
     // rbuild's fused LLM ops (kernels/src/portable/llm.rs and quant_linear.rs define them).
     (
         "rbuild::rms_norm(Tensor input, Tensor weight, float eps) -> Tensor",

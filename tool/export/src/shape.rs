@@ -379,6 +379,32 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             }
             Ok(vec![q.clone()])
         }
+        "quantized_decomposed::quantize_per_tensor" => {
+            let x = tensor(g, op, args, 0)?;
+            require_float(op, x)?;
+            let dtype = match args.get(5) {
+                Some(Arg::ScalarType(t)) => *t,
+                other => return Err(shape_err(op, format!("argument 5 must be a dtype, got {other:?}"))),
+            };
+            Ok(vec![TensorMeta::new(dtype, x.shape.clone())])
+        }
+        "quantized_decomposed::dequantize_per_tensor" | "quantized_decomposed::dequantize_per_channel" => {
+            let x = tensor(g, op, args, 0)?;
+            let out_dtype = match args.last() {
+                Some(Arg::ScalarType(t)) => *t,
+                _ => ScalarType::Float,
+            };
+            if op.ends_with("per_channel") {
+                let axis = norm_dim(op, int(op, args, 3)?, x.rank())?;
+                let scales = tensor(g, op, args, 1)?;
+                if scales.shape != [x.shape[axis]] {
+                    return Err(shape_err(op, format!("scales {:?} must be [{:?}] (axis {axis} of {:?})", scales.shape, x.shape[axis], x.shape)));
+                }
+            }
+            Ok(vec![TensorMeta::new(out_dtype, x.shape.clone())])
+        }
+        "rbuild::qconv2d" | "rbuild::qlinear" | "rbuild::qadd" | "rbuild::qmul" | "rbuild::qmean_hw" | "rbuild::qlookup"
+        | "rbuild::qmax_pool2d" | "rbuild::qavg_pool2d" => crate::shape_qint8::infer(g, op, args),
         "rbuild::rms_norm" => {
             let (x, w) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
             if x.rank() == 0 || w.shape != [x.shape[x.rank() - 1]] || x.dtype != ScalarType::Float || w.dtype != x.dtype {

@@ -41,9 +41,15 @@ fn emitted_schemas_match_the_spec_files() {
 /// ExecuTorch runs these but the spec files (Core ATen + ExecuTorch's extra namespaces) do
 /// not list them: `aten::linear` is CompositeImplicit in PyTorch; ExecuTorch's portable and
 /// optimized libraries register `linear.out` with PyTorch's schema.
+///
+/// The `quantized_decomposed` out variants are registered by ExecuTorch's quantized kernel
+/// library (kernels/quantized/quantized.yaml); the spec lists only their functional forms.
 const NOT_IN_SPEC: &[&str] = &[
     "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
     "aten::linear.out(Tensor input, Tensor weight, Tensor? bias=None, *, Tensor(a!) out) -> Tensor(a!)",
+    "quantized_decomposed::quantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)",
+    "quantized_decomposed::dequantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    "quantized_decomposed::dequantize_per_channel.out(Tensor input, Tensor scales, Tensor? zero_points, int axis, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
 ];
 
 /// The spec lists `aten::view`/`aten::permute` but not their `_copy` forms (what ExecuTorch

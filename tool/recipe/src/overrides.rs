@@ -9,7 +9,7 @@ use miette::{Report, SourceSpan};
 use crate::choice::Choice;
 use crate::diag::{LoadError, Problem, Source};
 use crate::recipe::{
-    check_group_size, language_only, no_input_shape, resolve_file, resolve_weights, Catalog, Dtype, EmbeddingQuantize,
+    calibration_needs_int8, check_group_size, language_only, no_input_shape, resolve_file, resolve_folder, resolve_weights, Catalog, Dtype, EmbeddingQuantize,
     Fallback, LlmSpec, ModelKind, PathUse, Quantize, Recipe, WeightsSource, LLM_ONLY,
 };
 use crate::suggest;
@@ -22,6 +22,7 @@ pub const OVERRIDE_KEYS: &[&str] = &[
     "input-shape",
     "dtype",
     "quantize",
+    "calibration",
     "fallback",
     "embed-program",
     "top",
@@ -143,6 +144,14 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
             let q = choice::<Quantize>(w, value)?;
             kind.check_quantize(q).map_err(|r| r.at(w.source, value_span))?;
             recipe.model.quantize = q;
+        }
+        "calibration" => {
+            if kind == ModelKind::Language {
+                return Err(calibration_needs_int8(&arch).at(w.source, w.key_span));
+            }
+            let path = resolve_folder(value, Path::new(""))
+                .map_err(|e| e.problem(w.source, value_span, "the current folder", PathUse::Calibration))?;
+            recipe.model.calibration = Some(path);
         }
         "fallback" => recipe.backend.fallback = choice::<Fallback>(w, value)?,
         "embed-program" => recipe.runner.embed_program = boolean(w, value)?,

@@ -39,6 +39,9 @@ pub struct ModelSpec {
     pub input_shape: Vec<usize>,
     pub dtype: Dtype,
     pub quantize: Quantize,
+    /// Image models with `quantize "int8"`: a folder of images to calibrate activation ranges
+    /// on (None: seeded random inputs, announced by the export).
+    pub calibration: Option<PathBuf>,
     /// The language-model settings; `Some` exactly when `arch` is a language model.
     pub llm: Option<LlmSpec>,
     /// The `model` node's name in the recipe.
@@ -255,6 +258,7 @@ const MODEL: &[&str] = &[
     "input-shape",
     "dtype",
     "quantize",
+    "calibration",
     "max-seq-len",
     "group-size",
     "embedding-quantize",
@@ -447,12 +451,36 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
             (Some(Vec::new()), llm(d, node, &fields, base).map(Some))
         }
     };
+    let calibration = match fields.get("calibration") {
+        Some(n) => d.string(n).and_then(|c| {
+            let checked = if kind == ModelKind::Language || quantize != Some(Quantize::Int8) {
+                Err(calibration_needs_int8(&written))
+            } else {
+                Ok(())
+            };
+            match checked {
+                Err(r) => {
+                    d.report(r.at(d.source, c.span));
+                    None
+                }
+                Ok(()) => match resolve_folder(&c.value, base) {
+                    Ok(path) => Some(Some(path)),
+                    Err(e) => {
+                        d.report(e.problem(d.source, c.span, "the recipe's folder", PathUse::Calibration));
+                        None
+                    }
+                },
+            }
+        }),
+        None => Some(None),
+    };
     Some(ModelSpec {
         arch: arch?,
         weights: weights?,
         input_shape: input_shape?,
         dtype: dtype?,
         quantize: quantize?,
+        calibration: calibration?,
         llm: llm?,
         span: node.name().span(),
     })
@@ -682,6 +710,8 @@ pub(crate) enum PathUse {
     LanguageWeights,
     Tokenizer,
     VerifyInput,
+    /// A folder of calibration images.
+    Calibration,
 }
 
 /// Why a path (or `random:SEED`) setting was rejected.
@@ -709,6 +739,7 @@ impl PathError {
             ),
             PathUse::Tokenizer => ("tokenizer", format!("give a tokenizer file path (absolute, ~/…, or relative to {base})")),
             PathUse::VerifyInput => ("verify input", format!("give a PNG or JPEG path (absolute, ~/…, or relative to {base}), or `seed N` for random input")),
+            PathUse::Calibration => ("calibration", format!("give a folder of PNG/JPEG images (absolute, ~/…, or relative to {base})")),
         };
         match self {
             PathError::BadSeed => source
@@ -719,7 +750,7 @@ impl PathError {
                 .help("write the full path"),
             PathError::Missing(path) => {
                 let (thing, label) =
-                    if what == PathUse::LanguageWeights { ("folder", "no such folder") } else { ("file", "no such file") };
+                    if matches!(what, PathUse::LanguageWeights | PathUse::Calibration) { ("folder", "no such folder") } else { ("file", "no such file") };
                 source
                     .problem(span, format!("{noun} {thing} `{}` does not exist", path.display()), label)
                     .help(forms)
@@ -758,6 +789,27 @@ pub(crate) fn resolve_weights(text: &str, base: &Path, kind: ModelKind) -> Resul
                 Ok(WeightsSource::Folder(path))
             }
         }
+    }
+}
+
+/// A path setting that must name an existing folder.
+pub(crate) fn resolve_folder(text: &str, base: &Path) -> Result<PathBuf, PathError> {
+    let path = resolve_path(text, base)?;
+    if path.is_dir() {
+        Ok(path)
+    } else if path.exists() {
+        Err(PathError::NotAFolder(path))
+    } else {
+        Err(PathError::Missing(path))
+    }
+}
+
+/// `calibration` on a model that is not an int8 image model.
+pub(crate) fn calibration_needs_int8(arch: &str) -> Rejection {
+    Rejection {
+        message: format!("`calibration` applies to image models quantized to int8; `{arch}` is not"),
+        label: "not used here",
+        help: "set `quantize \"int8\"` on an image model, or remove `calibration`".into(),
     }
 }
 

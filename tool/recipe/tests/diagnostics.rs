@@ -147,3 +147,20 @@ fn weights_path_that_is_a_folder() {
     let report = Recipe::from_source("tests/folder-weights.kdl", text, &catalog()).unwrap_err();
     assert_eq!(problems(&report).problems[0].message, "weights path `tests/cases` is not a file");
 }
+
+#[test]
+fn calibration_needs_int8_and_an_existing_folder() {
+    assert_eq!(recipe_case("calibration-bad", &catalog()), 1);
+    assert_eq!(recipe_case("calibration-missing", &catalog()), 1);
+}
+
+#[test]
+fn calibration_folder_is_resolved_against_the_recipe() {
+    let text = std::fs::read_to_string("tests/cases/calibration-bad.kdl").unwrap().replace("quantize \"none\"", "quantize \"int8\"");
+    let path = std::path::Path::new("tests/cases/calibration-good.tmp.kdl");
+    std::fs::write(path, text).unwrap();
+    let loaded = Recipe::load(path, &catalog());
+    std::fs::remove_file(path).unwrap();
+    let r = loaded.unwrap();
+    assert_eq!(r.model.calibration, Some(std::path::PathBuf::from("tests/cases/calib-images")));
+}

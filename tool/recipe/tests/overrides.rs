@@ -89,3 +89,12 @@ fn bad_values_name_the_key_and_the_expected_form() {
     assert_eq!(problems(&report).problems.len(), 8, "every bad word, and only those");
     assert_eq!(format!("{r:?}"), before, "nothing applies when any word is bad");
 }
+
+#[test]
+fn calibration_override_takes_a_folder_for_image_models() {
+    let mut r = recipe();
+    r.apply_overrides(&["quantize=int8", "calibration=tests/cases/calib-images"], &catalog()).unwrap();
+    assert_eq!(r.model.calibration, Some(std::path::PathBuf::from("tests/cases/calib-images")));
+    let report = r.apply_overrides(&["calibration=Cargo.toml"], &catalog()).unwrap_err();
+    assert!(problems(&report).problems[0].message.contains("is not a folder"), "{}", render(&report));
+}

@@ -316,13 +316,24 @@ fn add_image_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut F
             key.add("weights", &format!("random seed {seed}"));
         }
     }
+    // Calibration images are inputs of the export: their contents key the step.
+    if let Some(dir) = &r.model.calibration {
+        for f in crate::calibration::image_files(dir)? {
+            let h = hashes.hash(&f).map_err(|e| CliError(format!("{}: calibration image {}: {e}", r.name, f.display())))?;
+            key.add("calibration", &format!("{} sha256:{h}", f.display()));
+        }
+    }
+    let calibration = r.model.calibration.clone();
     let (model, weights, shape, dtype, quantize) =
         (r.model.arch.clone(), r.model.weights.clone(), r.model.input_shape.clone(), r.model.dtype, r.model.quantize);
     let program_out = program.to_path_buf();
     let label = format!("export {} ({})", model, weights);
     dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs: vec![program.to_path_buf()] }, move |_| {
-        if dtype != Dtype::Float32 || quantize != Quantize::None {
-            return Err(format!("{model}: only float32 without quantization is exported so far"));
+        if dtype != Dtype::Float32 || !matches!(quantize, Quantize::None | Quantize::Int8) {
+            return Err(format!("{model}: image models export as float32, unquantized or int8"));
+        }
+        if calibration.is_some() && quantize != Quantize::Int8 {
+            return Err(format!("{model}: `calibration` needs `quantize \"int8\"`"));
         }
         let w = match &weights {
             WeightsSource::File(p) | WeightsSource::Folder(p) => Weights::open(p).map_err(step_err)?,
@@ -332,7 +343,16 @@ fn add_image_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut F
             }
         };
         let mut g = rbuild_models::build(&model, &w, &shape).map_err(step_err)?;
-        passes::optimize(&mut g).map_err(step_err)?;
+        if quantize == Quantize::Int8 {
+            let samples = crate::calibration::samples(&g, calibration.as_deref()).map_err(step_err)?;
+            let (_, int8) = passes::optimize_int8(&mut g, &samples, passes::Int8Stage::Fused).map_err(step_err)?;
+            if let Some(f) = &int8.fuse {
+                let fused: Vec<String> = f.fused.iter().map(|(op, n)| format!("{op} x{n}")).collect();
+                eprintln!("note: {model} int8: calibrated on {} sample(s); fused {}", int8.calibration_samples, fused.join(", "));
+            }
+        } else {
+            passes::optimize(&mut g).map_err(step_err)?;
+        }
         let mem = plan::plan_memory(&g);
         let bytes = emit::emit(&g, &mem, "forward").map_err(step_err)?;
         write_atomic(&program_out, &bytes).map_err(step_err)

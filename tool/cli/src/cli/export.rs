@@ -31,8 +31,19 @@ pub struct ExportArgs {
     #[arg(long, alias = "seq-len", default_value_t = 128)]
     pub max_seq_len: usize,
     /// Language models: linear weights as fp32, int8 (per channel), int4 (groupwise) or 8da4w.
+    /// Image models: fp32, or int8 (static: calibrated int8 activations, per-channel int8
+    /// weights, fused into rbuild's int8 kernels).
     #[arg(long, default_value = "fp32")]
     pub quant: String,
+    /// Image models with --quant int8: a folder of images (PNG/JPEG) to calibrate activation
+    /// ranges on; without it, seeded random inputs are used (announced).
+    #[arg(long, value_name = "DIR")]
+    pub calibration: Option<PathBuf>,
+    /// Image models with --quant int8: stop at ExecuTorch's reference representation
+    /// (quantize/dequantize around float ops; ExecuTorch runs it) instead of fusing into
+    /// rbuild's int8 kernels.
+    #[arg(long)]
+    pub reference_only: bool,
     /// Language models: group size of int4 / 8da4w / 4-bit embeddings (32, 64, 128, 256).
     #[arg(long, default_value_t = 32)]
     pub group_size: usize,
@@ -67,6 +78,9 @@ pub fn export(a: ExportArgs) -> CliResult {
     let (Some(model), Some(_)) = (a.model.as_deref(), a.out.as_ref()) else { bail!("--model and --out are required") };
     let t0 = Instant::now();
     if rbuild_models::language_models().contains(&model) {
+        if a.calibration.is_some() || a.reference_only {
+            bail!("--calibration and --reference-only are for static int8 of image models; --model {model} quantizes weights without calibration");
+        }
         if a.weights.is_none() && a.random_weights.is_none() {
             bail!("--model {model} needs --weights HF_FOLDER (config.json + *.safetensors), or --random-weights SEED for the demo model");
         }
@@ -96,7 +110,49 @@ pub fn export(a: ExportArgs) -> CliResult {
     let t_load = t0.elapsed();
     let graph = rbuild_models::build(model, &weights, &a.input_shape).map_err(|e| CliError(format!("{model}: {e}")))?;
     let t_build = t0.elapsed();
-    finish(model, graph, &a, t0, t_load, t_build)
+    match a.quant.as_str() {
+        "fp32" => {
+            if a.calibration.is_some() || a.reference_only {
+                bail!("--calibration and --reference-only go with --quant int8");
+            }
+            finish(model, graph, &a, t0, t_load, t_build)
+        }
+        "int8" => finish_int8(model, graph, &a, t0),
+        other => bail!("--quant {other}: image models take fp32 or int8"),
+    }
+}
+
+/// Static int8: calibration, the reference representation, fusion (unless --reference-only).
+fn finish_int8(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0: Instant) -> CliResult {
+    let out = a.out.as_ref().expect("checked by the caller");
+    let samples = crate::calibration::samples(&graph, a.calibration.as_deref())?;
+    let stage = if a.reference_only { passes::Int8Stage::Reference } else { passes::Int8Stage::Fused };
+    let (report, int8) = passes::optimize_int8(&mut graph, &samples, stage).map_err(|e| CliError(format!("{model}: {e}")))?;
+    let mem = plan::plan_memory(&graph);
+    let bytes = emit::emit(&graph, &mem, &a.method).map_err(|e| CliError(format!("{model}: {e}")))?;
+    write_atomic(out, &bytes)?;
+    let what = if a.reference_only { "int8 reference representation" } else { "int8, fused" };
+    println!("exported {model} ({what}) → {} ({} bytes)", out.display(), bytes.len());
+    for line in report.to_string().lines() {
+        println!("  pass {line}");
+    }
+    println!("  calibration: {} sample(s)", int8.calibration_samples);
+    println!("  quantize_static: {} activations quantized, {} weights int8", int8.quant.activations, int8.quant.weights);
+    if !int8.quant.float_ops.is_empty() {
+        println!("  left in float: {}", int8.quant.float_ops.join(", "));
+    }
+    if let Some(f) = &int8.fuse {
+        let fused: Vec<String> = f.fused.iter().map(|(op, n)| format!("{op} x{n}")).collect();
+        println!("  fuse_int8: {} ({} quantize nodes left unfused)", fused.join(", "), f.unfused);
+    }
+    for (i, q) in int8.quant.output_qparams.iter().enumerate() {
+        if let Some(q) = q {
+            println!("  output {i}: int8 scale {} zero point {} (dequantized to float32)", q.scale, q.zero_point);
+        }
+    }
+    println!("  planned arena: {} bytes; constants: {} bytes", mem.arena_bytes, graph.constant_bytes());
+    println!("  time: {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
+    Ok(())
 }
 
 /// Passes, planning, emission and the report, for any built graph.

@@ -1,12 +1,15 @@
 //! Graph passes. Each takes `&mut Graph`, keeps the numbers the graph computes, and knows
 //! nothing about which model it transforms.
 
+pub mod calibrate;
 pub mod const_fold;
 pub mod dce;
 pub mod decompose;
 pub mod fold_bn;
+pub mod fuse_int8;
 pub mod noop;
 pub mod quantize;
+pub mod quantize_static;
 pub mod to_out;
 
 use std::collections::HashMap;
@@ -75,6 +78,55 @@ pub fn optimize_with(g: &mut Graph, options: &Options) -> Result<PassReport> {
     to_out::to_out_variants(g)?;
     r.nodes_after = g.nodes.len();
     Ok(r)
+}
+
+/// How far [`optimize_int8`] takes a float graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Int8Stage {
+    /// ExecuTorch's reference representation (quantize/dequantize around float ops).
+    Reference,
+    /// The reference representation fused into rbuild's int8 kernels.
+    Fused,
+}
+
+/// What [`optimize_int8`] did, beyond the float passes.
+#[derive(Clone, Debug, Default)]
+pub struct Int8Report {
+    pub calibration_samples: usize,
+    pub quant: quantize_static::StaticQuantReport,
+    pub fuse: Option<fuse_int8::FuseReport>,
+}
+
+/// The float passes of [`optimize`], then calibration on `samples` (bytes per graph input, see
+/// [`calibrate::calibrate`]), static int8 quantization and, for [`Int8Stage::Fused`], fusion.
+pub fn optimize_int8(g: &mut Graph, samples: &[Vec<Vec<u8>>], stage: Int8Stage) -> Result<(PassReport, Int8Report)> {
+    let (mut r, mut report) = quantize_reference(g, samples)?;
+    if stage == Int8Stage::Fused {
+        report.fuse = Some(fuse_int8::fuse_int8(g)?);
+    }
+    r.dead_removed += dce::eliminate_dead_code(g);
+    to_out::to_out_variants(g)?;
+    r.nodes_after = g.nodes.len();
+    Ok((r, report))
+}
+
+/// The first half of [`optimize_int8`]: float passes, calibration and the reference
+/// representation, still in functional ops (fuse with [`fuse_int8::fuse_int8`], then convert
+/// with [`to_out::to_out_variants`]). Fusion keeps value ids: a fused op writes the value its
+/// quantize wrote and reads the int8 values the reference's dequantizes read, so the two graphs
+/// can be compared op by op.
+pub fn quantize_reference(g: &mut Graph, samples: &[Vec<Vec<u8>>]) -> Result<(PassReport, Int8Report)> {
+    let options = Options::default();
+    let mut r = PassReport { nodes_before: g.nodes.len(), ..Default::default() };
+    r.decomposed = decompose::decompose(g, &options)?;
+    r.noops_removed = noop::remove_noops(g)?;
+    r.bn_folded = fold_bn::fold_batch_norms(g)?;
+    r.consts_folded = const_fold::fold_constants(g)?;
+    r.dead_removed = dce::eliminate_dead_code(g);
+    let ranges = calibrate::calibrate(g, samples)?;
+    let quant = quantize_static::quantize_static(g, &ranges)?;
+    r.nodes_after = g.nodes.len();
+    Ok((r, Int8Report { calibration_samples: ranges.samples, quant, fuse: None }))
 }
 
 /// Appends `op(args)` with outputs from shape inference; returns the new output values.
