@@ -32,6 +32,16 @@ pub fn catalog() -> alloc::vec::Vec<(&'static str, &'static str)> {
     map.into_iter().collect()
 }
 
+/// The catalog for Cortex-M firmware: [`catalog`] with the Cortex-M int8 kernels
+/// ([`optimized::cortex_m`]) in place of their portable twins.
+pub fn catalog_cortex_m() -> alloc::vec::Vec<(&'static str, &'static str)> {
+    let mut map: alloc::collections::BTreeMap<_, _> = catalog().into_iter().collect();
+    for &(op, path) in optimized::cortex_m::KERNEL_PATHS {
+        map.insert(op, path);
+    }
+    map.into_iter().collect()
+}
+
 /// Only the portable (reference) kernels.
 pub fn portable_registry() -> KernelRegistry {
     let mut r = KernelRegistry::new();

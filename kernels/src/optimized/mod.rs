@@ -8,6 +8,7 @@
 
 
 pub mod conv;
+pub mod cortex_m;
 pub mod depthwise;
 pub mod gemm;
 pub mod linalg;

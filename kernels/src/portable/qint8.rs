@@ -82,7 +82,7 @@ pub fn quantize_multiplier(real: f64) -> (i32, i32) {
 
 /// `clamp(requantize(acc) + zero_point, lo, hi)` as int8.
 #[inline]
-fn to_int8(acc: i32, multiplier: i32, shift: i32, zero_point: i32, lo: i32, hi: i32) -> i8 {
+pub(crate) fn to_int8(acc: i32, multiplier: i32, shift: i32, zero_point: i32, lo: i32, hi: i32) -> i8 {
     (requantize(acc, multiplier, shift).saturating_add(zero_point)).clamp(lo, hi) as i8
 }
 
@@ -90,7 +90,7 @@ fn to_int8(acc: i32, multiplier: i32, shift: i32, zero_point: i32, lo: i32, hi: 
 // Argument checks
 // ---------------------------------------------------------------------------------------------
 
-fn int8_input<'a>(args: &KernelArgs<'a>, i: usize, what: &str) -> KernelResult<(TensorRef<'a>, &'a [i8])> {
+pub(crate) fn int8_input<'a>(args: &KernelArgs<'a>, i: usize, what: &str) -> KernelResult<(TensorRef<'a>, &'a [i8])> {
     let t = args.tensor(i)?;
     if t.dtype != ScalarType::Char {
         return Err(kerr!("{what}: must be int8, got {}", t.dtype));
@@ -99,7 +99,7 @@ fn int8_input<'a>(args: &KernelArgs<'a>, i: usize, what: &str) -> KernelResult<(
     Ok((t, t.data::<i8>()?))
 }
 
-fn i32_per_channel<'a>(args: &KernelArgs<'a>, i: usize, n: usize, what: &str) -> KernelResult<&'a [i32]> {
+pub(crate) fn i32_per_channel<'a>(args: &KernelArgs<'a>, i: usize, n: usize, what: &str) -> KernelResult<&'a [i32]> {
     let t = args.tensor(i)?;
     if t.dtype != ScalarType::Int || t.numel() != n {
         return Err(kerr!("{what}: must be int32 with {n} elements, got {} {:?}", t.dtype, t.sizes()));
@@ -108,7 +108,7 @@ fn i32_per_channel<'a>(args: &KernelArgs<'a>, i: usize, n: usize, what: &str) ->
 }
 
 /// A zero point in int8 range.
-fn zero_point(args: &KernelArgs<'_>, i: usize, what: &str) -> KernelResult<i32> {
+pub(crate) fn zero_point(args: &KernelArgs<'_>, i: usize, what: &str) -> KernelResult<i32> {
     let z = args.int(i)?;
     if !(-128..=127).contains(&z) {
         return Err(kerr!("{what}: zero point {z} is outside int8"));
@@ -117,7 +117,7 @@ fn zero_point(args: &KernelArgs<'_>, i: usize, what: &str) -> KernelResult<i32> 
 }
 
 /// The output clamp `[lo, hi]` within int8.
-fn activation_range(args: &KernelArgs<'_>, i: usize, what: &str) -> KernelResult<(i32, i32)> {
+pub(crate) fn activation_range(args: &KernelArgs<'_>, i: usize, what: &str) -> KernelResult<(i32, i32)> {
     let (lo, hi) = (args.int(i)?, args.int(i + 1)?);
     if lo > hi || lo < -128 || hi > 127 {
         return Err(kerr!("{what}: activation range [{lo}, {hi}] is not within int8"));
@@ -134,7 +134,7 @@ fn multiplier(args: &KernelArgs<'_>, i: usize, what: &str) -> KernelResult<(i32,
     Ok((m as i32, s as i32))
 }
 
-fn int8_out<'a>(args: &KernelArgs<'a>, i: usize, sizes: &[usize], what: &str) -> KernelResult<TensorMut<'a>> {
+pub(crate) fn int8_out<'a>(args: &KernelArgs<'a>, i: usize, sizes: &[usize], what: &str) -> KernelResult<TensorMut<'a>> {
     let mut out = args.out(i)?;
     if out.dtype != ScalarType::Char {
         return Err(kerr!("{what}: output must be int8, got {}", out.dtype));
