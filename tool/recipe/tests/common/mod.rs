@@ -10,7 +10,7 @@ pub const MODELS: &[&str] = &["mobilenet_v2", "mobilenet_v3_small", "mobilenet_v
 pub const LANGUAGE_MODELS: &[&str] = &["llama"];
 pub const BACKENDS: &[Backend] = &[Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::EthosU];
 pub const RUNNERS: &[&str] = &["image-classifier", "llm"];
-pub const PLATFORMS: &[&str] = &["host", "linux-arm64"];
+pub const PLATFORMS: &[&str] = &["corstone-300", "host", "linux-arm64"];
 
 /// The repository's own folders, relative to the crate folder.
 pub const RECIPES: &str = "../../recipes";
