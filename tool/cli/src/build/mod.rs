@@ -1,6 +1,8 @@
 //! `rbuild <recipe> [key=value …]`: recipe → export → kernel selection → runner crate →
 //! cargo build → package, as a cached step DAG (see `rbuild-planner`).
 
+mod firmware;
+pub mod size_report;
 mod steps;
 
 use std::path::PathBuf;

@@ -9,7 +9,7 @@ use rbuild_recipe::{Backend, Catalog, LoadError};
 pub const MODELS: &[&str] = &["mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large"];
 pub const LANGUAGE_MODELS: &[&str] = &["llama"];
 pub const BACKENDS: &[Backend] = &[Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::EthosU];
-pub const RUNNERS: &[&str] = &["image-classifier", "llm"];
+pub const RUNNERS: &[&str] = &["firmware", "image-classifier", "llm"];
 pub const PLATFORMS: &[&str] = &["corstone-300", "host", "linux-arm64"];
 
 /// The repository's own folders, relative to the crate folder.
