@@ -32,8 +32,8 @@ impl Heap {
     }
 
     fn bounds() -> (usize, usize) {
-        // SAFETY: only the symbols' addresses are taken; the linker script defines both.
-        unsafe { (core::ptr::addr_of_mut!(__heap_start) as usize, core::ptr::addr_of_mut!(__heap_end) as usize) }
+        // Only the symbols' addresses are taken (no access); the linker script defines both.
+        (core::ptr::addr_of_mut!(__heap_start) as usize, core::ptr::addr_of_mut!(__heap_end) as usize)
     }
 
     /// Bytes in the heap section.

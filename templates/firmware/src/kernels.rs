@@ -2,6 +2,7 @@
 
 use rbuild_runtime::KernelRegistry;
 
+#[allow(dead_code)]
 pub const OPS: &[&str] = &[];
 
 pub fn registry() -> KernelRegistry {

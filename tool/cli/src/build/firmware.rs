@@ -145,7 +145,9 @@ pub fn board_rs(program: &Path, program_region: &str, inputs: &[EmbeddedInput], 
         "#[link_section = \".rbuild_program\"]\nstatic PROGRAM: Aligned<[u8; include_bytes!({p:?}).len()]> = Aligned(*include_bytes!({p:?}));\n",
         p = program.display().to_string()
     );
-    s.push_str("pub fn program() -> &'static [u8] {\n    &PROGRAM.0\n}\n\n");
+    // Opaque to the optimiser: with LTO, LLVM would otherwise fold the loader's checks against
+    // the static's known bytes, and a program changed in flash after linking would go unchecked.
+    s.push_str("/// The program as it is in memory now (not as the compiler saw it).\npub fn program() -> &'static [u8] {\n    core::hint::black_box(&PROGRAM.0)\n}\n\n");
     for (i, input) in inputs.iter().enumerate() {
         let _ = writeln!(
             s,
@@ -200,6 +202,41 @@ fn test_input(i: usize, dtype: ScalarType, shape: &[usize]) -> Result<Vec<u8>, S
     }
 }
 
+/// Which kernel of each operator the firmware links. `RBUILD_FIRMWARE_KERNELS=portable` picks
+/// the portable reference kernels: the host runs the same code then, so fp32 outputs compare
+/// bit for bit (the optimized GEMM uses FMA on the host, plain multiply-add on Cortex-M).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelChoice {
+    /// The selective build's choice: optimized where one exists, else portable.
+    Selected,
+    Portable,
+}
+
+impl KernelChoice {
+    pub fn from_env() -> Result<KernelChoice, String> {
+        match std::env::var("RBUILD_FIRMWARE_KERNELS").as_deref() {
+            Err(_) | Ok("") | Ok("selected") => Ok(KernelChoice::Selected),
+            Ok("portable") => Ok(KernelChoice::Portable),
+            Ok(other) => Err(format!("RBUILD_FIRMWARE_KERNELS={other}: expected `selected` or `portable`")),
+        }
+    }
+}
+
+/// The portable kernel (op, path) of every op in `selected`.
+fn portable_kernels(selected: &[(String, String)]) -> Result<Vec<(String, String)>, String> {
+    selected
+        .iter()
+        .map(|(op, _)| {
+            rbuild_kernels::portable::KERNEL_PATH_SETS
+                .iter()
+                .flat_map(|set| set.iter())
+                .find(|(o, _)| o == op)
+                .map(|(o, p)| (o.to_string(), p.to_string()))
+                .ok_or_else(|| format!("no portable kernel for {op}"))
+        })
+        .collect()
+}
+
 /// What the firmware step needs besides the board.
 pub struct FirmwareJob {
     pub recipe: String,
@@ -212,6 +249,7 @@ pub struct FirmwareJob {
     pub top_k: usize,
     pub tool_version: String,
     pub rustc: String,
+    pub kernels: KernelChoice,
 }
 
 /// The files the firmware step writes in `out/<recipe>/<platform>/`.
@@ -230,6 +268,7 @@ pub fn add_step(dag: &mut Dag<'_>, platform: &Platform, job: FirmwareJob) -> Cli
     let mut key = KeyHasher::new();
     key.add("tool", &job.tool_version).add("rustc", &job.rustc).add("template", &job.template_hash);
     key.add("board", &format!("{board:?}")).add("target", &target).add("top", &job.top_k.to_string());
+    key.add("kernels", &format!("{:?}", job.kernels));
     let name = platform.name.clone();
     let spec = StepSpec {
         id: format!("firmware:{name}"),
@@ -252,9 +291,16 @@ fn build(platform: &str, board: &Board, layout: &FirmwareLayout, target: &str, j
 
     // The crate: template + exactly the program's kernels + the board's files.
     let src = job.out_dir.join("firmware-src");
-    let selected = super::steps::selected_kernels(&job.kernels_json)?;
+    let mut selected = super::steps::selected_kernels(&job.kernels_json)?;
+    if job.kernels == KernelChoice::Portable {
+        selected = portable_kernels(&selected)?;
+    }
     let package = format!("rbuild-firmware-{}-{platform}", job.recipe).replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "-");
     rbuild_selective::generate(&job.template, &src, &package, &selected)?;
+    // The repository's lock file: the firmware builds with the dependency versions tested here.
+    if let Some(lock) = job.template.parent().and_then(Path::parent).map(|repo| repo.join("Cargo.lock")).filter(|l| l.is_file()) {
+        std::fs::copy(&lock, src.join("Cargo.lock")).map_err(|e| err(&lock, &e))?;
+    }
     let data = src.join("data");
     std::fs::create_dir_all(&data).map_err(|e| err(&data, &e))?;
     let mut embedded_inputs = Vec::new();

@@ -139,6 +139,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                 top_k: r.runner.top.unwrap_or(5) as usize,
                 tool_version: version.clone(),
                 rustc: rustc.clone(),
+                kernels: super::firmware::KernelChoice::from_env().map_err(CliError)?,
             };
             files.extend(super::firmware::add_step(dag, p, job)?);
             continue;
