@@ -245,12 +245,12 @@ fn planned_arenas_can_live_in_caller_placed_memory() {
 
     // Wrong count, too small, misaligned: load errors, not panics.
     let mut small = [0u128; 2];
-    let e = program.load_method_in("forward", &registry(), &BackendRegistry::new(), vec![bytemuck_bytes(&mut small)]).unwrap_err();
+    let e = program.load_method_in("forward", &registry(), &BackendRegistry::new(), vec![bytemuck_bytes(&mut small)]).err().expect("too small");
     assert!(e.to_string().contains("planned buffer 1 needs 64 bytes, the placed arena has 32"), "{e}");
-    let e = program.load_method_in("forward", &registry(), &BackendRegistry::new(), vec![]).unwrap_err();
+    let e = program.load_method_in("forward", &registry(), &BackendRegistry::new(), vec![]).err().expect("no arena");
     assert!(e.to_string().contains("plans 1 memory arena(s), the caller placed 0"), "{e}");
     let mut big = [0u128; 6];
-    let e = program.load_method_in("forward", &registry(), &BackendRegistry::new(), vec![&mut bytemuck_bytes(&mut big)[1..66]]).unwrap_err();
+    let e = program.load_method_in("forward", &registry(), &BackendRegistry::new(), vec![&mut bytemuck_bytes(&mut big)[1..66]]).err().expect("misaligned");
     assert!(e.to_string().contains("is not"), "{e}");
 }
 

@@ -253,8 +253,29 @@ pub struct FirmwareJob {
 }
 
 /// The files the firmware step writes in `out/<recipe>/<platform>/`.
-pub fn outputs(dir: &Path) -> [PathBuf; 4] {
-    [dir.join("firmware.elf"), dir.join("input.safetensors"), dir.join("link.x"), dir.join("size-report.txt")]
+pub fn outputs(dir: &Path) -> [PathBuf; 5] {
+    [dir.join("firmware.elf"), dir.join("input.safetensors"), dir.join("link.x"), dir.join("size-report.txt"), dir.join("layout.json")]
+}
+
+/// `layout.json`: the memory map and what was placed where (for manifests and bundles).
+pub fn layout_json(platform: &str, board: &Board, layout: &FirmwareLayout, placement: &Placement, embedded_bytes: u64, kernels: KernelChoice) -> serde_json::Value {
+    let kind = |k: rbuild_recipe::RegionKind| if k == rbuild_recipe::RegionKind::Rom { "rom" } else { "ram" };
+    serde_json::json!({
+        "platform": platform,
+        "cpu": board.cpu,
+        "regions": board.memory.iter().map(|r| serde_json::json!({
+            "name": r.name, "origin": r.origin, "length": r.length, "kind": kind(r.kind), "loadable": r.loadable,
+        })).collect::<Vec<_>>(),
+        "code": layout.code,
+        "data": layout.data,
+        "program": {"region": placement.program, "bytes": embedded_bytes},
+        "arenas": placement.arenas.iter().map(|(r, b)| serde_json::json!({"region": r, "bytes": b})).collect::<Vec<_>>(),
+        "heap": {"region": layout.heap.0, "bytes": layout.heap.1},
+        "stack": {"region": layout.stack.0, "bytes": layout.stack.1},
+        "npu": board.npu.as_ref().map(|n| serde_json::json!({"name": n.name, "base": n.base})),
+        "input_seed": INPUT_SEED,
+        "kernels": match kernels { KernelChoice::Selected => "selected", KernelChoice::Portable => "portable" },
+    })
 }
 
 /// Adds the `firmware:<platform>` step.
@@ -328,7 +349,9 @@ fn build(platform: &str, board: &Board, layout: &FirmwareLayout, target: &str, j
     };
     let elf = rbuild_selective::compile(&src, "firmware", &opts)?;
 
-    let [elf_out, input_out, script_out, report_out] = outputs(&job.out_dir);
+    let [elf_out, input_out, script_out, report_out, layout_out] = outputs(&job.out_dir);
+    let layout_info = layout_json(platform, board, layout, &placement, embedded, job.kernels);
+    write_atomic(&layout_out, serde_json::to_string_pretty(&layout_info).map_err(|e| e.to_string())?.as_bytes()).map_err(|e| err(&layout_out, &e))?;
     super::steps::copy_atomic(&elf, &elf_out)?;
     let tensors: Vec<(String, HostTensor)> = specs
         .iter()
