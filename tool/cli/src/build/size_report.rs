@@ -57,6 +57,9 @@ pub fn elf_sections(elf: &[u8]) -> Result<Vec<Section>, String> {
     };
     // Section header fields: name, type, flags, addr, offset, size (ELF32 / ELF64 offsets).
     let field = |h: usize, f32_off: usize, f64_off: usize| if is64 { word(h + f64_off) } else { word(h + f32_off) };
+    if shoff + u64::from(shnum) * u64::from(shentsize) > elf.len() as u64 {
+        return Err(format!("truncated ELF: the section table ends past the file's {} bytes", elf.len()));
+    }
     let strtab = header(shstrndx)?;
     let (names_at, names_len) = (field(strtab, 0x10, 0x18)? as usize, field(strtab, 0x14, 0x20)? as usize);
     let names = elf.get(names_at..names_at + names_len).ok_or("section names out of range")?;
