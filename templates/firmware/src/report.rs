@@ -73,10 +73,24 @@ pub fn top_k(out: &mut Console, method: &Method<'_>, k: usize) {
             }
         }
         let Some((s, i)) = best else { break };
-        let _ = write!(out, " {rank}:{i} ({s:.4})");
+        let _ = write!(out, " {rank}:{i} (");
+        fixed4(out, s);
+        let _ = out.write_str(")");
         last = Some((s, i));
     }
     let _ = out.write_str("\n");
+}
+
+/// `s` with four decimals, by integer arithmetic: core's float formatting costs ~10 KB of code.
+fn fixed4(out: &mut Console, s: f32) {
+    if !s.is_finite() {
+        let _ = out.write_str(if s.is_nan() { "nan" } else if s > 0.0 { "inf" } else { "-inf" });
+        return;
+    }
+    // Round half away from zero at the fourth decimal (scores are far below 2^53 / 10^4).
+    let scaled = (f64::from(s.abs()) * 10_000.0 + 0.5) as u64;
+    let sign = if s < 0.0 && scaled != 0 { "-" } else { "" };
+    let _ = write!(out, "{sign}{}.{:04}", scaled / 10_000, scaled % 10_000);
 }
 
 /// ` arena_bytes=N arena.<region>=N …`: planned memory per region, in placement order.
