@@ -30,12 +30,14 @@ struct Boot {
     seconds: f64,
 }
 
-/// Runs the firmware under QEMU as the board file says, killing it after BOOT_TIMEOUT.
+/// Runs the firmware with the board file's `run` command, killing it after BOOT_TIMEOUT.
 fn boot(elf: &Path) -> Boot {
+    let board = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../toolchains/corstone-300.kdl");
+    let platform = rbuild_recipe::load_platform(&board).unwrap_or_else(|r| panic!("{}", rbuild_recipe::render(&r)));
     let t = Instant::now();
-    let mut child = Command::new(QEMU)
-        .args(["-M", "mps3-an547", "-cpu", "cortex-m55", "-nographic", "-semihosting-config", "enable=on,target=native", "-kernel"])
-        .arg(elf)
+    let mut child = platform
+        .run
+        .command(elf)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -128,6 +128,12 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
     for p in &l.platforms {
         let dir = recipe_out.join(&p.name);
         if r.runner.template == "firmware" {
+            if !r.runner.embed_program {
+                return Err(CliError(format!(
+                    "{}: runner firmware: `embed-program #false` (the program flashed separately at a fixed address) is not supported yet; use `embed-program #true`",
+                    r.name
+                )));
+            }
             let job = super::firmware::FirmwareJob {
                 recipe: r.name.clone(),
                 program: program.clone(),
