@@ -91,7 +91,7 @@ extern "C" fn firmware_main() -> ! {
     let (cycles, source) = if dwt != 0 { (u64::from(dwt), "dwt") } else { (tick1 - tick0, "systick") };
     let _ = write!(
         out,
-        "RBUILD_STATS cycles={cycles} cycles_source={source} dwt_cycles={dwt} systick_ticks={} instructions={} kernels={} program_region={} program_bytes={}",
+        "RBUILD_STATS cycles={cycles} cycles_source={source} dwt_cycles={dwt} systick_ticks={} program_instructions={} kernels={} program_region={} program_bytes={}",
         tick1 - tick0,
         method.instruction_count(),
         kernels::OPS.len(),

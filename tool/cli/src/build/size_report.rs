@@ -115,6 +115,10 @@ pub fn size_report(elf: &Path, regions: &[Region]) -> Result<String, String> {
     for (c, n) in totals {
         let _ = writeln!(out, "{:<8} {:>12} bytes", format!(".{c}"), n);
     }
+    let embedded: u64 = sections.iter().filter(|s| s.name == ".rbuild_program").map(|s| s.size).sum();
+    if embedded > 0 {
+        let _ = writeln!(out, "(.rodata includes .rbuild_program, the embedded program and input: {embedded} bytes)");
+    }
     let _ = writeln!(out, "\n{:<10} {:>10}  {:>12}  {:>12}  {:>12}  {:>6}", "region", "origin", "length", "image", "reserved", "used");
     for r in regions {
         let inside: Vec<&Section> = sections.iter().filter(|s| r.contains(s.address)).collect();
