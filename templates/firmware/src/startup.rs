@@ -69,7 +69,9 @@ core::arch::global_asm!(
     "    b .",
     ".size reset_handler, . - reset_handler",
     "",
-    // Hands the stacked exception frame (MSP or PSP) to the Rust handler.
+    // Reads the stacked pc and lr (MSP or PSP frame), then reports on a fresh stack: after a
+    // stack overflow (STKOF) the old one is at its limit and the report would fault again.
+    // The firmware never returns from a fault, so starting over at the top loses nothing.
     ".section .text.fault_trampoline, \"ax\", %progbits",
     ".global fault_trampoline",
     ".type fault_trampoline, %function",
@@ -77,9 +79,15 @@ core::arch::global_asm!(
     "fault_trampoline:",
     "    tst lr, #4",
     "    ite eq",
-    "    mrseq r0, msp",
-    "    mrsne r0, psp",
-    "    mrs r1, ipsr",
+    "    mrseq r3, msp",
+    "    mrsne r3, psp",
+    "    ldr r0, [r3, #24]",
+    "    ldr r1, [r3, #20]",
+    "    mrs r2, ipsr",
+    "    movs r3, #0",
+    "    msr msplim, r3",
+    "    ldr r3, =__stack_top",
+    "    mov sp, r3",
     "    b fault_handler",
     ".size fault_trampoline, . - fault_trampoline",
 );
@@ -90,23 +98,16 @@ const SCB_MMFAR: *const u32 = 0xE000_ED34 as *const u32;
 const SCB_BFAR: *const u32 = 0xE000_ED38 as *const u32;
 
 /// Any fault: say what and where, then exit non-zero (never hang the emulator).
+///
+/// `pc` and `lr` come from the stacked exception frame (meaningless when the frame could not be
+/// stacked: a stack overflow on exception entry).
 #[no_mangle]
-unsafe extern "C" fn fault_handler(frame: *const u32, ipsr: u32) -> ! {
+extern "C" fn fault_handler(pc: u32, lr: u32, ipsr: u32) -> ! {
     let names = ["thread", "reset", "NMI", "HardFault", "MemManage", "BusFault", "UsageFault", "SecureFault"];
     let name = names.get(ipsr as usize & 0x1ff).copied().unwrap_or("exception");
-    // SAFETY: the trampoline passes the active stack pointer, which holds the 8-word frame the
-    // core pushed on exception entry (r0-r3, r12, lr, pc, xpsr); the SCB registers are always
-    // readable.
-    let (pc, lr, cfsr, hfsr, mmfar, bfar) = unsafe {
-        (
-            frame.add(6).read_volatile(),
-            frame.add(5).read_volatile(),
-            SCB_CFSR.read_volatile(),
-            SCB_HFSR.read_volatile(),
-            SCB_MMFAR.read_volatile(),
-            SCB_BFAR.read_volatile(),
-        )
-    };
+    // SAFETY: the System Control Block's fault registers are always readable.
+    let (cfsr, hfsr, mmfar, bfar) =
+        unsafe { (SCB_CFSR.read_volatile(), SCB_HFSR.read_volatile(), SCB_MMFAR.read_volatile(), SCB_BFAR.read_volatile()) };
     let mut out = semihosting::Console::new();
     let _ = core::fmt::write(
         &mut out,

@@ -108,6 +108,9 @@ const REGION: &[&str] = &["origin", "length", "kind", "loadable"];
 const FIRMWARE: &[&str] = &["code", "data", "program", "arenas", "heap", "stack"];
 const NPU: &[&str] = &["base"];
 
+/// The smallest main stack accepted: the firmware's fault report needs ~1.5 KiB on its own.
+const MIN_STACK: u64 = 4 << 10;
+
 /// Memory maps describe 32-bit microcontrollers.
 const ADDRESS_SPACE: u64 = 1 << 32;
 
@@ -375,7 +378,14 @@ fn decode_firmware(d: &mut Decoder, node: &KdlNode, regions: &[Region]) -> Optio
     let program = d.require(&fields, parent, "program", "`program \"flash\" \"ddr\"`").and_then(|n| region_list(d, n, regions, Need::Loadable));
     let arenas = d.require(&fields, parent, "arenas", "`arenas \"sram\" \"ddr\"`").and_then(|n| region_list(d, n, regions, Need::Ram));
     let heap = d.require(&fields, parent, "heap", "`heap \"ddr\" \"16M\"`").and_then(|n| region_and_size(d, n, regions));
-    let stack = d.require(&fields, parent, "stack", "`stack \"sram\" \"64K\"`").and_then(|n| region_and_size(d, n, regions));
+    let stack = d.require(&fields, parent, "stack", "`stack \"sram\" \"64K\"`").and_then(|n| {
+        let (region, bytes) = region_and_size(d, n, regions)?;
+        if bytes < MIN_STACK {
+            d.error(n.span(), format!("a {bytes}-byte stack is too small for the firmware runner"), "too small", "give it at least 4K (a fault report alone needs about 1.5K)");
+            return None;
+        }
+        Some((region, bytes))
+    });
     Some(FirmwareLayout { code: code?, data: data?, program: program?, arenas: arenas?, heap: heap?, stack: stack? })
 }
 

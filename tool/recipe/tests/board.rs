@@ -99,9 +99,26 @@ firmware {
 }
 
 #[test]
-fn firmware_without_a_memory_map() {
+fn firmware_without_a_memory_map_or_with_a_tiny_stack() {
     let text = "target \"thumbv8m.main-none-eabihf\"\nrun \"native\"\nfirmware {\n    code \"flash\"\n}\n";
     let report = Platform::from_source("nomap.kdl", text).unwrap_err();
+    assert!(render(&report).contains("`firmware` needs a memory map"));
+    let text = r#"
+target "thumbv8m.main-none-eabihf"
+run "native"
+memory {
+    region "ram" { origin 0x20000000; length "64K"; kind "ram"; loadable #true }
+}
+firmware {
+    code "ram"
+    data "ram"
+    program "ram"
+    arenas "ram"
+    heap "ram" "16K"
+    stack "ram" "1K"
+}
+"#;
+    let report = Platform::from_source("tiny-stack.kdl", text).unwrap_err();
     let text = render(&report);
-    assert!(text.contains("`firmware` needs a memory map"), "{text}");
+    assert!(text.contains("a 1024-byte stack is too small"), "{text}");
 }
