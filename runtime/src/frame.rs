@@ -17,6 +17,8 @@ pub enum FrameBuffer<'p> {
     Const(&'p [u8]),
     /// Writable memory the frame owns (a planned arena, an input or output buffer).
     Owned(AlignedBuf),
+    /// A planned arena the caller placed (firmware: a linker section in a chosen memory region).
+    Borrowed(&'p mut [u8]),
 }
 
 impl FrameBuffer<'_> {
@@ -24,6 +26,16 @@ impl FrameBuffer<'_> {
         match self {
             FrameBuffer::Const(b) => b,
             FrameBuffer::Owned(b) => b.as_slice(),
+            FrameBuffer::Borrowed(b) => b,
+        }
+    }
+
+    /// The bytes, when writable.
+    pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
+        match self {
+            FrameBuffer::Const(_) => None,
+            FrameBuffer::Owned(b) => Some(b.as_mut_slice()),
+            FrameBuffer::Borrowed(b) => Some(b),
         }
     }
 }
@@ -49,6 +61,7 @@ impl<'p> Frame<'p> {
                     let s = o.as_mut_slice();
                     RawBuffer { ptr: s.as_mut_ptr(), len: s.len(), writable: true }
                 }
+                FrameBuffer::Borrowed(s) => RawBuffer { ptr: s.as_mut_ptr(), len: s.len(), writable: true },
             })
             .collect()
     }
@@ -107,10 +120,9 @@ impl<'p> Frame<'p> {
         let cap = t.capacity;
         match t.storage {
             Storage::None => None,
-            Storage::Buffer { index, offset } => match self.buffers.get_mut(index as usize)? {
-                FrameBuffer::Const(_) => None,
-                FrameBuffer::Owned(o) => o.as_mut_slice().get_mut(offset..offset.checked_add(cap)?),
-            },
+            Storage::Buffer { index, offset } => {
+                self.buffers.get_mut(index as usize)?.as_mut_slice()?.get_mut(offset..offset.checked_add(cap)?)
+            }
         }
     }
 }

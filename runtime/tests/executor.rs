@@ -220,3 +220,42 @@ fn delegate_calls_reach_their_backend() {
     let out: Vec<f32> = m.output_bytes(0).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
     assert_eq!(out, [3.5, 4.5, 5.5]);
 }
+
+#[test]
+fn planned_arenas_can_live_in_caller_placed_memory() {
+    let buf = aligned(&program_bytes());
+    let program = rbuild_runtime::Program::load(buf.as_slice()).unwrap();
+    assert_eq!(program.planned_arena_sizes("forward").unwrap(), [64]);
+    let x: Vec<u8> = [1f32, 2., 3., 4.].iter().flat_map(|v| v.to_le_bytes()).collect();
+    // A u128-backed block: aligned as the runtime requires; 16 spare bytes must stay untouched.
+    let mut memory = [u128::MAX; 5];
+    {
+        let bytes: &mut [u8] = bytemuck_bytes(&mut memory);
+        let mut m = program.load_method_in("forward", &registry(), &BackendRegistry::new(), vec![&mut bytes[..64]]).unwrap();
+        m.set_input_tensor(0, ScalarType::Float, &[4], &x).unwrap();
+        m.execute(&mut KernelContext::default()).unwrap();
+        let out: Vec<f32> = m.output_bytes(0).unwrap().chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        assert_eq!(out, [11., 22., 33., 44.]);
+    }
+    // The input (offset 0) and the sum (offset 16) are in the placed memory.
+    let bytes = bytemuck_bytes(&mut memory);
+    assert_eq!(&bytes[..16], &x[..]);
+    assert_eq!(f32::from_le_bytes(bytes[16..20].try_into().unwrap()), 11.);
+    assert!(bytes[64..].iter().all(|&b| b == 0xff));
+
+    // Wrong count, too small, misaligned: load errors, not panics.
+    let mut small = [0u128; 2];
+    let e = program.load_method_in("forward", &registry(), &BackendRegistry::new(), vec![bytemuck_bytes(&mut small)]).err().expect("too small");
+    assert!(e.to_string().contains("planned buffer 1 needs 64 bytes, the placed arena has 32"), "{e}");
+    let e = program.load_method_in("forward", &registry(), &BackendRegistry::new(), vec![]).err().expect("no arena");
+    assert!(e.to_string().contains("plans 1 memory arena(s), the caller placed 0"), "{e}");
+    let mut big = [0u128; 6];
+    let e = program.load_method_in("forward", &registry(), &BackendRegistry::new(), vec![&mut bytemuck_bytes(&mut big)[1..66]]).err().expect("misaligned");
+    assert!(e.to_string().contains("is not"), "{e}");
+}
+
+fn bytemuck_bytes(words: &mut [u128]) -> &mut [u8] {
+    // SAFETY: u128 has no padding and any byte pattern is a valid u8; the length covers exactly
+    // the words' bytes, borrowed mutably for the returned lifetime.
+    unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), core::mem::size_of_val(words)) }
+}

@@ -142,9 +142,9 @@ impl<'p> Loader<'_, 'p> {
             .ok()
             .and_then(|o| data.get(o..o.checked_add(nbytes)?))
             .ok_or_else(|| self.invalid(format!("value {i}: mutable data {idx} exceeds its segment")))?;
-        match &mut self.frame.buffers[arena as usize] {
-            FrameBuffer::Owned(b) => b.as_mut_slice()[offset..offset + nbytes].copy_from_slice(src),
-            FrameBuffer::Const(_) => return Err(self.invalid("mutable data targets constant memory")),
+        match self.frame.buffers[arena as usize].as_mut_slice() {
+            Some(b) => b[offset..offset + nbytes].copy_from_slice(src),
+            None => return Err(self.invalid("mutable data targets constant memory")),
         }
         Ok(())
     }
@@ -190,6 +190,7 @@ pub(super) fn load_method<'p>(
     plan: &ExecutionPlan<'p>,
     kernels: &KernelRegistry,
     backends: &BackendRegistry,
+    placed_arenas: Option<Vec<&'p mut [u8]>>,
 ) -> Result<Method<'p>, LoadError> {
     let method = plan.name.unwrap_or("").to_string();
     let mut l = Loader { file, method: method.clone(), frame: Frame::new(), arenas: Vec::new(), constants: None, inline_constants: Vec::new() };
@@ -207,11 +208,26 @@ pub(super) fn load_method<'p>(
 
     // Planned arenas: non_const_buffer_sizes[0] is a placeholder; memory_id is 1-based.
     let sizes = plan.non_const_buffer_sizes.as_deref().ok_or_else(|| l.invalid("non_const_buffer_sizes missing"))?;
+    let planned = sizes.len().saturating_sub(1);
+    let mut placed = placed_arenas.map(|a| a.into_iter());
+    if let Some(given) = placed.as_ref().map(|a| a.len()).filter(|&n| n != planned) {
+        return Err(l.invalid(format!("the method plans {planned} memory arena(s), the caller placed {given}")));
+    }
     for (k, &s) in sizes.iter().enumerate().skip(1) {
         let s = usize::try_from(s).map_err(|_| l.invalid(format!("planned buffer {k} has negative size {s}")))?;
-        let buf = AlignedBuf::try_zeroed(s)
-            .ok_or_else(|| l.invalid(format!("planned buffer {k} of {s} bytes cannot be allocated")))?;
-        let index = l.push_buffer(FrameBuffer::Owned(buf));
+        let buffer = match placed.as_mut().and_then(Iterator::next) {
+            Some(arena) if arena.len() < s => {
+                return Err(l.invalid(format!("planned buffer {k} needs {s} bytes, the placed arena has {}", arena.len())))
+            }
+            Some(arena) if arena.as_ptr() as usize % core::mem::align_of::<u128>() != 0 => {
+                return Err(l.invalid(format!("placed arena {k} is not {}-byte aligned", core::mem::align_of::<u128>())))
+            }
+            Some(arena) => FrameBuffer::Borrowed(arena),
+            None => FrameBuffer::Owned(
+                AlignedBuf::try_zeroed(s).ok_or_else(|| l.invalid(format!("planned buffer {k} of {s} bytes cannot be allocated")))?,
+            ),
+        };
+        let index = l.push_buffer(buffer);
         l.arenas.push(index);
     }
 

@@ -96,6 +96,26 @@ impl<'p> Program<'p> {
         kernels: &KernelRegistry,
         backends: &BackendRegistry,
     ) -> Result<Method<'p>, LoadError> {
-        load::load_method(&self.file, self.plan(name)?, kernels, backends)
+        load::load_method(&self.file, self.plan(name)?, kernels, backends, None)
+    }
+
+    /// As [`Program::load_method`], with the planned arenas (memory_id 1, 2, …) in memory the
+    /// caller placed, e.g. linker sections in chosen regions of a microcontroller: each at least
+    /// the planned size and aligned for any element type. Nothing else is allocated for them.
+    pub fn load_method_in(
+        &self,
+        name: &str,
+        kernels: &KernelRegistry,
+        backends: &BackendRegistry,
+        arenas: Vec<&'p mut [u8]>,
+    ) -> Result<Method<'p>, LoadError> {
+        load::load_method(&self.file, self.plan(name)?, kernels, backends, Some(arenas))
+    }
+
+    /// The sizes of the method's planned arenas (memory_id 1, 2, …), in bytes.
+    pub fn planned_arena_sizes(&self, name: &str) -> Result<Vec<usize>, LoadError> {
+        let plan = self.plan(name)?;
+        let sizes = plan.non_const_buffer_sizes.as_deref().unwrap_or(&[]);
+        Ok(sizes.iter().skip(1).map(|&s| usize::try_from(s).unwrap_or(0)).collect())
     }
 }

@@ -11,6 +11,7 @@
 //!
 #![doc = include_str!("../README.md")]
 
+pub mod board;
 mod choice;
 mod decode;
 mod diag;
@@ -20,6 +21,7 @@ mod recipe;
 pub mod suggest;
 mod toolchain;
 
+pub use board::{Board, FirmwareLayout, Npu, Region, RegionKind};
 pub use choice::Choice;
 pub use diag::{render, LoadError, Problem, Source};
 pub use overrides::OVERRIDE_KEYS;

@@ -9,6 +9,7 @@ use std::process::Command;
 use kdl::{KdlDocument, KdlNode};
 use miette::Report;
 
+use crate::board::{decode_board, Board, BOARD_NODES};
 use crate::decode::{Decoder, Parent, Spanned};
 use crate::diag::{syntax_problems, LoadError, Problem, Source};
 
@@ -27,6 +28,8 @@ pub struct Platform {
     /// The operating system a build for this platform must run on (`macos`: Apple's SDKs
     /// exist only there), as `std::env::consts::OS` names it; `None`: any.
     pub host_os: Option<String>,
+    /// CPU, memory map, firmware layout and NPU of a bare-metal board (`crate::board`).
+    pub board: Option<Board>,
     /// The file's text, for diagnostics raised later about this platform.
     pub source: Source,
 }
@@ -131,7 +134,7 @@ impl RunSpec {
     }
 }
 
-const TOP: &[&str] = &["description", "host-os", "target", "linker", "run", "tool"];
+const TOP: &[&str] = &["description", "host-os", "target", "linker", "run", "tool", "cpu", "memory", "firmware", "npu"];
 /// Operating systems `host-os` may name (`std::env::consts::OS` spellings).
 const HOST_OSES: &[&str] = &["linux", "macos", "windows"];
 const TOOL: &[&str] = &["command", "version", "install"];
@@ -203,13 +206,13 @@ fn parse_platform(path: &Path, text: String) -> Result<Platform, Vec<Problem>> {
     if !d.problems.is_empty() {
         return Err(d.problems);
     }
-    let (description, rust_target, linker, tools, run, host_os) =
+    let (description, rust_target, linker, tools, run, host_os, board) =
         platform.ok_or_else(|| vec![Problem::plain(format!("`{}` could not be decoded", path.display()))])?;
     let name = path.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-    Ok(Platform { name, description, rust_target, linker, tools, run, host_os, source })
+    Ok(Platform { name, description, rust_target, linker, tools, run, host_os, board, source })
 }
 
-type Parts = (String, Option<String>, Option<String>, Vec<Tool>, RunSpec, Option<String>);
+type Parts = (String, Option<String>, Option<String>, Vec<Tool>, RunSpec, Option<String>, Option<Board>);
 
 fn decode(d: &mut Decoder, doc: &KdlDocument) -> Option<Parts> {
     let file = Parent::File("platform file");
@@ -250,8 +253,10 @@ fn decode(d: &mut Decoder, doc: &KdlDocument) -> Option<Parts> {
     let run = d
         .require(&top, file, "run", "`run \"native\"` or `run \"qemu-aarch64\" \"-L\" \"/usr/aarch64-linux-gnu\"`")
         .and_then(|node| run(d, node, &declared));
+    debug_assert!(BOARD_NODES.iter().all(|n| TOP.contains(n)));
+    let board = decode_board(d, top.get("cpu"), top.get("memory"), top.get("firmware"), top.get("npu"));
     let tools = tools.into_iter().collect::<Option<Vec<Tool>>>();
-    Some((description?, target?, linker?, tools?, run?, host_os?))
+    Some((description?, target?, linker?, tools?, run?, host_os?, board?))
 }
 
 /// `host` means "no cross target"; anything else must at least look like a target triple.

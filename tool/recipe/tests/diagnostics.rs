@@ -116,6 +116,7 @@ fn truncated_files_never_panic() {
     // the renderer (spans must stay inside the text), cutting at each character boundary.
     let mut files: Vec<_> = std::fs::read_dir("tests/cases").unwrap().map(|e| e.unwrap().path()).collect();
     files.extend(std::fs::read_dir("tests/cases/toolchains-bad").unwrap().map(|e| e.unwrap().path()));
+    files.extend(std::fs::read_dir("tests/cases/board-bad").unwrap().map(|e| e.unwrap().path()));
     files.extend(std::fs::read_dir(common::RECIPES).unwrap().map(|e| e.unwrap().path()));
     files.extend(std::fs::read_dir(common::TOOLCHAINS).unwrap().map(|e| e.unwrap().path()));
     for path in files.iter().filter(|p| p.is_file()) {

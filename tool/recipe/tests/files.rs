@@ -53,12 +53,12 @@ fn shipped_files_decode_to_what_they_say() {
     assert_eq!(recipe.verify.tolerance(&recipe.model), (0.001, 0.001));
 
     let platforms = load_platforms(TOOLCHAINS).unwrap();
-    let named = |n: &str| platforms.iter().find(|p| p.name == n).unwrap();
-    let host = named("host");
+    let by_name = |n: &str| platforms.iter().find(|p| p.name == n).unwrap_or_else(|| panic!("no platform {n}"));
+    let host = by_name("host");
     assert_eq!((host.name.as_str(), host.rust_target.as_deref(), &host.run), ("host", None, &RunSpec::Native));
     let tools: Vec<&str> = host.tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(tools, ["cargo", "rustc", "cc"]);
-    let arm = named("linux-arm64");
+    let arm = by_name("linux-arm64");
     assert_eq!(arm.rust_target.as_deref(), Some("aarch64-unknown-linux-gnu"));
     assert_eq!(arm.linker.as_deref(), Some("aarch64-linux-gnu-gcc"));
     assert_eq!(

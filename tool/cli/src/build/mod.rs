@@ -2,6 +2,8 @@
 //! cargo build → package, as a cached step DAG (see `rbuild-planner`).
 
 pub mod bundle_step;
+mod firmware;
+pub mod size_report;
 mod steps;
 mod verify_input;
 

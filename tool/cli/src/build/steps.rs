@@ -60,7 +60,7 @@ fn step_err(e: impl std::fmt::Display) -> String {
 }
 
 /// Copies `from` to `to` atomically (temporary file in the same folder, then rename).
-fn copy_atomic(from: &Path, to: &Path) -> Result<(), String> {
+pub(super) fn copy_atomic(from: &Path, to: &Path) -> Result<(), String> {
     let bytes = std::fs::read(from).map_err(|e| format!("{}: {e}", from.display()))?;
     write_atomic(to, &bytes).map_err(|e| format!("{}: {e}", to.display()))?;
     #[cfg(unix)]
@@ -72,7 +72,7 @@ fn copy_atomic(from: &Path, to: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn selected_kernels(kernels_json: &Path) -> Result<Vec<(String, String)>, String> {
+pub(super) fn selected_kernels(kernels_json: &Path) -> Result<Vec<(String, String)>, String> {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(kernels_json).map_err(step_err)?).map_err(step_err)?;
     Ok(v["kernels"]
         .as_array()
@@ -133,6 +133,29 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
     let mut runners = Vec::new();
     for p in &l.platforms {
         let dir = recipe_out.join(&p.name);
+        if r.runner.template == "firmware" {
+            if !r.runner.embed_program {
+                return Err(CliError(format!(
+                    "{}: runner firmware: `embed-program #false` (the program flashed separately at a fixed address) is not supported yet; use `embed-program #true`",
+                    r.name
+                )));
+            }
+            let job = super::firmware::FirmwareJob {
+                recipe: r.name.clone(),
+                program: program.clone(),
+                kernels_json: kernels_json.clone(),
+                template: template.clone(),
+                template_hash: template_hash.clone(),
+                out_dir: dir,
+                target_dir: out.join(".target"),
+                top_k: r.runner.top.unwrap_or(5) as usize,
+                tool_version: version.clone(),
+                rustc: rustc.clone(),
+                kernels: super::firmware::KernelChoice::from_env().map_err(CliError)?,
+            };
+            files.extend(super::firmware::add_step(dag, p, job)?);
+            continue;
+        }
         let target = p.rust_target.clone();
         let linker = p.linker.clone();
         let compile_key = |what: &str| {
