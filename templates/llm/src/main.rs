@@ -52,6 +52,10 @@ struct Args {
     /// Wrap the prompt in the chat template of tokenizer_config.json beside the tokenizer.
     #[arg(long)]
     chat: bool,
+    /// Read the program into memory instead of mapping the file (slower start; anonymous
+    /// memory may get huge pages, and the file may change on disk while running).
+    #[arg(long)]
+    no_mmap: bool,
     /// Keep generating past end-of-sequence tokens.
     #[arg(long)]
     ignore_eos: bool,
@@ -137,11 +141,11 @@ impl ProgramBytes {
     }
 }
 
-fn read_program(path: &Path) -> Outcome<ProgramBytes> {
+fn read_program(path: &Path, mmap: bool) -> Outcome<ProgramBytes> {
     use std::io::Read;
     let mut f = in_file(std::fs::File::open(path), path)?;
     let len = in_file(f.metadata(), path)?.len();
-    if len > 0 {
+    if mmap && len > 0 {
         // SAFETY: the map is only read, and lives as long as the program borrowed from it. A
         // file truncated by another process while mapped would fault on access (as with any
         // mmap-based loader, llama.cpp's included); rbuild writes programs by rename, so its
@@ -198,7 +202,7 @@ fn run(a: Args) -> Outcome {
     let owned;
     let (program_bytes, model_name): (&[u8], PathBuf) = match (&a.model, embedded_program()) {
         (Some(p), _) => {
-            owned = read_program(p)?;
+            owned = read_program(p, !a.no_mmap)?;
             (owned.as_slice(), p.clone())
         }
         (None, Some(bytes)) => (bytes, PathBuf::from("<embedded program>")),

@@ -284,6 +284,15 @@ fn manifest(spec: &BundleSpec, files: &[File]) -> String {
 
 /// Writes the bundle folder `dir` (replacing it whole) and the tarball `tarball`, whose
 /// top folder is `<recipe>-<platform>`.
+/// `size-report.txt` of an ELF file on disk: its sections against `regions` (see
+/// [`report::size_report`]); the firmware build writes it next to `firmware.elf`.
+pub fn size_report_file(elf: &Path, regions: &[MemoryRegion]) -> Result<String, String> {
+    let bytes = std::fs::read(elf).map_err(|e| format!("{}: {e}", elf.display()))?;
+    let parsed = elf::Elf::parse(&bytes).map_err(|e| format!("{}: {e}", elf.display()))?;
+    let name = elf.file_name().map_or_else(|| elf.display().to_string(), |n| n.to_string_lossy().into_owned());
+    Ok(report::size_report(&parsed, regions, &name))
+}
+
 pub fn write(spec: &BundleSpec, dir: &Path, tarball: &Path) -> Result<Written, String> {
     let files = build(spec)?;
     // Build the new folder next to the old one, then swap, so a reader never sees a mix.

@@ -38,6 +38,7 @@ fn boot(elf: &Path) -> Boot {
     let mut child = platform
         .run
         .command(elf)
+        .expect("corstone-300 runs under QEMU here")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

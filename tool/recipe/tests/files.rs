@@ -66,12 +66,12 @@ fn shipped_files_decode_to_what_they_say() {
         RunSpec::Emulator { program: "qemu-aarch64".into(), args: vec!["-L".into(), "/usr/aarch64-linux-gnu".into()] }
     );
     // Apple platforms build on macOS only; phones do not run binaries on the build machine.
-    let mac = named("macos-arm64");
+    let mac = by_name("macos-arm64");
     assert_eq!((mac.host_os.as_deref(), mac.rust_target.as_deref(), &mac.run), (Some("macos"), Some("aarch64-apple-darwin"), &RunSpec::Native));
-    let ios = named("ios-arm64");
+    let ios = by_name("ios-arm64");
     assert_eq!((ios.host_os.as_deref(), ios.rust_target.as_deref()), (Some("macos"), Some("aarch64-apple-ios")));
     assert!(matches!(&ios.run, RunSpec::Elsewhere(why) if why.contains("iOS device")));
-    let android = named("android-arm64");
+    let android = by_name("android-arm64");
     assert_eq!((android.host_os.as_deref(), android.linker.as_deref()), (None, Some("aarch64-linux-android21-clang")));
     assert!(matches!(&android.run, RunSpec::Elsewhere(why) if why.contains("adb")));
 }

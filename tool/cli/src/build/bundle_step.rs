@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use rbuild_bundle::{BundleSpec, FirmwareSpec};
+use rbuild_bundle::{BundleSpec, FirmwareSpec, MemoryRegion};
 use rbuild_planner::{Dag, KeyHasher, StepSpec};
-use rbuild_recipe::{Platform, Recipe};
+use rbuild_recipe::{Board, Platform, Recipe};
 
 use crate::error::{CliError, CliResult};
 
@@ -15,11 +15,48 @@ pub fn is_firmware(p: &Platform) -> bool {
     p.rust_target.as_deref().is_some_and(|t| t.contains("-none"))
 }
 
-/// Board facts for a firmware bundle (memory regions, flash targets, FVP). They belong in the
-/// board's file next to its memory map; until a board file provides them the bundle lists
-/// no regions and its flash commands carry `<CHIP>`/`<TARGET>` placeholders.
-pub fn firmware_spec(_p: &Platform) -> FirmwareSpec {
-    FirmwareSpec::default()
+/// Board facts for a firmware bundle, from the platform file: each memory region with what the
+/// firmware layout puts there, and the Corstone FVP for boards with an Ethos-U NPU. probe-rs and
+/// pyOCD names are not in board files yet, so their flash commands carry placeholders.
+pub fn firmware_spec(p: &Platform) -> FirmwareSpec {
+    let Some(board) = &p.board else { return FirmwareSpec::default() };
+    FirmwareSpec {
+        regions: board_regions(board),
+        fvp: match (board.cpu.as_deref(), board.npu.as_ref().map(|n| n.name.as_str())) {
+            (Some("cortex-m55"), Some(npu)) if npu.starts_with("ethos-u55") => Some("FVP_Corstone_SSE-300_Ethos-U55".into()),
+            (Some("cortex-m55"), Some(npu)) if npu.starts_with("ethos-u65") => Some("FVP_Corstone_SSE-300_Ethos-U65".into()),
+            _ => None,
+        },
+        ..FirmwareSpec::default()
+    }
+}
+
+/// The board's memory regions, each with what the firmware layout puts there.
+pub fn board_regions(board: &Board) -> Vec<MemoryRegion> {
+    let usage = |region: &str| -> String {
+        let Some(l) = &board.firmware else { return String::new() };
+        let mut uses = Vec::new();
+        if l.code == region {
+            uses.push("code");
+        }
+        if l.data == region {
+            uses.push("data");
+        }
+        if l.program.iter().any(|r| r == region) {
+            uses.push("program");
+        }
+        if l.arenas.iter().any(|r| r == region) {
+            uses.push("arenas");
+        }
+        if l.heap.0 == region {
+            uses.push("heap");
+        }
+        if l.stack.0 == region {
+            uses.push("stack");
+        }
+        uses.join(", ")
+    };
+    board.memory.iter().map(|r| MemoryRegion { name: r.name.clone(), origin: r.origin, length: r.length, usage: usage(&r.name) }).collect()
 }
 
 /// The bundle folder and tarball of a platform's build.

@@ -17,15 +17,11 @@ use rbuild_recipe::{Board, FirmwareLayout, Platform, Region};
 use rbuild_runtime::backend::BackendRegistry;
 use rbuild_runtime::{Program, ScalarType, Value};
 
-use super::size_report::size_report;
 use crate::error::{CliError, CliResult};
-use crate::io::tensors::{write_safetensors, HostTensor};
+use crate::io::tensors::{numbered, read_safetensors, write_safetensors, HostTensor};
 
 /// Planned memory and the embedded bytes are aligned to this (ExecuTorch plans to 16).
 const ALIGN: u64 = 16;
-
-/// Seed of the bundled test input (image-like noise; the same input every build).
-pub const INPUT_SEED: u64 = 2026;
 
 /// Where the program and each planned arena go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -191,15 +187,41 @@ fn input_specs(pte: &[u8]) -> Result<(Vec<(ScalarType, Vec<usize>)>, Vec<u64>), 
     Ok((specs, arenas))
 }
 
-/// The bundled test input for one tensor: image-like noise for float32 NCHW, else an error
-/// naming what is not supported yet.
-fn test_input(i: usize, dtype: ScalarType, shape: &[usize]) -> Result<Vec<u8>, String> {
-    match (dtype, shape) {
-        (ScalarType::Float, &[n, c, h, w]) => {
-            Ok(rbuild_models::random::image_like(INPUT_SEED + i as u64, [n, c, h, w]).iter().flat_map(|v| v.to_le_bytes()).collect())
-        }
-        _ => Err(format!("input {i} is {dtype} {shape:?}; the firmware's bundled input is generated for float32 [N, C, H, W] only")),
+/// The bundled test input: the `verify-input` step's tensors (`input.0`, …), so `rbuild verify`
+/// compares the firmware's output with the host's run on the very same bytes.
+fn bundled_inputs(file: &Path, specs: &[(ScalarType, Vec<usize>)]) -> Result<Vec<Vec<u8>>, String> {
+    let tensors = read_safetensors(file).map_err(|e| e.0)?;
+    let inputs = numbered(&tensors, "input");
+    if inputs.len() != specs.len() {
+        return Err(format!("{}: {} input tensors, the program takes {}", file.display(), inputs.len(), specs.len()));
     }
+    specs
+        .iter()
+        .zip(inputs)
+        .enumerate()
+        .map(|(i, ((dtype, shape), t))| {
+            if t.dtype != *dtype || t.shape != *shape {
+                return Err(format!("{}: input.{i} is {} {:?}, the program takes {dtype} {shape:?}", file.display(), t.dtype, t.shape));
+            }
+            Ok(t.data)
+        })
+        .collect()
+}
+
+/// Cores with the Armv7E-M / Armv8-M DSP extension, whose int8 kernels use SXTB16/SMLAD
+/// (`rbuild-kernels` feature `arm-dsp`).
+const DSP_CORES: &[&str] = &["cortex-m4", "cortex-m7", "cortex-m33", "cortex-m35p", "cortex-m55", "cortex-m85"];
+
+/// The selective build's kernels with the Cortex-M int8 kernels in place of their portable twins.
+fn cortex_m_kernels(selected: Vec<(String, String)>) -> Vec<(String, String)> {
+    let catalog = rbuild_kernels::catalog_cortex_m();
+    selected
+        .into_iter()
+        .map(|(op, path)| match catalog.iter().find(|(o, _)| *o == op) {
+            Some((_, p)) => (op, p.to_string()),
+            None => (op, path),
+        })
+        .collect()
 }
 
 /// Which kernel of each operator the firmware links. `RBUILD_FIRMWARE_KERNELS=portable` picks
@@ -250,6 +272,8 @@ pub struct FirmwareJob {
     pub tool_version: String,
     pub rustc: String,
     pub kernels: KernelChoice,
+    /// The `verify-input` step's file: the firmware's bundled input.
+    pub verify_input: PathBuf,
 }
 
 /// The files the firmware step writes in `out/<recipe>/<platform>/`.
@@ -273,7 +297,6 @@ pub fn layout_json(platform: &str, board: &Board, layout: &FirmwareLayout, place
         "heap": {"region": layout.heap.0, "bytes": layout.heap.1},
         "stack": {"region": layout.stack.0, "bytes": layout.stack.1},
         "npu": board.npu.as_ref().map(|n| serde_json::json!({"name": n.name, "base": n.base})),
-        "input_seed": INPUT_SEED,
         "kernels": match kernels { KernelChoice::Selected => "selected", KernelChoice::Portable => "portable" },
     })
 }
@@ -294,7 +317,7 @@ pub fn add_step(dag: &mut Dag<'_>, platform: &Platform, job: FirmwareJob) -> Cli
     let spec = StepSpec {
         id: format!("firmware:{name}"),
         label: format!("firmware.elf for {name} ({}, selected kernels)", board.cpu.as_deref().unwrap_or("cpu")),
-        deps: vec!["export".into(), "select".into()],
+        deps: vec!["export".into(), "select".into(), "verify-input".into()],
         key,
         outputs: files.to_vec(),
     };
@@ -306,15 +329,17 @@ fn build(platform: &str, board: &Board, layout: &FirmwareLayout, target: &str, j
     let err = |what: &Path, e: &dyn std::fmt::Display| format!("{}: {e}", what.display());
     let pte = std::fs::read(&job.program).map_err(|e| err(&job.program, &e))?;
     let (specs, arena_sizes) = input_specs(&pte).map_err(|e| err(&job.program, &e))?;
-    let inputs: Vec<Vec<u8>> = specs.iter().enumerate().map(|(i, (d, s))| test_input(i, *d, s)).collect::<Result<_, _>>()?;
+    let inputs = bundled_inputs(&job.verify_input, &specs)?;
     let embedded = align(pte.len() as u64) + inputs.iter().map(|b| align(b.len() as u64)).sum::<u64>();
     let placement = place(board, layout, embedded, &arena_sizes).map_err(|e| format!("{platform}: {e}"))?;
 
     // The crate: template + exactly the program's kernels + the board's files.
     let src = job.out_dir.join("firmware-src");
     let mut selected = super::steps::selected_kernels(&job.kernels_json)?;
-    if job.kernels == KernelChoice::Portable {
-        selected = portable_kernels(&selected)?;
+    let dsp = board.cpu.as_deref().is_some_and(|c| DSP_CORES.contains(&c));
+    match job.kernels {
+        KernelChoice::Portable => selected = portable_kernels(&selected)?,
+        KernelChoice::Selected => selected = cortex_m_kernels(selected),
     }
     let package = format!("rbuild-firmware-{}-{platform}", job.recipe).replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "-");
     rbuild_selective::generate(&job.template, &src, &package, &selected)?;
@@ -343,7 +368,7 @@ fn build(platform: &str, board: &Board, layout: &FirmwareLayout, target: &str, j
     let opts = rbuild_selective::CompileOptions {
         target: Some(target.to_string()),
         target_dir: job.target_dir.clone(),
-        features: vec![],
+        features: if dsp { vec!["arm-dsp".into()] } else { vec![] },
         env: vec![(format!("CARGO_TARGET_{}_RUSTFLAGS", target.to_uppercase().replace(['-', '.'], "_")), rustflags)],
         release: true,
     };
@@ -361,7 +386,7 @@ fn build(platform: &str, board: &Board, layout: &FirmwareLayout, target: &str, j
         .collect();
     write_safetensors(&input_out, &tensors).map_err(|e| e.0)?;
     write_atomic(&script_out, script.as_bytes()).map_err(|e| err(&script_out, &e))?;
-    let report = size_report(&elf_out, &board.memory)?;
+    let report = rbuild_bundle::size_report_file(&elf_out, &super::bundle_step::board_regions(board))?;
     write_atomic(&report_out, report.as_bytes()).map_err(|e| err(&report_out, &e))
 }
 

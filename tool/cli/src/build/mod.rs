@@ -3,7 +3,6 @@
 
 pub mod bundle_step;
 mod firmware;
-pub mod size_report;
 mod steps;
 mod verify_input;
 

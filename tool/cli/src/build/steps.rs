@@ -146,14 +146,35 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                 kernels_json: kernels_json.clone(),
                 template: template.clone(),
                 template_hash: template_hash.clone(),
-                out_dir: dir,
+                out_dir: dir.clone(),
                 target_dir: out.join(".target"),
                 top_k: r.runner.top.unwrap_or(5) as usize,
                 tool_version: version.clone(),
                 rustc: rustc.clone(),
                 kernels: super::firmware::KernelChoice::from_env().map_err(CliError)?,
+                verify_input: verify_input.clone().ok_or_else(|| CliError(format!("{}: runner firmware: language models cannot run as firmware yet", r.name)))?,
             };
-            files.extend(super::firmware::add_step(dag, p, job)?);
+            let fw = super::firmware::add_step(dag, p, job)?;
+            // bundle: firmware.elf → .bin/.hex, manifest, scripts, reproducible tarball.
+            let [elf, _, _, _, layout] = super::firmware::outputs(&dir);
+            let tarball = super::bundle_step::add(
+                dag,
+                r,
+                p,
+                super::bundle_step::Inputs {
+                    platform_dir: dir.clone(),
+                    artifact: elf,
+                    artifact_name: "firmware.elf".into(),
+                    program: program.clone(),
+                    kernels_json: kernels_json.clone(),
+                    extra: verify_input.iter().cloned().chain([layout]).collect(),
+                    deps: vec![format!("firmware:{}", p.name), "select".into(), "verify-input".into()],
+                    rustc: rustc.clone(),
+                    version: version.clone(),
+                },
+            )?;
+            files.extend(fw);
+            files.push(tarball);
             continue;
         }
         let target = p.rust_target.clone();
