@@ -8,6 +8,11 @@ mod verify_input;
 
 pub use verify_input::FILE as VERIFY_INPUT;
 
+/// The firmware image a firmware build writes in its platform folder.
+pub fn firmware_elf(platform_dir: &std::path::Path) -> PathBuf {
+    firmware::outputs(platform_dir)[0].clone()
+}
+
 use std::path::PathBuf;
 use std::time::Instant;
 

@@ -159,9 +159,13 @@ pub fn verify_platform(project: &Project, l: &Loaded, p: &Platform, reference: &
     let how = p.run.describe();
     let row = |outcome| Row { platform: p.name.clone(), how: how.clone(), outcome };
     let dir = project.out_dir().join(&l.recipe.name).join(&p.name);
-    let bin = match rbuild_selective::bin_name(&project.template_dir(&l.recipe.runner.template)) {
-        Ok(name) => dir.join(name),
-        Err(e) => return row(Outcome::Failed(e)),
+    let bin = if is_firmware(p) {
+        crate::build::firmware_elf(&dir)
+    } else {
+        match rbuild_selective::bin_name(&project.template_dir(&l.recipe.runner.template)) {
+            Ok(name) => dir.join(name),
+            Err(e) => return row(Outcome::Failed(e)),
+        }
     };
     if !bin.is_file() {
         return row(Outcome::Failed(format!("{} was not built", bin.display())));
