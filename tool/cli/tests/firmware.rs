@@ -2,9 +2,9 @@
 //! Corstone-300 model (mps3-an547) with semihosting, and compare the `RBUILD_OUTPUT` bytes it
 //! prints with the host run of the same program on the same embedded input.
 //!
-//! With the portable kernels on both sides the fp32 output must be identical bit for bit; with
-//! the selective build's kernels (the optimized GEMM uses FMA on x86-64, separate multiply and
-//! add on the M55) it must agree to float rounding. Skipped (printed) without qemu-system-arm.
+//! The recipe's program is int8: with the portable kernels on both sides, and with the
+//! firmware's Cortex-M DSP kernels against the host's portable ones, the output must be
+//! identical bit for bit. Skipped (printed) without qemu-system-arm.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -141,7 +141,7 @@ fn firmware_boots_in_qemu_and_matches_the_host_run() {
     let s = stats(&run.stdout);
     assert_eq!(s["cycles_source"], "systick", "QEMU does not implement the DWT cycle counter");
     assert!(s["cycles"].parse::<u64>().unwrap() > 0);
-    assert_eq!(s["program_region"], "ddr", "a 14 MB fp32 program does not fit the 8 MiB QSPI");
+    assert_eq!(s["program_region"], "qspi", "the int8 program fits the 8 MiB QSPI");
     let arena: u64 = s["arena_bytes"].parse().unwrap();
     assert!(arena > 0 && s.keys().any(|k| k.starts_with("arena.")), "{s:?}");
     assert!(s["heap_peak"].parse::<u64>().unwrap() > 0);
@@ -164,14 +164,15 @@ fn firmware_boots_in_qemu_and_matches_the_host_run() {
     assert!(run.stdout.contains("error: cannot load the embedded program"), "{}", run.stdout);
     assert!(!run.stdout.contains("RBUILD_OUTPUT"), "{}", run.stdout);
 
-    // The selective build's kernels (optimized GEMM): the same function up to rounding.
+    // The selective build's kernels: on the M55 the int8 1x1 convolutions and linear layers
+    // run on the DSP instructions (SXTB16/SMLAD), still the same integers as the host's.
     let dir = build(out.path(), "selected");
+    let kernels = std::fs::read_to_string(dir.join("firmware-src/src/kernels.rs")).unwrap();
+    assert!(kernels.contains("optimized::cortex_m::dot::qconv2d_out"), "{kernels}");
     let run = boot(&dir.join("firmware.elf"));
     assert_eq!(run.status, Some(0), "firmware failed:\n{}", run.stdout);
-    let firmware = f32s(&outputs(&run.stdout)[0].3);
-    let host = f32s(&host_run(&pte, &dir.join("input.safetensors"), &rbuild_kernels::registry()));
-    let scale = host.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let worst = firmware.iter().zip(&host).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-    println!("selected kernels: max |firmware - host| = {worst:e} (max |host| {scale}), QEMU ran {:.1}s", run.seconds);
-    assert!(worst <= 1e-5 * scale.max(1.0) * 100.0, "firmware and host disagree by {worst}");
+    let firmware = &outputs(&run.stdout)[0].3;
+    let host = host_run(&pte, &dir.join("input.safetensors"), &rbuild_kernels::registry());
+    assert!(*firmware == host, "DSP-kernel firmware output differs from the host's");
+    println!("selected (DSP) kernels: firmware output == host output, QEMU ran {:.1}s", run.seconds);
 }
