@@ -544,7 +544,7 @@ mod avx2 {
 mod neon {
     use core::arch::aarch64::*;
 
-    use super::{chunk_len, Act16, Act8};
+    use super::{chunk_len, Act16, Act8, ActQ};
 
     /// Σ u·xq of one chunk (64 or a final 32 elements) of int4 weight-only: i32 lanes for the
     /// chunk's first 32 elements and for its second 32 (zero for a 32-element chunk). Each
@@ -570,14 +570,23 @@ mod neon {
         (a, b)
     }
 
-    /// # Safety
-    /// Sizes as checked by `super::rows_q4`.
+    /// Rows of a 4-bit format: `chunk` gives each chunk's integer sums for its first and second
+    /// 32 elements; they are summed per group, offset-corrected and scaled.
+    #[inline]
     #[target_feature(enable = "neon")]
-    pub unsafe fn rows_q4(w: &[u8], k: usize, s: &[f32], group: usize, a: &Act16, out: &mut [f32]) {
+    unsafe fn rows_by_chunks<T>(
+        w: &[u8],
+        k: usize,
+        s: &[f32],
+        group: usize,
+        a: &ActQ<T>,
+        out: &mut [f32],
+        chunk: unsafe fn(*const u8, *const T, usize) -> (int32x4_t, int32x4_t),
+    ) {
         let groups = k / group;
         for (r, o) in out.iter_mut().enumerate() {
             let row = w.as_ptr().add(r * k / 2);
-            let mut isum = [vdupq_n_s32(0); 2];
+            let mut isum = vdupq_n_s32(0);
             let mut y = 0.0f32;
             let mut e0 = 0;
             // Adds group g's integer sum (lanes of `v`) to y.
@@ -586,24 +595,30 @@ mod neon {
             };
             while e0 < k {
                 let len = chunk_len(e0, k);
-                let (lo, hi) = q4_chunk(row.add(e0 / 2), a.xq.as_ptr().add(e0), len);
+                let (lo, hi) = chunk(row.add(e0 / 2), a.xq.as_ptr().add(e0), len);
                 if group == 32 {
                     flush(e0 / 32, lo, &mut y);
                     if len == 64 {
                         flush(e0 / 32 + 1, hi, &mut y);
                     }
                 } else {
-                    isum[0] = vaddq_s32(isum[0], lo);
-                    isum[1] = vaddq_s32(isum[1], hi);
+                    isum = vaddq_s32(isum, vaddq_s32(lo, hi));
                     if (e0 + len) % group == 0 {
-                        flush(e0 / group, vaddq_s32(isum[0], isum[1]), &mut y);
-                        isum = [vdupq_n_s32(0); 2];
+                        flush(e0 / group, isum, &mut y);
+                        isum = vdupq_n_s32(0);
                     }
                 }
                 e0 += len;
             }
             *o = y;
         }
+    }
+
+    /// # Safety
+    /// Sizes as checked by `super::rows_q4`.
+    #[target_feature(enable = "neon")]
+    pub unsafe fn rows_q4(w: &[u8], k: usize, s: &[f32], group: usize, a: &Act16, out: &mut [f32]) {
+        rows_by_chunks(w, k, s, group, a, out, q4_chunk)
     }
 
     /// Σ u·xq of one 8da4w chunk: i32 lanes for its first and second 32 elements. Bytes
@@ -634,34 +649,7 @@ mod neon {
     /// Sizes as checked by `super::rows_8da4w`.
     #[target_feature(enable = "neon")]
     pub unsafe fn rows_8da4w(w: &[u8], k: usize, s: &[f32], group: usize, a: &Act8, out: &mut [f32]) {
-        let groups = k / group;
-        for (r, o) in out.iter_mut().enumerate() {
-            let row = w.as_ptr().add(r * k / 2);
-            let mut isum = vdupq_n_s32(0);
-            let mut y = 0.0f32;
-            let mut e0 = 0;
-            let flush = |g: usize, v: int32x4_t, y: &mut f32| {
-                *y += (a.sx[g] * s[r * groups + g]) * (vaddvq_s32(v) - a.corr[g]) as f32;
-            };
-            while e0 < k {
-                let len = chunk_len(e0, k);
-                let (lo, hi) = da_chunk(row.add(e0 / 2), a.xq.as_ptr().add(e0), len);
-                if group == 32 {
-                    flush(e0 / 32, lo, &mut y);
-                    if len == 64 {
-                        flush(e0 / 32 + 1, hi, &mut y);
-                    }
-                } else {
-                    isum = vaddq_s32(isum, vaddq_s32(lo, hi));
-                    if (e0 + len) % group == 0 {
-                        flush(e0 / group, isum, &mut y);
-                        isum = vdupq_n_s32(0);
-                    }
-                }
-                e0 += len;
-            }
-            *o = y;
-        }
+        rows_by_chunks(w, k, s, group, a, out, da_chunk)
     }
 
     /// # Safety
