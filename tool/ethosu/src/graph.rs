@@ -106,6 +106,9 @@ pub enum OpKind {
         keep_dims: bool,
     },
     Reshape,
+    /// Constant padding with the input's zero point; input 1 is an int32 `[4, 2]` constant of
+    /// (before, after) per NHWC dimension. Vela folds it into the convolution that follows.
+    Pad,
 }
 
 impl OpKind {
@@ -118,13 +121,14 @@ impl OpKind {
             OpKind::AveragePool2d { .. } => "AVERAGE_POOL_2D",
             OpKind::Mean { .. } => "MEAN",
             OpKind::Reshape => "RESHAPE",
+            OpKind::Pad => "PAD",
         }
     }
     /// (inputs, outputs) the op takes.
     fn arity(&self) -> (usize, usize) {
         match self {
             OpKind::Conv2d { .. } | OpKind::DepthwiseConv2d { .. } | OpKind::FullyConnected { .. } => (3, 1),
-            OpKind::Add { .. } | OpKind::Mean { .. } => (2, 1),
+            OpKind::Add { .. } | OpKind::Mean { .. } | OpKind::Pad => (2, 1),
             OpKind::AveragePool2d { .. } | OpKind::Reshape => (1, 1),
         }
     }
@@ -326,6 +330,12 @@ impl Int8Graph {
                     }
                 }
                 OpKind::Mean { .. } => needs_const(1, DType::I32, "axes")?,
+                OpKind::Pad => {
+                    needs_const(1, DType::I32, "paddings")?;
+                    if inp(1).shape != [4, 2] {
+                        return Err(GraphError(format!("op {k} {name}: paddings `{}` must have shape [4, 2]", inp(1).name)));
+                    }
+                }
                 _ => {}
             }
             if matches!(op.kind, OpKind::Add { .. }) {

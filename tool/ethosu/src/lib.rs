@@ -8,6 +8,7 @@
 pub mod graph;
 pub mod lower;
 pub mod npz;
+pub mod partition;
 pub mod testnet;
 pub mod tflite;
 pub mod vela;

@@ -21,6 +21,7 @@ pub mod builtin {
     pub const DEPTHWISE_CONV_2D: i32 = 4;
     pub const FULLY_CONNECTED: i32 = 9;
     pub const RESHAPE: i32 = 22;
+    pub const PAD: i32 = 34;
     pub const MEAN: i32 = 40;
 }
 
@@ -32,6 +33,7 @@ mod options {
     pub const FULLY_CONNECTED: u8 = 8;
     pub const ADD: u8 = 11;
     pub const RESHAPE: u8 = 17;
+    pub const PAD: u8 = 22;
     pub const REDUCER: u8 = 27;
 }
 
@@ -47,6 +49,7 @@ fn code_of(k: &OpKind) -> i32 {
         OpKind::AveragePool2d { .. } => builtin::AVERAGE_POOL_2D,
         OpKind::Mean { .. } => builtin::MEAN,
         OpKind::Reshape => builtin::RESHAPE,
+        OpKind::Pad => builtin::PAD,
     }
 }
 
@@ -201,6 +204,10 @@ pub fn write(g: &Int8Graph) -> Result<Vec<u8>, GraphError> {
                 b.start_table();
                 b.add_offset(0, ns);
                 (options::RESHAPE, b.end_table())
+            }
+            OpKind::Pad => {
+                b.start_table();
+                (options::PAD, b.end_table())
             }
         };
         let ins: Vec<i32> = op.inputs.iter().map(|&i| i as i32).collect();

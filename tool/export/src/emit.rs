@@ -4,14 +4,14 @@
 use std::collections::HashMap;
 
 use rbuild_runtime::format::schema::{
-    self as fb, AllocationDetails, Chain, ContainerMetadata, EValue, ExecutionPlan, Instruction, InstructionArguments, KernelCall,
-    KernelTypes, Operator, SubsegmentOffsets,
+    self as fb, AllocationDetails, BackendDelegate, BackendDelegateDataReference, Chain, CompileSpec, ContainerMetadata, DelegateCall,
+    EValue, ExecutionPlan, Instruction, InstructionArguments, KernelCall, KernelTypes, Operator, SubsegmentOffsets,
 };
 use rbuild_runtime::format::write_pte;
 use rbuild_runtime::Scalar;
 
 use crate::error::{ExportError, Result};
-use crate::graph::{Arg, Dim, Graph, IntOrSym, Origin, ValueId};
+use crate::graph::{Arg, Dim, Graph, IntOrSym, Origin, ValueId, DELEGATE_CALL};
 use crate::ops;
 use crate::plan::MemoryPlan;
 
@@ -205,6 +205,8 @@ struct MethodParts {
     operators: Vec<(String, String)>,
     container: (String, String),
     buffer_sizes: Vec<i64>,
+    /// (backend id, processed blob, compile specs) per delegate, in `DelegateCall` index order.
+    delegates: Vec<(String, Vec<u8>, Vec<(String, Vec<u8>)>)>,
 }
 
 fn method_parts(m: &MethodSpec<'_>, constants: &mut Constants) -> Result<MethodParts> {
@@ -214,6 +216,10 @@ fn method_parts(m: &MethodSpec<'_>, constants: &mut Constants) -> Result<MethodP
     let mut operators: Vec<(String, String)> = Vec::new();
     let mut instructions = Vec::new();
     for n in &g.nodes {
+        if n.op == DELEGATE_CALL {
+            instructions.push(delegate_call(&mut e, n, g, constants)?);
+            continue;
+        }
         let schema = ops::out_schema(&n.op)
             .filter(|s| s.key() == n.op)
             .ok_or_else(|| ExportError::Invalid(format!("{} is not an out variant: run the out-variant pass", n.op)))?;
@@ -248,7 +254,27 @@ fn method_parts(m: &MethodSpec<'_>, constants: &mut Constants) -> Result<MethodP
         instructions,
         operators,
         buffer_sizes: vec![0, m.plan.arena_bytes as i64],
+        delegates: g.delegates.iter().map(|d| (d.id.clone(), d.processed.clone(), d.compile_specs.clone())).collect(),
     })
+}
+
+/// A `DelegateCall`: the delegate's index, then its inputs' and outputs' value indices.
+fn delegate_call(e: &mut Emitter<'_>, n: &crate::graph::Node, g: &Graph, constants: &mut Constants) -> Result<Instruction> {
+    let index = match n.args.first() {
+        Some(Arg::Int(i)) if (*i as usize) < g.delegates.len() => *i as i32,
+        other => return Err(ExportError::Invalid(format!("{DELEGATE_CALL}: argument 0 must index one of {} delegates, got {other:?}", g.delegates.len()))),
+    };
+    let mut args = Vec::new();
+    for a in &n.args[1..] {
+        match a {
+            Arg::Tensor(v) => args.push(e.value(*v, constants)?),
+            other => return Err(ExportError::Invalid(format!("{DELEGATE_CALL}: inputs must be tensors, got {other:?}"))),
+        }
+    }
+    for &o in &n.outputs {
+        args.push(e.value(o, constants)?);
+    }
+    Ok(Instruction { instr_args: Some(InstructionArguments::DelegateCall(DelegateCall { delegate_index: index, args: Some(args) })) })
 }
 
 fn getter_parts(gt: &Getter) -> MethodParts {
@@ -272,6 +298,7 @@ fn getter_parts(gt: &Getter) -> MethodParts {
         instructions: vec![],
         operators: vec![],
         buffer_sizes: vec![0],
+        delegates: vec![],
     }
 }
 
@@ -300,10 +327,29 @@ pub fn emit_program(methods: &[MethodSpec<'_>], getters: &[Getter]) -> Result<Ve
         .iter()
         .map(|p| p.operators.iter().map(|(n, o)| Operator { name: Some(n.as_str()), overload: Some(o.as_str()) }).collect())
         .collect();
+    // Delegate blobs go in segments after the constants (ExecuTorch's default layout), so a
+    // backend can read them in place, aligned like every segment.
+    let has_constants = constants.offsets.len() > 1;
+    let any_delegate = parts.iter().any(|p| !p.delegates.is_empty());
+    let mut segments: Vec<&[u8]> = if has_constants || any_delegate { vec![&constants.data] } else { vec![] };
+    let mut delegate_lists: Vec<Vec<BackendDelegate>> = Vec::new();
+    for p in &parts {
+        let mut list = Vec::new();
+        for (id, blob, specs) in &p.delegates {
+            segments.push(blob);
+            list.push(BackendDelegate {
+                id: Some(id.as_str()),
+                processed: Some(BackendDelegateDataReference { location: 1, index: (segments.len() - 1) as u32 }),
+                compile_specs: Some(specs.iter().map(|(k, v)| CompileSpec { key: Some(k.as_str()), value: Some(v.as_slice()) }).collect()),
+            });
+        }
+        delegate_lists.push(list);
+    }
     let plans: Vec<ExecutionPlan> = parts
         .iter()
         .zip(operators)
-        .map(|(p, ops)| ExecutionPlan {
+        .zip(delegate_lists)
+        .map(|((p, ops), delegates)| ExecutionPlan {
             name: Some(p.name.as_str()),
             container_meta_type: Some(ContainerMetadata {
                 encoded_inp_str: Some(p.container.0.as_str()),
@@ -319,12 +365,11 @@ pub fn emit_program(methods: &[MethodSpec<'_>], getters: &[Getter]) -> Result<Ve
                 stacktrace: None,
             }]),
             operators: Some(ops),
-            delegates: Some(vec![]),
+            delegates: Some(delegates),
             non_const_buffer_sizes: Some(p.buffer_sizes.clone()),
             non_const_buffer_device: None,
         })
         .collect();
-    let has_constants = constants.offsets.len() > 1;
     let program = fb::Program {
         version: 0,
         execution_plan: Some(plans),
@@ -335,6 +380,5 @@ pub fn emit_program(methods: &[MethodSpec<'_>], getters: &[Getter]) -> Result<Ve
         mutable_data_segments: None,
         named_data: None,
     };
-    let segments: Vec<&[u8]> = if has_constants { vec![&constants.data] } else { vec![] };
     Ok(write_pte(&program, &segments))
 }

@@ -159,6 +159,27 @@ pub struct Graph {
     pub inputs: Vec<ValueId>,
     pub outputs: Vec<ValueId>,
     pub syms: Vec<Sym>,
+    /// Subgraphs handed to backends; [`DELEGATE_CALL`] nodes run them by index.
+    pub delegates: Vec<Delegate>,
+}
+
+/// The op of a node that runs a delegate (ExecuTorch's `executorch_call_delegate`): arguments
+/// `[Int(index into Graph::delegates), Tensor(input)…]`, outputs the delegate's outputs. It is
+/// emitted as a `DelegateCall` instruction, not a kernel call.
+pub const DELEGATE_CALL: &str = "executorch_call_delegate";
+
+/// A lowered subgraph: the backend's id (`EthosUBackend`), its processed blob and compile specs.
+#[derive(Clone, PartialEq)]
+pub struct Delegate {
+    pub id: String,
+    pub processed: Vec<u8>,
+    pub compile_specs: Vec<(String, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for Delegate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Delegate({}, {} bytes, {} compile specs)", self.id, self.processed.len(), self.compile_specs.len())
+    }
 }
 
 impl Graph {

@@ -163,10 +163,63 @@ fn channel_requant(g: &mut Graph, name: &str, bias: Option<&[f32]>, x: ActQ, w_s
     ]
 }
 
-/// The fused node for quantize node `qi`, or None when its producer matches no pattern.
-fn fuse_one(g: &mut Graph, view: &View<'_>, qi: usize) -> Option<(&'static str, Vec<Arg>)> {
+/// One matched `dequantize → float op [→ activation] → quantize` pattern, in the terms every
+/// lowering needs: rbuild's int8 CPU kernels ([`lower_cpu`]) and delegates (the Ethos-U
+/// partitioner reads the same matches, so both see one definition of what a pattern means).
+#[derive(Clone, Debug)]
+pub struct Matched {
+    pub op: MatchedOp,
+    /// The quantize node's output: what the fused op writes.
+    pub output: ValueId,
+    pub out: ActQ,
+    /// The int8 output clamp from the activation (`QMIN..=QMAX` without one).
+    pub range: (i64, i64),
+    /// The float op's output name, for constants and reports.
+    pub name: String,
+}
+
+/// The float op of a [`Matched`] pattern with its int8 inputs (codes and parameters).
+#[derive(Clone, Debug)]
+pub enum MatchedOp {
+    /// `convolution` (NCHW), weight codes `[O, I/groups, KH, KW]` per output channel.
+    Conv {
+        x: ValueId,
+        xq: ActQ,
+        weight: Vec<i8>,
+        weight_sizes: Vec<usize>,
+        weight_scales: Vec<f32>,
+        bias: Option<Vec<f32>>,
+        stride: [i64; 2],
+        padding: [i64; 2],
+        dilation: [i64; 2],
+        groups: i64,
+    },
+    /// `addmm` / `mm` on `[M, K]`; weight codes `[N, K]` (transposed from the graph's `[K, N]`).
+    Linear { x: ValueId, xq: ActQ, weight: Vec<i8>, n: usize, k: usize, weight_scales: Vec<f32>, bias: Option<Vec<f32>> },
+    /// Elementwise add of two same-shaped int8 tensors.
+    Add { a: ValueId, aq: ActQ, b: ValueId, bq: ActQ },
+    /// Elementwise mul; `b` is the same shape or a per-channel `[N, C, 1, 1]` factor.
+    Mul { a: ValueId, aq: ActQ, b: ValueId, bq: ActQ },
+    /// A unary float chain (hardswish, hardsigmoid) as the int8 output of each int8 input code.
+    Lookup { x: ValueId, table: Vec<u8> },
+    /// `mean.dim(x, [-1, -2], keepdim=True)` on NCHW.
+    MeanHw { x: ValueId, xq: ActQ },
+}
+
+/// Every pattern of the graph, keyed by the quantize output each one writes.
+pub fn match_all(g: &Graph) -> std::collections::BTreeMap<ValueId, Matched> {
+    let view = View { g, producer: g.producers(), uses: g.use_counts() };
+    (0..g.nodes.len())
+        .filter(|&i| g.nodes[i].op == "quantized_decomposed::quantize_per_tensor")
+        .filter_map(|qi| match_one(&view, qi))
+        .map(|m| (m.output, m))
+        .collect()
+}
+
+fn match_one(view: &View<'_>, qi: usize) -> Option<Matched> {
     let qn = &view.g.nodes[qi];
     let out = int8_params(qn)?;
+    let output = *qn.outputs.first()?;
     let t = tensor(qn, 0)?;
     // Optional activation between the op and the quantize.
     let (act, y) = match view.single_use_producer(t, &["aten::relu", "aten::hardtanh", "aten::clamp"]) {
@@ -177,13 +230,14 @@ fn fuse_one(g: &mut Graph, view: &View<'_>, qi: usize) -> Option<(&'static str, 
     if act.is_none() && (view.uses[y] != 1 || view.g.outputs.contains(&y)) {
         return None;
     }
-    let (lo, hi) = activation_range(act, out)?;
+    let range = activation_range(act, out)?;
     let name = view.g.values[y].name.clone();
+    let matched = |op: MatchedOp| Some(Matched { op, output, out, range, name: name.clone() });
     match op.op.as_str() {
         "aten::convolution" => {
-            let (xq, xp) = view.dequantized(tensor(op, 0)?)?;
-            let (codes, wsizes, scales, axis) = view.per_channel_weight(tensor(op, 1)?)?;
-            if axis != 0 || wsizes.len() != 4 || matches!(op.args.get(6), Some(Arg::Bool(true))) {
+            let (x, xq) = view.dequantized(tensor(op, 0)?)?;
+            let (weight, weight_sizes, weight_scales, axis) = view.per_channel_weight(tensor(op, 1)?)?;
+            if axis != 0 || weight_sizes.len() != 4 || matches!(op.args.get(6), Some(Arg::Bool(true))) {
                 return None;
             }
             let bias = match op.args.get(2) {
@@ -191,39 +245,23 @@ fn fuse_one(g: &mut Graph, view: &View<'_>, qi: usize) -> Option<(&'static str, 
                 Some(Arg::None) => None,
                 _ => return None,
             };
-            let list2 = |i: usize| match op.args.get(i) {
-                Some(Arg::Ints(v)) if v.len() == 2 => Some(Arg::Ints(v.clone())),
-                Some(Arg::Ints(v)) if v.len() == 1 => Some(Arg::Ints(vec![v[0], v[0]])),
+            let pair = |i: usize| match op.args.get(i) {
+                Some(Arg::Ints(v)) if v.len() == 2 => Some([v[0], v[1]]),
+                Some(Arg::Ints(v)) if v.len() == 1 => Some([v[0], v[0]]),
                 _ => None,
             };
-            let (stride, padding, dilation) = (list2(3)?, list2(4)?, list2(5)?);
-            let groups = op.args.get(8)?.clone();
-            let w = add_const(g, format!("{name}.weight_int8"), ScalarType::Char, &wsizes, codes.iter().map(|&c| c as u8).collect());
-            let [b, m, s] = channel_requant(g, &name, bias.as_deref(), xp, &scales, out);
-            Some((
-                "rbuild::qconv2d",
-                vec![
-                    Arg::Tensor(xq),
-                    Arg::Tensor(w),
-                    Arg::Tensor(b),
-                    Arg::Tensor(m),
-                    Arg::Tensor(s),
-                    Arg::Int(xp.zero_point),
-                    Arg::Int(out.zero_point),
-                    Arg::Int(lo),
-                    Arg::Int(hi),
-                    stride,
-                    padding,
-                    dilation,
-                    groups,
-                ],
-            ))
+            let (stride, padding, dilation) = (pair(3)?, pair(4)?, pair(5)?);
+            let groups = match op.args.get(8) {
+                Some(Arg::Int(g)) if *g >= 1 => *g,
+                _ => return None,
+            };
+            matched(MatchedOp::Conv { x, xq, weight, weight_sizes, weight_scales, bias, stride, padding, dilation, groups })
         }
         "aten::addmm" | "aten::mm" => {
             let (xi, wi) = if op.op == "aten::addmm" { (1, 2) } else { (0, 1) };
-            let (xq, xp) = view.dequantized(tensor(op, xi)?)?;
-            let (codes, wsizes, scales, axis) = view.per_channel_weight(tensor(op, wi)?)?;
-            if axis != 1 || wsizes.len() != 2 || view.g.meta(xq).rank() != 2 {
+            let (x, xq) = view.dequantized(tensor(op, xi)?)?;
+            let (codes, wsizes, weight_scales, axis) = view.per_channel_weight(tensor(op, wi)?)?;
+            if axis != 1 || wsizes.len() != 2 || view.g.meta(x).rank() != 2 {
                 return None;
             }
             let bias = if op.op == "aten::addmm" {
@@ -235,97 +273,48 @@ fn fuse_one(g: &mut Graph, view: &View<'_>, qi: usize) -> Option<(&'static str, 
             } else {
                 None
             };
-            // [K, N] codes → the kernel's [N, K].
+            // [K, N] codes → [N, K], one output channel per row.
             let (k, n) = (wsizes[0], wsizes[1]);
-            let mut t = vec![0u8; k * n];
+            let mut weight = vec![0i8; k * n];
             for r in 0..k {
                 for c in 0..n {
-                    t[c * k + r] = codes[r * n + c] as u8;
+                    weight[c * k + r] = codes[r * n + c];
                 }
             }
-            let w = add_const(g, format!("{name}.weight_int8"), ScalarType::Char, &[n, k], t);
-            let [b, m, s] = channel_requant(g, &name, bias.as_deref(), xp, &scales, out);
-            let args = vec![
-                Arg::Tensor(xq),
-                Arg::Tensor(w),
-                Arg::Tensor(b),
-                Arg::Tensor(m),
-                Arg::Tensor(s),
-                Arg::Int(xp.zero_point),
-                Arg::Int(out.zero_point),
-                Arg::Int(lo),
-                Arg::Int(hi),
-            ];
-            Some(("rbuild::qlinear", args))
+            matched(MatchedOp::Linear { x, xq, weight, n, k, weight_scales, bias })
         }
         "aten::add.Tensor" | "aten::mul.Tensor" => {
-            let (mut aq, mut ap) = view.dequantized(tensor(op, 0)?)?;
-            let (mut bq, mut bp) = view.dequantized(tensor(op, 1)?)?;
+            let (mut a, mut aq) = view.dequantized(tensor(op, 0)?)?;
+            let (mut b, mut bq) = view.dequantized(tensor(op, 1)?)?;
             if op.op == "aten::mul.Tensor" {
                 // A per-channel factor [N, C, 1, 1] goes second.
                 let per_channel = |a: ValueId, b: ValueId| {
                     let (sa, sb) = (view.g.meta(a).sizes(), view.g.meta(b).sizes());
                     matches!((sa.as_deref(), sb.as_deref()), (Some(&[n, c, _, _]), Some(&[bn, bc, 1, 1])) if n == bn && c == bc)
                 };
-                if per_channel(bq, aq) && view.g.meta(aq).shape != view.g.meta(bq).shape {
-                    (aq, ap, bq, bp) = (bq, bp, aq, ap);
+                if per_channel(b, a) && view.g.meta(a).shape != view.g.meta(b).shape {
+                    (a, aq, b, bq) = (b, bq, a, aq);
                 }
-                if view.g.meta(aq).shape != view.g.meta(bq).shape && !per_channel(aq, bq) {
+                if view.g.meta(a).shape != view.g.meta(b).shape && !per_channel(a, b) {
                     return None;
                 }
-            } else if view.g.meta(aq).shape != view.g.meta(bq).shape {
-                return None;
+                return matched(MatchedOp::Mul { a, aq, b, bq });
             }
-            if op.op == "aten::mul.Tensor" {
-                let (m, s) = quantize_multiplier(ap.scale as f64 * bp.scale as f64 / out.scale as f64);
-                let args = vec![
-                    Arg::Tensor(aq),
-                    Arg::Tensor(bq),
-                    Arg::Int(ap.zero_point),
-                    Arg::Int(bp.zero_point),
-                    Arg::Int(out.zero_point),
-                    Arg::Int(m as i64),
-                    Arg::Int(s as i64),
-                    Arg::Int(lo),
-                    Arg::Int(hi),
-                ];
-                return Some(("rbuild::qmul", args));
+            if view.g.meta(a).shape != view.g.meta(b).shape {
+                return None;
             }
             if !matches!(op.args.get(2), Some(Arg::Scalar(rbuild_runtime::Scalar::Int(1))) | None) {
                 return None;
             }
-            // TFLite's int8 add: both inputs to twice the larger scale, 20 bits of headroom.
-            const LEFT_SHIFT: i64 = 20;
-            let twice_max = 2.0 * (ap.scale as f64).max(bp.scale as f64);
-            let (ma, sa) = quantize_multiplier(ap.scale as f64 / twice_max);
-            let (mb, sb) = quantize_multiplier(bp.scale as f64 / twice_max);
-            let (mo, so) = quantize_multiplier(twice_max / ((1i64 << LEFT_SHIFT) as f64 * out.scale as f64));
-            let args = vec![
-                Arg::Tensor(aq),
-                Arg::Tensor(bq),
-                Arg::Int(ap.zero_point),
-                Arg::Int(ma as i64),
-                Arg::Int(sa as i64),
-                Arg::Int(bp.zero_point),
-                Arg::Int(mb as i64),
-                Arg::Int(sb as i64),
-                Arg::Int(LEFT_SHIFT),
-                Arg::Int(out.zero_point),
-                Arg::Int(mo as i64),
-                Arg::Int(so as i64),
-                Arg::Int(lo),
-                Arg::Int(hi),
-            ];
-            Some(("rbuild::qadd", args))
+            matched(MatchedOp::Add { a, aq, b, bq })
         }
         "aten::div.Scalar" => {
-            let (xq, table) = lookup_table(view, y, out)?;
-            let t = add_const(g, format!("{name}.table"), ScalarType::Char, &[256], table);
-            Some(("rbuild::qlookup", vec![Arg::Tensor(xq), Arg::Tensor(t)]))
+            let (x, table) = lookup_table(view, y, out)?;
+            matched(MatchedOp::Lookup { x, table })
         }
         "aten::mean.dim" => {
-            let (xq, xp) = view.dequantized(tensor(op, 0)?)?;
-            let sizes = view.g.meta(xq).sizes()?;
+            let (x, xq) = view.dequantized(tensor(op, 0)?)?;
+            let sizes = view.g.meta(x).sizes()?;
             let dims = match op.args.get(1) {
                 Some(Arg::Ints(d)) => {
                     let mut d: Vec<i64> = d.iter().map(|&x| if x < 0 { x + 4 } else { x }).collect();
@@ -337,21 +326,106 @@ fn fuse_one(g: &mut Graph, view: &View<'_>, qi: usize) -> Option<(&'static str, 
             if sizes.len() != 4 || dims != [2, 3] || !matches!(op.args.get(2), Some(Arg::Bool(true))) {
                 return None;
             }
-            let count = (sizes[2] * sizes[3]) as f64;
-            let (m, s) = quantize_multiplier(xp.scale as f64 / (out.scale as f64 * count));
+            matched(MatchedOp::MeanHw { x, xq })
+        }
+        _ => None,
+    }
+}
+
+/// The `rbuild::q*` CPU kernel call for a match (kernels/src/portable/qint8.rs), with its
+/// integer requantization parameters; new constants are added to `g`.
+pub fn lower_cpu(g: &mut Graph, m: &Matched) -> (&'static str, Vec<Arg>) {
+    let (out, (lo, hi), name) = (m.out, m.range, m.name.as_str());
+    let ints = |v: [i64; 2]| Arg::Ints(v.to_vec());
+    match &m.op {
+        MatchedOp::Conv { x, xq, weight, weight_sizes, weight_scales, bias, stride, padding, dilation, groups } => {
+            let w = add_const(g, format!("{name}.weight_int8"), ScalarType::Char, weight_sizes, weight.iter().map(|&c| c as u8).collect());
+            let [b, mu, s] = channel_requant(g, name, bias.as_deref(), *xq, weight_scales, out);
+            let mut args = requant_prefix(*x, w, [b, mu, s], *xq, out, (lo, hi));
+            args.extend([ints(*stride), ints(*padding), ints(*dilation), Arg::Int(*groups)]);
+            ("rbuild::qconv2d", args)
+        }
+        MatchedOp::Linear { x, xq, weight, n, k, weight_scales, bias } => {
+            let w = add_const(g, format!("{name}.weight_int8"), ScalarType::Char, &[*n, *k], weight.iter().map(|&c| c as u8).collect());
+            let [b, mu, s] = channel_requant(g, name, bias.as_deref(), *xq, weight_scales, out);
+            ("rbuild::qlinear", requant_prefix(*x, w, [b, mu, s], *xq, out, (lo, hi)))
+        }
+        MatchedOp::Mul { a, aq, b, bq } => {
+            let (mu, s) = quantize_multiplier(aq.scale as f64 * bq.scale as f64 / out.scale as f64);
             let args = vec![
-                Arg::Tensor(xq),
-                Arg::Int(xp.zero_point),
+                Arg::Tensor(*a),
+                Arg::Tensor(*b),
+                Arg::Int(aq.zero_point),
+                Arg::Int(bq.zero_point),
                 Arg::Int(out.zero_point),
-                Arg::Int(m as i64),
+                Arg::Int(mu as i64),
                 Arg::Int(s as i64),
                 Arg::Int(lo),
                 Arg::Int(hi),
             ];
-            Some(("rbuild::qmean_hw", args))
+            ("rbuild::qmul", args)
         }
-        _ => None,
+        MatchedOp::Add { a, aq, b, bq } => {
+            // TFLite's int8 add: both inputs to twice the larger scale, 20 bits of headroom.
+            const LEFT_SHIFT: i64 = 20;
+            let twice_max = 2.0 * (aq.scale as f64).max(bq.scale as f64);
+            let (ma, sa) = quantize_multiplier(aq.scale as f64 / twice_max);
+            let (mb, sb) = quantize_multiplier(bq.scale as f64 / twice_max);
+            let (mo, so) = quantize_multiplier(twice_max / ((1i64 << LEFT_SHIFT) as f64 * out.scale as f64));
+            let args = vec![
+                Arg::Tensor(*a),
+                Arg::Tensor(*b),
+                Arg::Int(aq.zero_point),
+                Arg::Int(ma as i64),
+                Arg::Int(sa as i64),
+                Arg::Int(bq.zero_point),
+                Arg::Int(mb as i64),
+                Arg::Int(sb as i64),
+                Arg::Int(LEFT_SHIFT),
+                Arg::Int(out.zero_point),
+                Arg::Int(mo as i64),
+                Arg::Int(so as i64),
+                Arg::Int(lo),
+                Arg::Int(hi),
+            ];
+            ("rbuild::qadd", args)
+        }
+        MatchedOp::Lookup { x, table } => {
+            let t = add_const(g, format!("{name}.table"), ScalarType::Char, &[256], table.clone());
+            ("rbuild::qlookup", vec![Arg::Tensor(*x), Arg::Tensor(t)])
+        }
+        MatchedOp::MeanHw { x, xq } => {
+            let sizes = g.meta(*x).sizes().unwrap_or_default();
+            let count = sizes.iter().skip(2).product::<usize>().max(1) as f64;
+            let (mu, s) = quantize_multiplier(xq.scale as f64 / (out.scale as f64 * count));
+            let args = vec![
+                Arg::Tensor(*x),
+                Arg::Int(xq.zero_point),
+                Arg::Int(out.zero_point),
+                Arg::Int(mu as i64),
+                Arg::Int(s as i64),
+                Arg::Int(lo),
+                Arg::Int(hi),
+            ];
+            ("rbuild::qmean_hw", args)
+        }
     }
+}
+
+/// The leading arguments of `qconv2d` / `qlinear`: x, weight, bias, multipliers, shifts, zero
+/// points and clamp.
+fn requant_prefix(x: ValueId, w: ValueId, [b, m, s]: [ValueId; 3], xq: ActQ, out: ActQ, (lo, hi): (i64, i64)) -> Vec<Arg> {
+    vec![
+        Arg::Tensor(x),
+        Arg::Tensor(w),
+        Arg::Tensor(b),
+        Arg::Tensor(m),
+        Arg::Tensor(s),
+        Arg::Int(xq.zero_point),
+        Arg::Int(out.zero_point),
+        Arg::Int(lo),
+        Arg::Int(hi),
+    ]
 }
 
 /// A hardswish / hardsigmoid chain ending at `y` (see `quantize_static::unary_chain`) as a table
@@ -402,28 +476,23 @@ fn default_scalars(n: &Node) -> bool {
 
 /// Fuses every matching pattern; dead float ops and dequantizes are removed afterwards.
 pub fn fuse_int8(g: &mut Graph) -> Result<FuseReport> {
+    Ok(fuse_int8_matched(g)?.0)
+}
+
+/// [`fuse_int8`], also returning the matches by the value each fused op writes (delegates
+/// partition the fused graph and lower the matches their own way).
+pub fn fuse_int8_matched(g: &mut Graph) -> Result<(FuseReport, std::collections::BTreeMap<ValueId, Matched>)> {
     let mut report = FuseReport::default();
-    let quantize_nodes: Vec<usize> =
-        g.nodes.iter().enumerate().filter(|(_, n)| n.op == "quantized_decomposed::quantize_per_tensor").map(|(i, _)| i).collect();
-    let mut replacements: Vec<(usize, &'static str, Vec<Arg>)> = Vec::new();
-    {
-        // Patterns are read from a snapshot; new constants go to a scratch copy of the values.
-        let snapshot = g.clone();
-        let view = View { g: &snapshot, producer: snapshot.producers(), uses: snapshot.use_counts() };
-        for qi in quantize_nodes {
-            match fuse_one(g, &view, qi) {
-                Some((op, args)) => replacements.push((qi, op, args)),
-                None => report.unfused += 1,
-            }
-        }
-    }
+    let quantizes = g.nodes.iter().filter(|n| n.op == "quantized_decomposed::quantize_per_tensor").count();
+    let matches = match_all(g);
+    report.unfused = quantizes - matches.len();
     // Rebuild the node list: each fused op takes its quantize node's place and output.
     let old = std::mem::take(&mut g.nodes);
-    let mut fused_at: std::collections::HashMap<usize, (&'static str, Vec<Arg>)> =
-        replacements.into_iter().map(|(i, op, args)| (i, (op, args))).collect();
-    for (i, n) in old.into_iter().enumerate() {
-        match fused_at.remove(&i) {
-            Some((op, args)) => {
+    for n in old {
+        let m = n.outputs.first().and_then(|o| matches.get(o)).filter(|_| n.op == "quantized_decomposed::quantize_per_tensor");
+        match m {
+            Some(m) => {
+                let (op, args) = lower_cpu(g, m);
                 append_into(g, op, args, &n.outputs)?;
                 *report.fused.entry(op.to_string()).or_default() += 1;
             }
@@ -431,5 +500,5 @@ pub fn fuse_int8(g: &mut Graph) -> Result<FuseReport> {
         }
     }
     dce::eliminate_dead_code(g);
-    Ok(report)
+    Ok((report, matches))
 }

@@ -110,6 +110,20 @@ pub fn optimize_int8(g: &mut Graph, samples: &[Vec<Vec<u8>>], stage: Int8Stage) 
     Ok((r, report))
 }
 
+/// [`optimize_int8`] up to fusion, without the out-variant step, also returning the fused
+/// patterns by output value: a delegate partitioner lowers them its own way and rewrites this
+/// functional graph, then [`to_out::to_out_variants`] finishes it.
+pub fn optimize_int8_for_delegation(
+    g: &mut Graph,
+    samples: &[Vec<Vec<u8>>],
+) -> Result<(Int8Report, std::collections::BTreeMap<ValueId, fuse_int8::Matched>)> {
+    let (_, mut report) = quantize_reference(g, samples)?;
+    let (fused, matches) = fuse_int8::fuse_int8_matched(g)?;
+    report.fuse = Some(fused);
+    dce::eliminate_dead_code(g);
+    Ok((report, matches))
+}
+
 /// The first half of [`optimize_int8`]: float passes, calibration and the reference
 /// representation, still in functional ops (fuse with [`fuse_int8::fuse_int8`], then convert
 /// with [`to_out::to_out_variants`]). Fusion keeps value ids: a fused op writes the value its
