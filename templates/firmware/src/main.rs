@@ -63,6 +63,27 @@ fn fail(what: core::fmt::Arguments) -> ! {
     semihosting::exit(1)
 }
 
+/// The delegates' backends: the Ethos-U NPU when the program has Ethos-U delegates.
+#[cfg(not(feature = "ethos-u"))]
+fn backends() -> BackendRegistry {
+    BackendRegistry::new()
+}
+
+#[cfg(feature = "ethos-u")]
+fn backends() -> BackendRegistry {
+    use rbuild_runtime::backends::ethosu::driver::{DriverConfig, EthosU};
+    use rbuild_runtime::backends::ethosu::regs::Mmio;
+    use rbuild_runtime::backends::ethosu::{EthosUBackend, EthosUConfig};
+    // SAFETY: NPU_BASE is the board file's Ethos-U register block; this firmware has no other
+    // user of it, and the registry (and so the driver) lives for the whole run.
+    let regs = unsafe { Mmio::new(board::NPU_BASE) };
+    let npu = EthosU::new(regs, DriverConfig::default());
+    let mut r = BackendRegistry::new();
+    // The driver polls STATUS until the run ends (no NPU interrupt handler: nothing else runs).
+    r.register(alloc::boxed::Box::new(EthosUBackend::new(npu, EthosUConfig::default())));
+    r
+}
+
 #[no_mangle]
 extern "C" fn firmware_main() -> ! {
     startup::start_counters();
@@ -72,7 +93,7 @@ extern "C" fn firmware_main() -> ! {
     let arenas = unsafe { board::arenas() };
     let placement: Vec<(&'static str, usize)> = arenas.iter().map(|a| (a.region, a.bytes.len())).collect();
     let mut method = program
-        .load_method_in(board::METHOD, &registry, &BackendRegistry::new(), arenas.into_iter().map(|a| a.bytes).collect())
+        .load_method_in(board::METHOD, &registry, &backends(), arenas.into_iter().map(|a| a.bytes).collect())
         .unwrap_or_else(|e| fail(format_args!("cannot load method '{}': {e}", board::METHOD)));
     for (i, input) in board::INPUTS.iter().enumerate() {
         method

@@ -43,7 +43,15 @@ pub struct FirmwareSpec {
     pub fvp: Option<String>,
     /// Where `model.pte` must be loaded when it is not linked into the firmware.
     pub program_address: Option<u64>,
+    /// The NPU's MACs per cycle (the FVP's `ethosu.num_macs`), for firmware with NPU delegates.
+    pub npu_macs: Option<u32>,
+    /// A second ELF that `run-qemu.sh` boots instead of `firmware.elf`, shipped as
+    /// [`QEMU_FIRMWARE`]: QEMU has no NPU, so an NPU build boots its CPU-lowering twin.
+    pub qemu_firmware: Option<PathBuf>,
 }
+
+/// The bundle name of an NPU firmware's CPU-lowering twin (see [`FirmwareSpec::qemu_firmware`]).
+pub const QEMU_FIRMWARE: &str = "firmware-cpu-lowering.elf";
 
 /// Everything a bundle is made from.
 #[derive(Clone, Debug)]
@@ -77,6 +85,9 @@ pub struct BundleSpec {
     pub run_example: String,
     /// A size report from the firmware's own generator; else one is made from the ELF sections.
     pub size_report: Option<String>,
+    /// The delegation report (each op, where it runs and why; the delegate compiler's summary),
+    /// recorded in the manifest as `delegation`.
+    pub delegation: Option<serde_json::Value>,
 }
 
 /// Where a bundle file's bytes are: made here, or an existing file copied as it is (a
@@ -218,6 +229,9 @@ pub fn build(spec: &BundleSpec) -> Result<Vec<BundleFile>, String> {
         }
         files.push(f);
     }
+    if let Some(p) = firmware.and_then(|f| f.qemu_firmware.as_ref()) {
+        files.push(File::copy(QEMU_FIRMWARE.to_string(), p, "firmware (CPU lowering, for QEMU)", "elf32-arm")?);
+    }
     for p in &spec.extra {
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).ok_or_else(|| format!("{}: not a file name", p.display()))?;
         let role = if name.contains("verify-input") { "verify input" } else { "data" };
@@ -276,6 +290,9 @@ fn manifest(spec: &BundleSpec, files: &[File]) -> String {
             .map(|r| serde_json::json!({"name": r.name, "origin": hex_addr(r.origin), "length": r.length, "use": r.usage}))
             .collect();
         v["flash"] = report::flash_commands(fw);
+    }
+    if let Some(d) = &spec.delegation {
+        v["delegation"] = d.clone();
     }
     let mut text = serde_json::to_string_pretty(&v).expect("JSON values serialize");
     text.push('\n');

@@ -102,6 +102,9 @@ fn fvp_command(fvp: &str, fw: &FirmwareSpec) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if let Some(macs) = fw.npu_macs {
+        words.extend(["-C".to_string(), format!("ethosu.num_macs={macs}")]);
+    }
     if let Some(a) = fw.program_address {
         words.push("--data".into());
         words.push(format!("model.pte@{a:#x}"));
@@ -130,8 +133,10 @@ pub fn scripts(spec: &BundleSpec, names: &[String]) -> Vec<(String, String)> {
         Some(fw) => {
             if !spec.run_prefix.is_empty() {
                 let mut words = prefix;
-                words.push("\"$here/firmware.elf\"".into());
-                let text = format!("{SCRIPT_HEAD}# Boots the firmware in QEMU; it prints RBUILD_OUTPUT/RBUILD_STATS over semihosting and exits with its status.\nexec {} \"$@\"\n", words.join(" "));
+                let elf = if fw.qemu_firmware.is_some() { crate::QEMU_FIRMWARE } else { "firmware.elf" };
+                words.push(format!("\"$here/{elf}\""));
+                let what = if fw.qemu_firmware.is_some() { "the firmware's CPU-lowering twin (QEMU has no NPU)" } else { "the firmware" };
+                let text = format!("{SCRIPT_HEAD}# Boots {what} in QEMU; it prints RBUILD_OUTPUT/RBUILD_STATS over semihosting and exits with its status.\nexec {} \"$@\"\n", words.join(" "));
                 out.push(("run-qemu.sh".to_string(), text));
             }
             let chip = fw.probe_rs_chip.as_deref().map_or_else(|| "${PROBE_RS_CHIP:?set PROBE_RS_CHIP to your board's probe-rs chip name}".to_string(), |c| format!("${{PROBE_RS_CHIP:-{c}}}"));

@@ -76,6 +76,8 @@ fn spec(dir: &Path, elf_bytes: &[u8], firmware: bool) -> BundleSpec {
             pyocd_target: None,
             fvp: Some("FVP_Corstone_SSE-300_Ethos-U55".into()),
             program_address: None,
+            npu_macs: None,
+            qemu_firmware: None,
         }),
         program: (!firmware).then_some(program),
         extra: vec![],
@@ -87,6 +89,7 @@ fn spec(dir: &Path, elf_bytes: &[u8], firmware: bool) -> BundleSpec {
         run_args: vec!["--model".into(), "model.pte".into()],
         run_example: "--image photo.png".into(),
         size_report: None,
+        delegation: None,
     }
 }
 

@@ -27,7 +27,7 @@ pub use diag::{render, LoadError, Problem, Source};
 pub use overrides::OVERRIDE_KEYS;
 pub use probe::{InstallError, ToolStatus};
 pub use recipe::{
-    recipe_names, Backend, BackendSpec, Catalog, Dtype, EmbeddingQuantize, Fallback, LlmSpec, ModelSpec, Quantize, Recipe,
+    recipe_names, Accelerator, Backend, BackendSpec, Catalog, Dtype, EmbeddingQuantize, Fallback, LlmSpec, NpuOptions, ModelSpec, Quantize, Recipe,
     RunnerSpec, VerifyInput, VerifySpec, WeightsSource,
 };
 pub use toolchain::{load_platform, load_platforms, InstallStep, Platform, RunSpec, Tool};

@@ -24,6 +24,7 @@ pub const OVERRIDE_KEYS: &[&str] = &[
     "quantize",
     "calibration",
     "fallback",
+    "accelerator",
     "embed-program",
     "top",
     "max-seq-len",
@@ -154,6 +155,10 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
             recipe.model.calibration = Some(path);
         }
         "fallback" => recipe.backend.fallback = choice::<Fallback>(w, value)?,
+        "accelerator" => match &mut recipe.backend.npu {
+            Some(npu) => npu.accelerator = choice::<crate::recipe::Accelerator>(w, value)?,
+            None => return Err(w.bad(0, value, "not for this backend", "an ethos-u backend recipe")),
+        },
         "embed-program" => recipe.runner.embed_program = boolean(w, value)?,
         "top" => match value.parse::<u32>() {
             Ok(n) if n > 0 => recipe.runner.top = Some(n),

@@ -147,6 +147,8 @@ impl Choice for EmbeddingQuantize {
 pub struct BackendSpec {
     pub kind: Backend,
     pub fallback: Fallback,
+    /// `ethos-u`: the NPU configuration Vela compiles for.
+    pub npu: Option<NpuOptions>,
     /// The `backend` node's name in the recipe.
     pub span: SourceSpan,
 }
@@ -170,6 +172,43 @@ impl Backend {
     pub fn as_str(self) -> &'static str {
         self.name()
     }
+}
+
+/// An Arm Ethos-U configuration (Vela's `--accelerator-config`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Accelerator(pub &'static str);
+
+impl Choice for Accelerator {
+    const WHAT: &'static str = "accelerator";
+    const ALL: &'static [(&'static str, Self)] = &[
+        ("ethos-u55-32", Accelerator("ethos-u55-32")),
+        ("ethos-u55-64", Accelerator("ethos-u55-64")),
+        ("ethos-u55-128", Accelerator("ethos-u55-128")),
+        ("ethos-u55-256", Accelerator("ethos-u55-256")),
+        ("ethos-u65-256", Accelerator("ethos-u65-256")),
+        ("ethos-u65-512", Accelerator("ethos-u65-512")),
+        ("ethos-u85-128", Accelerator("ethos-u85-128")),
+        ("ethos-u85-256", Accelerator("ethos-u85-256")),
+        ("ethos-u85-512", Accelerator("ethos-u85-512")),
+        ("ethos-u85-1024", Accelerator("ethos-u85-1024")),
+        ("ethos-u85-2048", Accelerator("ethos-u85-2048")),
+    ];
+}
+
+impl Accelerator {
+    /// MACs per cycle (the FVP's `ethosu.num_macs`).
+    pub fn macs(self) -> u32 {
+        self.0.rsplit('-').next().and_then(|n| n.parse().ok()).unwrap_or(0)
+    }
+}
+
+/// The `ethos-u` backend's NPU settings; system config and memory mode default per accelerator
+/// as in ExecuTorch (Vela's `Arm/vela.ini` names).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NpuOptions {
+    pub accelerator: Accelerator,
+    pub system_config: Option<String>,
+    pub memory_mode: Option<String>,
 }
 
 /// Whether operators a delegate cannot take may run on the CPU kernels instead.
@@ -267,7 +306,7 @@ const MODEL: &[&str] = &[
 ];
 /// The `model` fields only language models take.
 pub(crate) const LLM_ONLY: &[&str] = &["max-seq-len", "group-size", "embedding-quantize", "tokenizer", "full-logits"];
-const BACKEND: &[&str] = &["fallback"];
+const BACKEND: &[&str] = &["fallback", "accelerator", "system-config", "memory-mode"];
 const RUNNER: &[&str] = &["embed-program", "top"];
 
 impl Recipe {
@@ -549,7 +588,32 @@ fn backend(d: &mut Decoder, node: &KdlNode, catalog: &Catalog) -> Option<Backend
         Some(n) => d.string(n).and_then(|s| d.choice(&s)),
         None => Some(Fallback::Allow),
     };
-    Some(BackendSpec { kind: kind?, fallback: fallback?, span: node.name().span() })
+    // NPU settings belong to the ethos-u backend only.
+    let npu_fields = ["accelerator", "system-config", "memory-mode"];
+    let kind = kind?;
+    if kind != Backend::EthosU {
+        for f in npu_fields {
+            if let Some(n) = fields.get(f) {
+                d.error(n.name().span(), format!("`{f}` is an ethos-u backend setting"), "not for this backend", format!("backend `{}` has only `fallback`", kind.as_str()));
+            }
+        }
+    }
+    let accelerator = match fields.get("accelerator") {
+        Some(n) => d.string(n).and_then(|s| d.choice::<Accelerator>(&s)),
+        None => Some(Accelerator("ethos-u55-128")),
+    };
+    let text = |d: &mut Decoder, f: &str| match fields.get(f) {
+        Some(n) => d.string(n).map(|s| Some(s.value)),
+        None => Some(None),
+    };
+    let (system_config, memory_mode) = (text(d, "system-config"), text(d, "memory-mode"));
+    let npu = (kind == Backend::EthosU)
+        .then(|| Some(NpuOptions { accelerator: accelerator?, system_config: system_config?, memory_mode: memory_mode? }));
+    let npu = match npu {
+        Some(o) => Some(Some(o?)),
+        None => Some(None),
+    };
+    Some(BackendSpec { kind, fallback: fallback?, npu: npu?, span: node.name().span() })
 }
 
 fn runner(d: &mut Decoder, node: &KdlNode, catalog: &Catalog) -> Option<RunnerSpec> {

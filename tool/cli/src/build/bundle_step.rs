@@ -78,6 +78,10 @@ pub struct Inputs {
     pub deps: Vec<String>,
     pub rustc: String,
     pub version: String,
+    /// The NPU export's `delegation.json`, recorded in the manifest.
+    pub delegation: Option<PathBuf>,
+    /// The CPU-lowering twin of an NPU firmware, shipped for QEMU as `firmware-cpu-lowering.elf`.
+    pub qemu_firmware: Option<PathBuf>,
 }
 
 pub fn add(dag: &mut Dag<'_>, r: &Recipe, p: &Platform, i: Inputs) -> CliResult<PathBuf> {
@@ -91,7 +95,11 @@ pub fn add(dag: &mut Dag<'_>, r: &Recipe, p: &Platform, i: Inputs) -> CliResult<
             }
         }
     }
-    let firmware = is_firmware(p).then(|| firmware_spec(p));
+    let mut firmware = is_firmware(p).then(|| firmware_spec(p));
+    if let (Some(fw), Some(npu)) = (&mut firmware, &r.backend.npu) {
+        fw.npu_macs = Some(npu.accelerator.macs());
+        fw.qemu_firmware = i.qemu_firmware.clone();
+    }
     let spec = BundleSpec {
         recipe: r.name.clone(),
         recipe_sha256: rbuild_planner::hash::sha256_file(Path::new(r.source.name())).unwrap_or_default(),
@@ -125,10 +133,12 @@ pub fn add(dag: &mut Dag<'_>, r: &Recipe, p: &Platform, i: Inputs) -> CliResult<
             _ => "--help".into(),
         },
         size_report: None,
+        delegation: None,
         firmware,
     };
     let key = KeyHasher::new().add("tool", &i.version).add("spec", &format!("{spec:?}")).clone();
     let kernels_json = i.kernels_json.clone();
+    let delegation = i.delegation.clone();
     dag.add(
         StepSpec {
             id: format!("bundle:{}", p.name),
@@ -140,6 +150,10 @@ pub fn add(dag: &mut Dag<'_>, r: &Recipe, p: &Platform, i: Inputs) -> CliResult<
         move |_| {
             let mut spec = spec;
             spec.ops = super::steps::selected_ops(&kernels_json)?;
+            if let Some(path) = &delegation {
+                let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                spec.delegation = Some(serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))?);
+            }
             rbuild_bundle::write(&spec, &dir, &tarball).map(|_| ())
         },
     )

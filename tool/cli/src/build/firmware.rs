@@ -173,10 +173,35 @@ pub fn board_rs(program: &Path, program_region: &str, inputs: &[EmbeddedInput], 
 }
 
 /// Method input `i`'s dtype and shape, from the program itself.
+/// Backends that accept any Ethos-U delegate without running it: loading the method only to read
+/// its input metadata must not need the NPU.
+fn metadata_backends() -> BackendRegistry {
+    use rbuild_runtime::backend::{Backend, BackendInitContext, CompileSpec, DelegateHandle};
+    use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
+    struct NotRun;
+    impl DelegateHandle for NotRun {
+        fn execute(&mut self, _: &mut KernelContext, _: &KernelArgs<'_>) -> KernelResult {
+            Err(rbuild_runtime::kernel::KernelError::new("metadata only: this delegate is not run on the host".to_string()))
+        }
+    }
+    struct Metadata;
+    impl Backend for Metadata {
+        fn id(&self) -> &str {
+            rbuild_runtime::backends::ethosu::ETHOSU_BACKEND_ID
+        }
+        fn init(&self, _: &BackendInitContext<'_>, _: &[u8], _: &[CompileSpec<'_>]) -> Result<Box<dyn DelegateHandle>, String> {
+            Ok(Box::new(NotRun))
+        }
+    }
+    let mut r = BackendRegistry::new();
+    r.register(Box::new(Metadata));
+    r
+}
+
 fn input_specs(pte: &[u8]) -> Result<(Vec<(ScalarType, Vec<usize>)>, Vec<u64>), String> {
     let program = Program::load(pte).map_err(|e| e.to_string())?;
     let arenas = program.planned_arena_sizes("forward").map_err(|e| e.to_string())?.into_iter().map(|n| n as u64).collect();
-    let method = program.load_method("forward", &rbuild_kernels::registry(), &BackendRegistry::new()).map_err(|e| e.to_string())?;
+    let method = program.load_method("forward", &rbuild_kernels::registry(), &metadata_backends()).map_err(|e| e.to_string())?;
     let mut specs = Vec::new();
     for i in 0..method.inputs().len() {
         match method.input_value(i) {
@@ -260,6 +285,7 @@ fn portable_kernels(selected: &[(String, String)]) -> Result<Vec<(String, String
 }
 
 /// What the firmware step needs besides the board.
+#[derive(Clone)]
 pub struct FirmwareJob {
     pub recipe: String,
     pub program: PathBuf,
@@ -274,6 +300,12 @@ pub struct FirmwareJob {
     pub kernels: KernelChoice,
     /// The `verify-input` step's file: the firmware's bundled input.
     pub verify_input: PathBuf,
+    /// Register the `EthosUBackend` driving the NPU at this address (the board file's `npu`).
+    pub npu_base: Option<u64>,
+    /// A second firmware of the same recipe (`cpu-lowering`): its step is `firmware-<variant>:<platform>`.
+    pub variant: Option<&'static str>,
+    /// Steps whose outputs this one reads.
+    pub deps: Vec<String>,
 }
 
 /// The files the firmware step writes in `out/<recipe>/<platform>/`.
@@ -312,12 +344,17 @@ pub fn add_step(dag: &mut Dag<'_>, platform: &Platform, job: FirmwareJob) -> Cli
     let mut key = KeyHasher::new();
     key.add("tool", &job.tool_version).add("rustc", &job.rustc).add("template", &job.template_hash);
     key.add("board", &format!("{board:?}")).add("target", &target).add("top", &job.top_k.to_string());
-    key.add("kernels", &format!("{:?}", job.kernels));
+    key.add("kernels", &format!("{:?}", job.kernels)).add("npu", &format!("{:?}", job.npu_base));
     let name = platform.name.clone();
+    let (id, what) = match job.variant {
+        Some(v) => (format!("firmware-{v}:{name}"), format!("{v}/firmware.elf")),
+        None => (format!("firmware:{name}"), "firmware.elf".to_string()),
+    };
+    let npu = if job.npu_base.is_some() { " + Ethos-U NPU" } else { "" };
     let spec = StepSpec {
-        id: format!("firmware:{name}"),
-        label: format!("firmware.elf for {name} ({}, selected kernels)", board.cpu.as_deref().unwrap_or("cpu")),
-        deps: vec!["export".into(), "select".into(), "verify-input".into()],
+        id,
+        label: format!("{what} for {name} ({}{npu}, selected kernels)", board.cpu.as_deref().unwrap_or("cpu")),
+        deps: job.deps.clone(),
         key,
         outputs: files.to_vec(),
     };
@@ -357,7 +394,11 @@ fn build(platform: &str, board: &Board, layout: &FirmwareLayout, target: &str, j
     }
     let program = job.program.canonicalize().map_err(|e| err(&job.program, &e))?;
     let board_file = src.join("src/board.rs");
-    std::fs::write(&board_file, board_rs(&program, &placement.program, &embedded_inputs, &placement.arenas, job.top_k)).map_err(|e| err(&board_file, &e))?;
+    let mut board_src = board_rs(&program, &placement.program, &embedded_inputs, &placement.arenas, job.top_k);
+    if let Some(base) = job.npu_base {
+        board_src.push_str(&format!("\n/// The Ethos-U register block (the board file's `npu` base).\n#[allow(dead_code)]\npub const NPU_BASE: usize = {base:#x};\n"));
+    }
+    std::fs::write(&board_file, board_src).map_err(|e| err(&board_file, &e))?;
     let script = linker_script(platform, board, layout, &placement);
     std::fs::write(src.join("link.x"), &script).map_err(|e| err(&src.join("link.x"), &e))?;
 
@@ -368,7 +409,7 @@ fn build(platform: &str, board: &Board, layout: &FirmwareLayout, target: &str, j
     let opts = rbuild_selective::CompileOptions {
         target: Some(target.to_string()),
         target_dir: job.target_dir.clone(),
-        features: if dsp { vec!["arm-dsp".into()] } else { vec![] },
+        features: [dsp.then_some("arm-dsp"), job.npu_base.map(|_| "ethos-u")].into_iter().flatten().map(String::from).collect(),
         env: vec![(format!("CARGO_TARGET_{}_RUSTFLAGS", target.to_uppercase().replace(['-', '.'], "_")), rustflags)],
         release: true,
     };

@@ -2,6 +2,7 @@
 //! cargo build → package, as a cached step DAG (see `rbuild-planner`).
 
 pub mod bundle_step;
+pub mod ethosu;
 mod firmware;
 mod steps;
 mod verify_input;
@@ -47,7 +48,7 @@ pub fn load(project: &Project, name: &str, overrides: &[String]) -> CliResult<Lo
     let catalog = Catalog {
         models: rbuild_models::names(),
         language_models: rbuild_models::language_models(),
-        backends: &[Backend::Cpu],
+        backends: &[Backend::Cpu, Backend::EthosU],
         runners: &runner_names,
         platforms: &platform_names,
     };

@@ -96,34 +96,24 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
     let extra_files = if r.model.is_language_model() {
         add_llm_export(dag, r, hashes, &version, &program, &recipe_out.join("program"))?
     } else {
-        add_image_export(dag, r, hashes, &version, &program)?;
+        add_image_export(dag, project, r, hashes, &version, &program)?;
         vec![]
     };
 
     // select: the program's operators → kernels; fails with every missing op listed.
-    let (p_in, k_out) = (program.clone(), kernels_json.clone());
     let backend = r.backend.kind.as_str();
-    dag.add(
-        StepSpec {
-            id: "select".into(),
-            label: format!("kernel selection for backend {backend}"),
-            deps: vec!["export".into()],
-            key: KeyHasher::new().add("tool", &version).clone(),
-            outputs: vec![kernels_json.clone()],
-        },
-        move |_| {
-            let bytes = std::fs::read(&p_in).map_err(step_err)?;
-            let ops = rbuild_selective::program_ops(&bytes)?;
-            let selected = rbuild_selective::select(&ops).map_err(|e| format!("backend {backend}: {e}"))?;
-            let json = serde_json::json!({
-                "ops": ops,
-                "kernels": selected.iter().map(|(o, p)| serde_json::json!({"op": o, "path": p})).collect::<Vec<_>>(),
-            });
-            write_atomic(&k_out, serde_json::to_string_pretty(&json).map_err(step_err)?.as_bytes()).map_err(step_err)
-        },
-    )
-    .map_err(CliError)?;
-    let verify_input = super::verify_input::add(dag, r, hashes, &version, &program)?;
+    add_select(dag, "select", &program, &kernels_json, &version, backend)?;
+    // An NPU program also has its CPU lowering (what verify runs without an NPU).
+    let cpu_lowering = r.backend.npu.as_ref().map(|_| {
+        let [pte, _] = super::ethosu::outputs(&program);
+        (pte, recipe_out.join("program/kernels-cpu-lowering.json"))
+    });
+    if let Some((pte, kernels)) = &cpu_lowering {
+        add_select(dag, "select-cpu-lowering", pte, kernels, &version, "cpu")?;
+    }
+    // Input shapes come from a program the host can load (an NPU program's CPU lowering).
+    let host_program = cpu_lowering.as_ref().map_or(&program, |(pte, _)| pte);
+    let verify_input = super::verify_input::add(dag, r, hashes, &version, host_program)?;
 
     let template = project.template_dir(&r.runner.template);
     let template_hash = dir_hash(&template, hashes)?;
@@ -153,7 +143,34 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                 rustc: rustc.clone(),
                 kernels: super::firmware::KernelChoice::from_env().map_err(CliError)?,
                 verify_input: verify_input.clone().ok_or_else(|| CliError(format!("{}: runner firmware: language models cannot run as firmware yet", r.name)))?,
+                npu_base: None,
+                variant: None,
+                deps: vec!["export".into(), "select".into(), "verify-input".into()],
             };
+            let mut extra_bundle_files = Vec::new();
+            let mut bundle_deps = vec![format!("firmware:{}", p.name), "select".into(), "verify-input".into()];
+            let mut job = job;
+            if let Some((pte, kernels)) = &cpu_lowering {
+                let npu = p.board.as_ref().and_then(|b| b.npu.as_ref()).ok_or_else(|| {
+                    CliError(format!("{}: backend ethos-u needs a platform with an `npu` (toolchains/{}.kdl has none)", r.name, p.name))
+                })?;
+                let accelerator = r.backend.npu.as_ref().map_or("", |o| o.accelerator.0);
+                if !accelerator.starts_with(&npu.name) {
+                    return Err(CliError(format!("{}: accelerator {accelerator} does not match platform {}'s NPU `{}`", r.name, p.name, npu.name)));
+                }
+                job.npu_base = Some(npu.base);
+                // The same firmware on the CPU lowering: what `rbuild verify` boots in QEMU.
+                let mut cpu_job = job.clone();
+                cpu_job.npu_base = None;
+                cpu_job.variant = Some("cpu-lowering");
+                cpu_job.program = pte.clone();
+                cpu_job.kernels_json = kernels.clone();
+                cpu_job.out_dir = dir.join("cpu-lowering");
+                cpu_job.deps = vec!["export".into(), "select-cpu-lowering".into(), "verify-input".into()];
+                files.extend(super::firmware::add_step(dag, p, cpu_job)?);
+                extra_bundle_files.push(recipe_out.join("program/delegation.json"));
+                bundle_deps.push(format!("firmware-cpu-lowering:{}", p.name));
+            }
             let fw = super::firmware::add_step(dag, p, job)?;
             // bundle: firmware.elf → .bin/.hex, manifest, scripts, reproducible tarball.
             let [elf, _, _, _, layout] = super::firmware::outputs(&dir);
@@ -167,10 +184,12 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                     artifact_name: "firmware.elf".into(),
                     program: program.clone(),
                     kernels_json: kernels_json.clone(),
-                    extra: verify_input.iter().cloned().chain([layout]).collect(),
-                    deps: vec![format!("firmware:{}", p.name), "select".into(), "verify-input".into()],
+                    extra: verify_input.iter().cloned().chain([layout]).chain(extra_bundle_files).collect(),
+                    deps: bundle_deps,
                     rustc: rustc.clone(),
                     version: version.clone(),
+                    delegation: cpu_lowering.as_ref().map(|_| recipe_out.join("program/delegation.json")),
+                    qemu_firmware: cpu_lowering.as_ref().map(|_| super::firmware_elf(&dir.join("cpu-lowering"))),
                 },
             )?;
             files.extend(fw);
@@ -337,6 +356,8 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                 deps: bundle_deps,
                 rustc: rustc.clone(),
                 version: version.clone(),
+                delegation: None,
+                qemu_firmware: None,
             },
         )?;
         files.extend([pte_to, manifest, tarball]);
@@ -347,8 +368,48 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
 }
 
 /// The export step of an image model: definition + weights file (or seeded random) → .pte.
-fn add_image_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path) -> CliResult {
+fn add_select(dag: &mut Dag<'_>, id: &str, program: &Path, kernels_json: &Path, version: &str, backend: &'static str) -> CliResult {
+    let (p_in, k_out) = (program.to_path_buf(), kernels_json.to_path_buf());
+    dag.add(
+        StepSpec {
+            id: id.into(),
+            label: format!("kernel selection for backend {backend} ({})", program.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()),
+            deps: vec!["export".into()],
+            key: KeyHasher::new().add("tool", version).clone(),
+            outputs: vec![kernels_json.to_path_buf()],
+        },
+        move |_| {
+            let bytes = std::fs::read(&p_in).map_err(step_err)?;
+            let ops = rbuild_selective::program_ops(&bytes)?;
+            let selected = rbuild_selective::select(&ops).map_err(|e| format!("backend {backend}: {e}"))?;
+            let json = serde_json::json!({
+                "ops": ops,
+                "kernels": selected.iter().map(|(o, p)| serde_json::json!({"op": o, "path": p})).collect::<Vec<_>>(),
+            });
+            write_atomic(&k_out, serde_json::to_string_pretty(&json).map_err(step_err)?.as_bytes()).map_err(step_err)
+        },
+    )
+    .map_err(CliError)
+}
+
+fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path) -> CliResult {
+    let npu = match &r.backend.npu {
+        Some(o) => {
+            if r.model.quantize != Quantize::Int8 {
+                return Err(CliError(format!("{}: backend ethos-u runs int8 programs: the model needs `quantize \"int8\"`", r.name)));
+            }
+            Some(super::ethosu::NpuExport::resolve(&project.root, o, r.backend.fallback).map_err(|e| CliError(format!("{}: {e}", r.name)))?)
+        }
+        None => None,
+    };
+    let mut outputs = vec![program.to_path_buf()];
+    if npu.is_some() {
+        outputs.extend(super::ethosu::outputs(program));
+    }
     let mut key = KeyHasher::new();
+    if let Some(n) = &npu {
+        key.add("npu", &n.key());
+    }
     key.add("tool", version).add("model", &r.model.arch).add("input-shape", &format!("{:?}", r.model.input_shape));
     key.add("dtype", &format!("{:?}", r.model.dtype)).add("quantize", &format!("{:?}", r.model.quantize));
     match &r.model.weights {
@@ -371,8 +432,11 @@ fn add_image_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut F
     let (model, weights, shape, dtype, quantize) =
         (r.model.arch.clone(), r.model.weights.clone(), r.model.input_shape.clone(), r.model.dtype, r.model.quantize);
     let program_out = program.to_path_buf();
-    let label = format!("export {} ({})", model, weights);
-    dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs: vec![program.to_path_buf()] }, move |_| {
+    let label = match &npu {
+        Some(n) => format!("export {} ({}) for {} via Vela {}", model, weights, n.options.accelerator, n.vela.version),
+        None => format!("export {} ({})", model, weights),
+    };
+    dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs }, move |_| {
         if dtype != Dtype::Float32 || !matches!(quantize, Quantize::None | Quantize::Int8) {
             return Err(format!("{model}: image models export as float32, unquantized or int8"));
         }
@@ -387,6 +451,12 @@ fn add_image_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut F
             }
         };
         let mut g = rbuild_models::build(&model, &w, &shape).map_err(step_err)?;
+        if let Some(npu) = &npu {
+            let samples = crate::calibration::samples(&g, calibration.as_deref()).map_err(step_err)?;
+            let (int8, matches) = passes::optimize_int8_for_delegation(&mut g, &samples).map_err(step_err)?;
+            eprintln!("note: {model} int8: calibrated on {} sample(s)", int8.calibration_samples);
+            return super::ethosu::export(g, &matches, npu, &program_out);
+        }
         if quantize == Quantize::Int8 {
             let samples = crate::calibration::samples(&g, calibration.as_deref()).map_err(step_err)?;
             let (_, int8) = passes::optimize_int8(&mut g, &samples, passes::Int8Stage::Fused).map_err(step_err)?;

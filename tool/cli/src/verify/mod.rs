@@ -86,7 +86,9 @@ pub struct Reference {
 /// Runs the recipe's program in-process on every kernel rbuild has, on the verify input.
 pub fn host_reference(project: &Project, l: &Loaded) -> CliResult<Reference> {
     let dir = project.out_dir().join(&l.recipe.name).join("program");
-    let (program_path, input) = (dir.join("model.pte"), dir.join(crate::build::VERIFY_INPUT));
+    // An NPU program's reference is its CPU lowering (no NPU here).
+    let pte = if l.recipe.backend.npu.is_some() { "model-cpu-lowering.pte" } else { "model.pte" };
+    let (program_path, input) = (dir.join(pte), dir.join(crate::build::VERIFY_INPUT));
     let bytes = crate::io::program::read_program(&program_path)?;
     let program = Program::load(bytes.as_slice()).map_err(|e| CliError(format!("{}: {e}", program_path.display())))?;
     let kernels = rbuild_kernels::registry();
@@ -159,7 +161,10 @@ pub fn verify_platform(project: &Project, l: &Loaded, p: &Platform, reference: &
     let how = p.run.describe();
     let row = |outcome| Row { platform: p.name.clone(), how: how.clone(), outcome };
     let dir = project.out_dir().join(&l.recipe.name).join(&p.name);
-    let bin = if is_firmware(p) {
+    let bin = if is_firmware(p) && l.recipe.backend.npu.is_some() {
+        // QEMU has no NPU: the same firmware with each delegate replaced by its CPU lowering.
+        crate::build::firmware_elf(&dir.join("cpu-lowering"))
+    } else if is_firmware(p) {
         crate::build::firmware_elf(&dir)
     } else {
         match rbuild_selective::bin_name(&project.template_dir(&l.recipe.runner.template)) {
@@ -244,7 +249,13 @@ pub fn verify(words: &[String]) -> CliResult {
     crate::build::build(&project, name, overrides, false)?;
     let rows = verify_loaded(&project, &loaded)?;
     let (atol, rtol) = loaded.recipe.verify.tolerance(&loaded.recipe.model);
-    println!("verify {name}: host reference = the same program on all rbuild kernels; tolerance atol={atol} rtol={rtol}");
+    if loaded.recipe.backend.npu.is_some() {
+        println!(
+            "verify {name}: no NPU here: the firmware runs each Ethos-U delegate's CPU lowering (the same int8 subgraph on rbuild's kernels); host reference = that program on all rbuild kernels; tolerance atol={atol} rtol={rtol}"
+        );
+    } else {
+        println!("verify {name}: host reference = the same program on all rbuild kernels; tolerance atol={atol} rtol={rtol}");
+    }
     print_table(&rows);
     let failed: Vec<&str> = rows.iter().filter(|r| r.failed()).map(|r| r.platform.as_str()).collect();
     if failed.is_empty() {
