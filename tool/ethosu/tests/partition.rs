@@ -67,3 +67,47 @@ fn mobilenet_v2_int8_delegated_program() {
         .expect("no EthosUBackend registered: load must fail");
     assert!(err.to_string().contains("EthosUBackend"), "{err}");
 }
+
+/// MobileNetV3-small: hardswish lookups and squeeze-excite muls stay on the CPU, which splits
+/// the network into several NPU subgraphs; each must still compile fully for the NPU, and the
+/// delegated program must keep every CPU op it needs.
+#[test]
+fn mobilenet_v3_small_splits_around_cpu_ops() {
+    let w = rbuild_models::random_weights("mobilenet_v3_small", 1).unwrap();
+    let mut g = rbuild_models::build("mobilenet_v3_small", &w, &[1, 3, 64, 64]).unwrap();
+    let samples = calibrate::random_samples(&g, 2, 7).unwrap();
+    let (_, matches) = passes::optimize_int8_for_delegation(&mut g, &samples).unwrap();
+    let parts = partition::partition(&g, &matches);
+    let cpu = parts.cpu_ops();
+    assert!(cpu.iter().any(|o| o.op == "rbuild::qlookup" && matches!(&o.target, Target::Cpu(r) if r.contains("hardswish"))), "{cpu:#?}");
+    assert!(cpu.iter().any(|o| o.op == "rbuild::qmul"), "{cpu:#?}");
+    assert!(parts.partitions.len() > 2, "{} subgraphs", parts.partitions.len());
+    // No subgraph reads a value a later CPU op produces (runs never swallow a CPU op's consumer).
+    for p in &parts.partitions {
+        let first = p.nodes[0];
+        let producers = g.producers();
+        for &v in &p.inputs {
+            assert!(producers[v].is_none_or(|i| i < first || !p.nodes.contains(&i)), "input {v} of {p:?}");
+        }
+    }
+    let Ok(vela) = Vela::locate(&[&repo_root()]) else {
+        println!("SKIPPED: Vela not found");
+        return;
+    };
+    let opts = VelaOptions::for_accelerator("ethos-u55-128").unwrap();
+    let mut blobs = Vec::new();
+    for (k, p) in parts.partitions.iter().enumerate() {
+        let sub = partition::subgraph(&g, &matches, p).unwrap_or_else(|e| panic!("subgraph {k}: {e}"));
+        let lowered = rbuild_ethosu::lower::lower(&sub, &vela, &opts).unwrap_or_else(|e| panic!("subgraph {k}: {e}"));
+        assert_eq!(lowered.summary.cpu_operators, Some(0), "subgraph {k}");
+        blobs.push(lowered.blob);
+    }
+    let n = blobs.len();
+    partition::delegate(&mut g, &parts, blobs, "EthosUBackend").unwrap();
+    assert_eq!(g.nodes.iter().filter(|n| n.op == rbuild_export::graph::DELEGATE_CALL).count(), n);
+    assert!(g.nodes.iter().any(|n| n.op == "rbuild::qlookup"), "CPU ops stay in the program");
+    to_out::to_out_variants(&mut g).unwrap();
+    let mem = plan::plan_memory(&g);
+    let bytes = emit::emit(&g, &mem, "forward").unwrap();
+    rbuild_runtime::Program::load(&bytes).unwrap();
+}
