@@ -2,17 +2,15 @@
 //!
 //! - int8 weight-only (per channel): weights widened to f32 on the fly, FMA with x; the caller
 //!   applies the channel scale.
-//! - int4 weight-only (groupwise): activations enter the dot product as int16 per 32-element
-//!   group ([`prep_q4`]: `x ≈ sx_g · xq`, |xq| ≤ 32767, so the rounding is at most 2⁻¹⁶ of the
-//!   group's largest |x| — 256× finer than the bf16 activations of torchao's int4 weight-only
-//!   path, and far below the int4 weight error). Each 16-bit word of packed weights holds four
-//!   nibbles (elements 4m..4m+3), so shifts and masks split a 32-byte load into four i16
-//!   vectors with no shuffles, and `_mm256_madd_epi16` multiplies them by `xq` laid out per
-//!   64-element chunk as [x₀ x₄ x₈ … | x₁ x₅ … | x₂ … | x₃ …]. Converting every nibble to f32
-//!   instead (the obvious path) spends most of its time in shuffles and conversions.
-//! - 8da4w: activations quantized to int8 per group ([`prep_8da4w`], permuted per 64-element
-//!   chunk into [32 evens | 32 odds] so one 32-byte load of weights serves 64 elements);
-//!   on AVX2 `_mm256_maddubs_epi16(nibbles, xq)` multiplies unsigned nibbles (0..15) by signed
+//! - int4 weight-only (groupwise) and 8da4w share one kernel: activations are quantized to
+//!   int8 per 32..256-element group ([`prep_8da4w`]: `x ≈ sx_g · xq`, |xq| ≤ 127), as
+//!   llama.cpp's q4_0 (q8_0 activations) and XNNPACK's qd8 4-bit kernels do. For int4 weight-only
+//!   this rounding is the kernel's approximation of its float-activation reference (at most
+//!   sx_g / 2 per element, checked against that bound in the tests); for 8da4w it is the op's
+//!   own definition. An int16-activation kernel (rounding 256× finer) measured 9–12 % slower
+//!   per token on AVX2, slower than llama.cpp's q4_0, and was dropped.
+//! - The int8 activations are permuted per 64-element chunk into [32 evens | 32 odds], so one
+//!   32-byte load of weights serves 64 elements; on AVX2 `_mm256_maddubs_epi16(nibbles, xq)` multiplies unsigned nibbles (0..15) by signed
 //!   xq and sums pairs into i16 (|Σ| ≤ 2·15·127, no saturation), `_mm256_madd_epi16` widens to
 //!   i32. The nibble offset is removed exactly per group: Σ q·xq = Σ u·xq − 8·Σ xq.
 
@@ -25,47 +23,13 @@ use crate::portable::quant_linear::quantize_group;
 /// Elements per packed block: 16 bytes of weights.
 pub const BLOCK: usize = 32;
 
-/// `x` (K elements, K % group == 0, group % 32 == 0) quantized to int16 per group for the
-/// int4 weight-only dot products; each 64-element chunk (and a final 32-element one) stored as its
-/// four residues mod 4, so lane m of sub-vector t is element 4m + t.
-pub fn prep_q4(x: &[f32], group: usize, a: &mut Act16) {
-    let k = x.len();
-    let mut q = vec![0i16; k];
-    a.sx.clear();
-    a.corr.clear();
-    for (xg, qg) in x.chunks_exact(group).zip(q.chunks_exact_mut(group)) {
-        let amax = xg.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
-        let sx = amax / 32767.0;
-        if sx == 0.0 || !sx.is_finite() {
-            // A NaN/inf group poisons its output as in float arithmetic.
-            a.sx.push(if sx == 0.0 { 0.0 } else { f32::NAN });
-        } else {
-            let inv = 1.0 / sx;
-            for (o, &v) in qg.iter_mut().zip(xg) {
-                *o = libm::roundf(v * inv).clamp(-32767.0, 32767.0) as i16;
-            }
-            a.sx.push(sx);
-        }
-        a.corr.push(8 * qg.iter().map(|&v| v as i32).sum::<i32>());
-    }
-    a.xq.clear();
-    let mut e0 = 0;
-    while e0 < k {
-        let c = &q[e0..e0 + chunk_len(e0, k)];
-        for t in 0..4 {
-            a.xq.extend(c.iter().skip(t).step_by(4));
-        }
-        e0 += c.len();
-    }
-    a.fill_lanes(group, k);
-}
-
-/// One activation row quantized per group: int8 for 8da4w ([`Act8`]), int16 for int4
-/// weight-only ([`Act16`]).
+/// One activation row quantized to int8 per group: each 64-element chunk (and a final
+/// 32-element one) as [evens | odds], so byte `j` of the chunk's packed weights (elements 2j,
+/// 2j+1) meets `xq[j]` and `xq[len/2 + j]`.
 #[derive(Default)]
-pub struct ActQ<T> {
-    /// Quantized values in the chunk layout of the format (see [`prep_8da4w`], [`prep_q4`]).
-    pub xq: Vec<T>,
+pub struct Act8 {
+    /// Quantized values in the chunk layout (see [`prep_8da4w`]).
+    pub xq: Vec<i8>,
     /// Per group: sx_g.
     pub sx: Vec<f32>,
     /// Per group: 8 · Σ xq (the nibble-offset correction).
@@ -77,13 +41,7 @@ pub struct ActQ<T> {
     pub lane_sx: Vec<f32>,
 }
 
-/// 8da4w activations: each 64-element chunk (and a final 32-element one) as [evens | odds], so
-/// byte `j` of the chunk's packed weights (elements 2j, 2j+1) meets `xq[j]` and `xq[len/2 + j]`.
-pub type Act8 = ActQ<i8>;
-/// int4 weight-only activations (see [`prep_q4`]).
-pub type Act16 = ActQ<i16>;
-
-impl<T> ActQ<T> {
+impl Act8 {
     /// The per-lane copies of `corr` and `sx` the AVX2 loops add and multiply in one step.
     fn fill_lanes(&mut self, group: usize, k: usize) {
         self.lane_corr.clear();
@@ -160,48 +118,8 @@ pub fn rows_q8(isa: Isa, w: &[i8], k: usize, x: &[f32], out: &mut [f32]) {
     }
 }
 
-/// int4 weight-only rows: `out[r] = Σ_g sx_g · s[r*G + g] · Σ_{i∈g} q[r, i] · xq[i]`, with `a`
-/// from [`prep_q4`] and `s` the rows' scales as f32 (`G = k / group`).
-pub fn rows_q4(isa: Isa, w: &[u8], k: usize, s: &[f32], group: usize, a: &Act16, out: &mut [f32]) {
-    let groups = k / group;
-    assert!(
-        k % group == 0 && group % BLOCK == 0 && w.len() >= out.len() * k / 2 && s.len() >= out.len() * groups && a.xq.len() >= k
-            && a.sx.len() >= groups
-            && a.corr.len() >= groups
-            && a.lane_corr.len() >= 8 * if group == 32 { k.div_ceil(64) } else { groups }
-            && (group != 32 || a.lane_sx.len() >= 8 * k.div_ceil(64)),
-        "rows_q4: operand sizes"
-    );
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2/FMA present; sizes checked above.
-        Isa::Avx2 => unsafe { avx2::rows_q4(w, k, s, group, a, out) },
-        #[cfg(target_arch = "aarch64")]
-        // SAFETY: NEON is part of the aarch64 baseline; sizes checked above.
-        Isa::Neon => unsafe { neon::rows_q4(w, k, s, group, a, out) },
-        _ => {
-            for (r, o) in out.iter_mut().enumerate() {
-                let row = &w[r * k / 2..(r + 1) * k / 2];
-                let mut isum = vec![0i32; groups];
-                let mut e0 = 0;
-                while e0 < k {
-                    let len = chunk_len(e0, k);
-                    let xc = &a.xq[e0..e0 + len];
-                    for (j, &b) in row[e0 / 2..(e0 + len) / 2].iter().enumerate() {
-                        for (e, u) in [(2 * j, b & 0x0F), (2 * j + 1, b >> 4)] {
-                            // Element e of the chunk sits in residue e % 4 at lane e / 4.
-                            isum[(e0 + e) / group] += u as i32 * xc[(e % 4) * len / 4 + e / 4] as i32;
-                        }
-                    }
-                    e0 += len;
-                }
-                *o = (0..groups).map(|g| (a.sx[g] * s[r * groups + g]) * (isum[g] - a.corr[g]) as f32).sum();
-            }
-        }
-    }
-}
-
-/// 8da4w rows: `out[r] = Σ_g sx_g · s[r*G + g] · Σ_{i∈g} q[r, i] · xq[i]`.
+/// int4 rows (weight-only and 8da4w): `out[r] = Σ_g sx_g · s[r*G + g] · Σ_{i∈g} q[r, i] · xq[i]`,
+/// with `a` from [`prep_8da4w`] and `s` the rows' scales as f32 (`G = k / group`).
 pub fn rows_8da4w(isa: Isa, w: &[u8], k: usize, s: &[f32], group: usize, a: &Act8, out: &mut [f32]) {
     let groups = k / group;
     assert!(
@@ -243,7 +161,7 @@ mod avx2 {
     use core::arch::x86_64::*;
 
     use super::super::gemv::avx2::hsum;
-    use super::{Act16, Act8};
+    use super::Act8;
 
     /// Runs `block::<4>` over groups of four rows and `block::<1>` over the rest.
     macro_rules! by_fours {
@@ -299,133 +217,6 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn rows_q8(w: &[i8], k: usize, x: &[f32], out: &mut [f32]) {
         by_fours!(out, q8_block, w, k, x)
-    }
-
-    /// Σ u·xq over one 64-element chunk per i32 lane pair: the four nibbles of each 16-bit
-    /// weight word meet the chunk's four residue vectors of `xq`.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q4_chunk(v: __m256i, x: &[__m256i; 4]) -> __m256i {
-        let m = _mm256_set1_epi16(0x0F);
-        let n0 = _mm256_and_si256(v, m);
-        let n1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
-        let n2 = _mm256_and_si256(_mm256_srli_epi16(v, 8), m);
-        let n3 = _mm256_srli_epi16(v, 12);
-        // |u·xq| ≤ 15 · 32767: pair sums and these four stay far inside i32.
-        let a = _mm256_add_epi32(_mm256_madd_epi16(n0, x[0]), _mm256_madd_epi16(n1, x[1]));
-        _mm256_add_epi32(a, _mm256_add_epi32(_mm256_madd_epi16(n2, x[2]), _mm256_madd_epi16(n3, x[3])))
-    }
-
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn load_x16(xq: *const i16) -> [__m256i; 4] {
-        let p = xq as *const __m256i;
-        [_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1)), _mm256_loadu_si256(p.add(2)), _mm256_loadu_si256(p.add(3))]
-    }
-
-    /// A final 32-element chunk (one group) in 128-bit halves: Σ q·xq for group `g`.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q4_tail(row: *const u8, xq: *const i16, a: &Act16, g: usize) -> f32 {
-        let v = _mm_loadu_si128(row as *const __m128i);
-        let x = xq as *const __m128i;
-        let m = _mm_set1_epi16(0x0F);
-        let p0 = _mm_madd_epi16(_mm_and_si128(v, m), _mm_loadu_si128(x));
-        let p1 = _mm_madd_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_loadu_si128(x.add(1)));
-        let p2 = _mm_madd_epi16(_mm_and_si128(_mm_srli_epi16(v, 8), m), _mm_loadu_si128(x.add(2)));
-        let p3 = _mm_madd_epi16(_mm_srli_epi16(v, 12), _mm_loadu_si128(x.add(3)));
-        let i = _mm_add_epi32(_mm_add_epi32(p0, p1), _mm_add_epi32(p2, p3));
-        let i = _mm_add_epi32(i, _mm_shuffle_epi32(i, 0b01_00_11_10));
-        let i = _mm_add_epi32(i, _mm_shuffle_epi32(i, 0b10_11_00_01));
-        (_mm_cvtsi128_si32(i) - *a.corr.get_unchecked(g)) as f32
-    }
-
-    /// int4 weight-only, group = 32: each 32-byte load covers two groups (low 128-bit lane =
-    /// group a, high = group b).
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q4_block32<const R: usize>(r0: usize, w: &[u8], k: usize, s: &[f32], a: &Act16) -> [f32; R] {
-        let groups = k / 32;
-        let half = k / 2;
-        let (w, s, xq) = (w.as_ptr().add(r0 * half), s.as_ptr().add(r0 * groups), a.xq.as_ptr());
-        let spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-        let mut acc = [_mm256_setzero_ps(); R];
-        let full = k / 64;
-        for c in 0..full {
-            let x = load_x16(xq.add(c * 64));
-            let corr = _mm256_loadu_si256(a.lane_corr.as_ptr().add(c * 8) as *const __m256i);
-            let sx = _mm256_loadu_ps(a.lane_sx.as_ptr().add(c * 8));
-            for r in 0..R {
-                if c % 2 == 0 {
-                    // Next row block, same line: rows are too short for the hardware prefetcher.
-                    _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((r + R) * half + c * 32) as *const i8);
-                }
-                let v = _mm256_loadu_si256(w.add(r * half + c * 32) as *const __m256i);
-                let i = _mm256_sub_epi32(q4_chunk(v, &x), corr);
-                let s2 = _mm_castpd_ps(_mm_load_sd(s.add(r * groups + 2 * c) as *const f64));
-                let d = _mm256_mul_ps(sx, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), spread));
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), d, acc[r]);
-            }
-        }
-        let mut o = [0.0f32; R];
-        for r in 0..R {
-            o[r] = hsum(acc[r]);
-        }
-        if k % 64 != 0 {
-            let (c, g) = (full, 2 * full);
-            for r in 0..R {
-                let isum = q4_tail(w.add(r * half + c * 32), xq.add(c * 64), a, g);
-                o[r] += (*a.sx.get_unchecked(g) * *s.add(r * groups + g)) * isum;
-            }
-        }
-        o
-    }
-
-    /// int4 weight-only, group ≥ 64: whole 64-element chunks per group, i32 sums per group.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn q4_block_big<const R: usize>(r0: usize, w: &[u8], k: usize, s: &[f32], group: usize, a: &Act16) -> [f32; R] {
-        let groups = k / group;
-        let half = k / 2;
-        let (w, s, xq) = (w.as_ptr().add(r0 * half), s.as_ptr().add(r0 * groups), a.xq.as_ptr());
-        let mut acc = [_mm256_setzero_ps(); R];
-        let chunks = group / 64;
-        for g in 0..groups {
-            let mut p = [_mm256_setzero_si256(); R];
-            for c in g * chunks..(g + 1) * chunks {
-                let x = load_x16(xq.add(c * 64));
-                for r in 0..R {
-                    if c % 2 == 0 {
-                        _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((r + R) * half + c * 32) as *const i8);
-                    }
-                    let v = _mm256_loadu_si256(w.add(r * half + c * 32) as *const __m256i);
-                    // ≤ 4 chunks · 4 · 2 · 15 · 32767 per lane: inside i32.
-                    p[r] = _mm256_add_epi32(p[r], q4_chunk(v, &x));
-                }
-            }
-            let corr = _mm256_loadu_si256(a.lane_corr.as_ptr().add(g * 8) as *const __m256i);
-            let sx = *a.sx.get_unchecked(g);
-            for r in 0..R {
-                let i = _mm256_sub_epi32(p[r], corr);
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_set1_ps(sx * *s.add(r * groups + g)), acc[r]);
-            }
-        }
-        let mut o = [0.0f32; R];
-        for r in 0..R {
-            o[r] = hsum(acc[r]);
-        }
-        o
-    }
-
-    /// # Safety
-    /// AVX2/FMA present; sizes as checked by `super::rows_q4`.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn rows_q4(w: &[u8], k: usize, s: &[f32], group: usize, a: &Act16, out: &mut [f32]) {
-        if group == 32 {
-            by_fours!(out, q4_block32, w, k, s, a)
-        } else {
-            by_fours!(out, q4_block_big, w, k, s, group, a)
-        }
     }
 
     /// group = 32: each 32-byte load covers two groups (low 128-bit lane = group a, high =
@@ -544,44 +335,20 @@ mod avx2 {
 mod neon {
     use core::arch::aarch64::*;
 
-    use super::{chunk_len, Act16, Act8, ActQ};
-
-    /// Σ u·xq of one chunk (64 or a final 32 elements) of int4 weight-only: i32 lanes for the
-    /// chunk's first 32 elements and for its second 32 (zero for a 32-element chunk). Each
-    /// 16-bit weight word holds elements 4m..4m+3; `xq` holds the chunk's four residues mod 4.
-    #[inline]
-    #[target_feature(enable = "neon")]
-    unsafe fn q4_chunk(wp: *const u8, xq: *const i16, len: usize) -> (int32x4_t, int32x4_t) {
-        let lanes = len / 4;
-        let m = vdupq_n_u16(0x0F);
-        let half = |h: uint16x8_t, at: usize| {
-            let n = [vandq_u16(h, m), vandq_u16(vshrq_n_u16::<4>(h), m), vandq_u16(vshrq_n_u16::<8>(h), m), vshrq_n_u16::<12>(h)];
-            let mut acc = vdupq_n_s32(0);
-            for (t, n) in n.iter().enumerate() {
-                let x = vld1q_s16(xq.add(t * lanes + at));
-                let n = vreinterpretq_s16_u16(*n);
-                acc = vmlal_s16(acc, vget_low_s16(n), vget_low_s16(x));
-                acc = vmlal_high_s16(acc, n, x);
-            }
-            acc
-        };
-        let a = half(vld1q_u16(wp as *const u16), 0);
-        let b = if len == 64 { half(vld1q_u16(wp.add(16) as *const u16), 8) } else { vdupq_n_s32(0) };
-        (a, b)
-    }
+    use super::{chunk_len, Act8};
 
     /// Rows of a 4-bit format: `chunk` gives each chunk's integer sums for its first and second
     /// 32 elements; they are summed per group, offset-corrected and scaled.
     #[inline]
     #[target_feature(enable = "neon")]
-    unsafe fn rows_by_chunks<T>(
+    unsafe fn rows_by_chunks(
         w: &[u8],
         k: usize,
         s: &[f32],
         group: usize,
-        a: &ActQ<T>,
+        a: &Act8,
         out: &mut [f32],
-        chunk: unsafe fn(*const u8, *const T, usize) -> (int32x4_t, int32x4_t),
+        chunk: unsafe fn(*const u8, *const i8, usize) -> (int32x4_t, int32x4_t),
     ) {
         let groups = k / group;
         for (r, o) in out.iter_mut().enumerate() {
@@ -612,13 +379,6 @@ mod neon {
             }
             *o = y;
         }
-    }
-
-    /// # Safety
-    /// Sizes as checked by `super::rows_q4`.
-    #[target_feature(enable = "neon")]
-    pub unsafe fn rows_q4(w: &[u8], k: usize, s: &[f32], group: usize, a: &Act16, out: &mut [f32]) {
-        rows_by_chunks(w, k, s, group, a, out, q4_chunk)
     }
 
     /// Σ u·xq of one 8da4w chunk: i32 lanes for its first and second 32 elements. Bytes
