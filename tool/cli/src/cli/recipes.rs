@@ -41,6 +41,15 @@ pub fn doctor() -> CliResult {
             }
         }
     }
+    // The compilers of delegate backends (not tied to one platform).
+    println!("backend ethos-u — Arm's Vela compiler for the Ethos-U NPU");
+    match rbuild_ethosu::vela::Vela::locate(&[&project.root]) {
+        Ok(v) => println!("  ok       {:<24} {} ({})", "vela", v.path.display(), v.version),
+        Err(e) => {
+            ok = false;
+            println!("  missing  {:<24} {e}", "vela");
+        }
+    }
     if !ok {
         println!("some tools are missing: `rbuild toolchain install <platform>` installs those with install commands");
     }
@@ -105,8 +114,13 @@ pub fn all(jobs: usize) -> CliResult {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some((recipe, platform)) = combos.get(i) else { break };
                 let p = platforms.iter().find(|p| &p.name == platform);
-                let missing: Vec<String> =
+                let mut missing: Vec<String> =
                     p.map(|p| p.check().into_iter().filter(|s| s.found.is_none()).map(|s| s.tool).collect()).unwrap_or_default();
+                // An NPU recipe also needs the NPU's compiler.
+                let npu = build::load(&project, recipe, &[]).is_ok_and(|l| l.recipe.backend.npu.is_some());
+                if npu && rbuild_ethosu::vela::Vela::locate(&[&project.root]).is_err() {
+                    missing.push("vela".into());
+                }
                 let words = [format!("platform={platform}")];
                 let (built, verified) = if !missing.is_empty() {
                     (format!("skipped: missing {}", missing.join(", ")), "-".to_string())
