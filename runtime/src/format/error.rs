@@ -1,6 +1,6 @@
 //! Typed errors for malformed programs: what is wrong and where.
 
-use core::fmt;
+use core::fmt::{self, Write};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FormatErrorKind {
@@ -49,8 +49,16 @@ impl fmt::Display for FormatError {
             Truncated { needed, available } => {
                 write!(f, "file truncated: needs {needed} bytes, has {available}")?
             }
-            BadIdentifier(id) => write!(f, "not an ExecuTorch program: identifier {:?} is not ET12", escape(id))?,
-            UnsupportedVersion(id) => write!(f, "unsupported program version {:?} (this runtime reads ET12)", escape(id))?,
+            BadIdentifier(id) => {
+                f.write_str("not an ExecuTorch program: identifier ")?;
+                quoted(f, id)?;
+                f.write_str(" is not ET12")?
+            }
+            UnsupportedVersion(id) => {
+                f.write_str("unsupported program version ")?;
+                quoted(f, id)?;
+                f.write_str(" (this runtime reads ET12)")?
+            }
             OffsetOutOfBounds { target } => write!(f, "offset points outside the file (to {target})")?,
             BadVTable => f.write_str("malformed flatbuffer vtable")?,
             BadString => f.write_str("malformed string")?,
@@ -64,8 +72,15 @@ impl fmt::Display for FormatError {
     }
 }
 
-fn escape(id: &[u8; 4]) -> alloc::string::String {
-    id.iter().flat_map(|b| core::ascii::escape_default(*b)).map(char::from).collect()
+/// `"ET99"`, bytes outside printable ASCII escaped (`"\x89PNG"`).
+fn quoted(f: &mut fmt::Formatter<'_>, id: &[u8; 4]) -> fmt::Result {
+    f.write_str("\"")?;
+    for &b in id {
+        for c in core::ascii::escape_default(b) {
+            f.write_char(char::from(c))?;
+        }
+    }
+    f.write_str("\"")
 }
 
 #[cfg(feature = "std")]
