@@ -301,7 +301,11 @@ pub(super) fn load_method<'p>(
                             Some(kernel) => Instr::Kernel { op: op as u32, kernel, args },
                             None => {
                                 if let Err(at) = missing.binary_search(&op_keys[op]) {
-                                    missing.insert(at, op_keys[op].clone());
+                                    // Into place by swaps: Vec::insert would link a memmove.
+                                    missing.push(op_keys[op].clone());
+                                    for j in (at + 1..missing.len()).rev() {
+                                        missing.swap(j, j - 1);
+                                    }
                                 }
                                 continue;
                             }

@@ -222,11 +222,7 @@ impl<'p> Method<'p> {
                             return Err(err(self, c, pc, format!("delegate {delegate}"), e.message));
                         }
                         drop(kargs);
-                        for (id, p) in pending.into_inner() {
-                            if let (Some(Value::Tensor(t)), crate::kernel::Pending::Shape(s)) = (self.frame.values.get_mut(id as usize), p) {
-                                t.shape = s;
-                            }
-                        }
+                        apply_shapes(&mut self.frame.values, pending.into_inner());
                     }
                     Instr::Move { from, to } => {
                         let v = self.frame.values[*from as usize].clone();
@@ -262,6 +258,17 @@ impl<'p> Method<'p> {
                 Ok(bytes.iter().all(|&b| b != 0))
             }
             v => Err(format!("condition is {}, not Bool", v.kind())),
+        }
+    }
+}
+
+/// The shapes a delegate set on its outputs. Out of line: inlined into the executor, the shape
+/// copy became a call to memmove, which nothing else in a firmware needs.
+#[inline(never)]
+fn apply_shapes(values: &mut [Value], pending: Vec<(u32, crate::kernel::Pending)>) {
+    for (id, p) in pending {
+        if let (Some(Value::Tensor(t)), crate::kernel::Pending::Shape(s)) = (values.get_mut(id as usize), p) {
+            t.shape = s;
         }
     }
 }

@@ -11,6 +11,7 @@ use core::fmt;
 pub use method::{InputError, Method, MethodError, Observer};
 
 use crate::backend::BackendRegistry;
+use crate::decimal::Dec;
 use crate::format::schema::ExecutionPlan;
 use crate::format::{FormatError, PteFile};
 use crate::KernelRegistry;
@@ -79,7 +80,8 @@ pub(crate) fn detail(template: &str, args: &[u64]) -> String {
         s.push_str(text);
         let (spec, tail) = tail.split_once('}').unwrap_or((tail, ""));
         let v = args.next().unwrap_or(0);
-        let _ = if spec == "i" { write!(s, "{}", v as i64) } else { write!(s, "{v}") };
+        let v = if spec == "i" { Dec::signed(v as i64) } else { Dec::unsigned(v) };
+        let _ = write!(s, "{v}");
         rest = tail;
     }
     s.push_str(rest);

@@ -2,6 +2,8 @@
 
 use core::fmt::{self, Write};
 
+use crate::decimal::Dec;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FormatErrorKind {
     /// The file is shorter than a structure it must contain.
@@ -59,12 +61,12 @@ impl fmt::Display for FormatError {
                 quoted(f, id)?;
                 f.write_str(" (this runtime reads ET12)")?
             }
-            OffsetOutOfBounds { target } => write!(f, "offset points outside the file (to {target})")?,
+            OffsetOutOfBounds { target } => write!(f, "offset points outside the file (to {})", Dec::unsigned(*target))?,
             BadVTable => f.write_str("malformed flatbuffer vtable")?,
             BadString => f.write_str("malformed string")?,
-            VectorOutOfBounds { len } => write!(f, "vector of {len} elements extends past the end of the file")?,
+            VectorOutOfBounds { len } => write!(f, "vector of {} elements extends past the end of the file", Dec::unsigned(*len))?,
             BadHeader(what) => write!(f, "bad extended header: {what}")?,
-            BadSegment { index } => write!(f, "segment {index} is missing or extends past the end of the file")?,
+            BadSegment { index } => write!(f, "segment {} is missing or extends past the end of the file", Dec::unsigned(*index))?,
             TooComplex => f.write_str("program structure is too large for the file size (cyclic or shared subtrees)")?,
             InvalidValue(what) => write!(f, "invalid value: {what}")?,
         }
