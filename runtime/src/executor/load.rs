@@ -173,6 +173,15 @@ impl<'p> Loader<'_, 'p> {
             .ok_or_else(|| self.bad("value {}: reference to value {i} out of range ({} values)", &[i as u64, v as u64, n as u64]))
     }
 
+    /// Value references of a list, each checked against the `n` values of the table.
+    fn indices(&self, i: usize, items: &mut dyn Iterator<Item = i64>, n: usize) -> Result<Vec<u32>, LoadError> {
+        let mut ids = Vec::with_capacity(items.size_hint().0);
+        for x in items {
+            ids.push(self.index(i, x, n)?);
+        }
+        Ok(ids)
+    }
+
     fn value(&mut self, i: usize, v: &schema::EValue<'p>, n: usize) -> Result<Value, LoadError> {
         Ok(match &v.val {
             None | Some(KernelTypes::Null) => Value::None,
@@ -180,23 +189,23 @@ impl<'p> Loader<'_, 'p> {
             Some(KernelTypes::Bool(x)) => Value::Bool(x.bool_val),
             Some(KernelTypes::Double(x)) => Value::Double(x.double_val),
             Some(KernelTypes::String(s)) => Value::String(s.string_val.unwrap_or("").to_string()),
-            Some(KernelTypes::IntList(l)) => Value::IntList(
-                l.items.as_deref().unwrap_or(&[]).iter().map(|&x| self.index(i, x, n)).collect::<Result<_, _>>()?,
-            ),
+            Some(KernelTypes::IntList(l)) => {
+                Value::IntList(self.indices(i, &mut l.items.as_deref().unwrap_or(&[]).iter().copied(), n)?)
+            }
             Some(KernelTypes::DoubleList(l)) => Value::DoubleList(l.items.clone().unwrap_or_default()),
             Some(KernelTypes::BoolList(l)) => Value::BoolList(l.items.clone().unwrap_or_default()),
             Some(KernelTypes::Tensor(t)) => Value::Tensor(self.tensor(i, t)?),
-            Some(KernelTypes::TensorList(l)) => Value::TensorList(
-                l.items.as_deref().unwrap_or(&[]).iter().map(|&x| self.index(i, x as i64, n)).collect::<Result<_, _>>()?,
-            ),
-            Some(KernelTypes::OptionalTensorList(l)) => Value::OptionalTensorList(
-                l.items
-                    .as_deref()
-                    .unwrap_or(&[])
-                    .iter()
-                    .map(|&x| if x == -1 { Ok(None) } else { self.index(i, x as i64, n).map(Some) })
-                    .collect::<Result<_, _>>()?,
-            ),
+            Some(KernelTypes::TensorList(l)) => {
+                Value::TensorList(self.indices(i, &mut l.items.as_deref().unwrap_or(&[]).iter().map(|&x| x as i64), n)?)
+            }
+            Some(KernelTypes::OptionalTensorList(l)) => {
+                let items = l.items.as_deref().unwrap_or(&[]);
+                let mut ids = Vec::with_capacity(items.len());
+                for &x in items {
+                    ids.push(if x == -1 { None } else { Some(self.index(i, x as i64, n)?) });
+                }
+                Value::OptionalTensorList(ids)
+            }
         })
     }
 }
@@ -257,11 +266,7 @@ pub(super) fn load_method<'p>(
 
     let io = |l: &Loader, list: &Option<Vec<i32>>, missing: &str| -> Result<Vec<u32>, LoadError> {
         let list = list.as_deref().ok_or_else(|| l.invalid(missing))?;
-        let mut ids = Vec::with_capacity(list.len());
-        for &x in list {
-            ids.push(l.index(0, x as i64, n)?);
-        }
-        Ok(ids)
+        l.indices(0, &mut list.iter().map(|&x| x as i64), n)
     };
     let inputs = io(&l, &plan.inputs, "inputs missing")?;
     let outputs = io(&l, &plan.outputs, "outputs missing")?;
@@ -279,14 +284,7 @@ pub(super) fn load_method<'p>(
             let at = [c as u64, k as u64];
             let bad = |what: &str| l.bad(what, &at);
             let checked = |x: i32| l.index(0, x as i64, n);
-            let args = |list: &Option<Vec<i32>>| -> Result<Vec<u32>, LoadError> {
-                let list = list.as_deref().unwrap_or(&[]);
-                let mut ids = Vec::with_capacity(list.len());
-                for &a in list {
-                    ids.push(checked(a)?);
-                }
-                Ok(ids)
-            };
+            let args = |list: &Option<Vec<i32>>| l.indices(0, &mut list.as_deref().unwrap_or(&[]).iter().map(|&x| x as i64), n);
             let instr = match &ins.instr_args {
                 Some(InstructionArguments::KernelCall(kc)) => {
                     let op = usize::try_from(kc.op_index)
