@@ -66,7 +66,15 @@ impl<'p> Loader<'_, 'p> {
             Some(d) if d.len() != sizes.len() => {
                 return Err(self.bad("value {}: dim_order has {} entries for rank {}", &[iv, d.len() as u64, rank]))
             }
-            Some(d) => DimOrder::new(d).ok_or_else(|| self.bad("value {}: dim_order is not a permutation of 0..{}", &[iv, rank]))?,
+            Some(d) => match DimOrder::new(d) {
+                Some(order) => order,
+                None => {
+                    // The first entry out of range or seen before.
+                    let k = (0..d.len()).find(|&k| d[k] as usize >= d.len() || d[..k].contains(&d[k])).unwrap_or(0);
+                    let at = [iv, k as u64, d.get(k).copied().unwrap_or(0) as u64, rank];
+                    return Err(self.bad("value {}: dim_order entry {} is {} (out of range or repeated), not a permutation of 0..{}", &at));
+                }
+            },
             None => return Err(self.bad("value {}: tensor without dim_order (rank {})", &[iv, rank])),
         };
         let dynamism = match t.shape_dynamism {
