@@ -11,6 +11,7 @@ extern crate alloc;
 pub mod backend;
 pub mod backends;
 pub mod buffer;
+pub mod decimal;
 pub mod executor;
 pub mod format;
 pub mod frame;

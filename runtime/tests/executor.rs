@@ -259,3 +259,41 @@ fn bytemuck_bytes(words: &mut [u128]) -> &mut [u8] {
     // the words' bytes, borrowed mutably for the returned lifetime.
     unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), core::mem::size_of_val(words)) }
 }
+
+/// Malformed values are rejected with messages that name the value and the numbers at fault.
+#[test]
+fn invalid_values_are_named_in_load_errors() {
+    let load_error = |values: Vec<EValue<'static>>| -> String {
+        let p = Program { execution_plan: Some(vec![plan("m", values, &[], &[], vec![], &[])]), ..Default::default() };
+        let bytes = write_pte(&p, &[]);
+        let buf = aligned(&bytes);
+        let program = rbuild_runtime::Program::load(buf.as_slice()).unwrap();
+        match program.load_method("m", &registry(), &BackendRegistry::new()) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("loaded"),
+        }
+    };
+    let with = |f: &dyn Fn(&mut Tensor<'static>)| {
+        let mut v = tensor(&[1], false, 0, Some(0));
+        if let Some(KernelTypes::Tensor(t)) = &mut v.val {
+            f(t);
+        }
+        vec![tensor(&[1], false, 0, Some(0)), v]
+    };
+    static BAD_ORDER: [u8; 2] = [0, 7];
+    let e = load_error(with(&|t| {
+        t.sizes = Some(vec![2, 2]);
+        t.dim_order = Some(&BAD_ORDER);
+    }));
+    assert!(e.ends_with("value 1: dim_order entry 1 is 7 (out of range or repeated), not a permutation of 0..2"), "{e}");
+    let e = load_error(with(&|t| t.sizes = Some(vec![2, 2])));
+    assert!(e.ends_with("value 1: dim_order has 1 entries for rank 2"), "{e}");
+    let e = load_error(with(&|t| t.sizes = Some(vec![-3])));
+    assert!(e.ends_with("value 1: negative size -3"), "{e}");
+    let e = load_error(with(&|t| t.scalar_type = -2));
+    assert!(e.ends_with("value 1: unknown scalar type -2"), "{e}");
+    let e = load_error(with(&|t| t.sizes = Some(vec![100])));
+    assert!(e.ends_with("value 1: 400 bytes at offset 0 exceed planned buffer 1 of 64 bytes"), "{e}");
+    let e = load_error(vec![EValue { val: Some(KernelTypes::IntList(IntList { items: Some(vec![0, 5]) })) }]);
+    assert!(e.ends_with("value 0: reference to value 5 out of range (1 values)"), "{e}");
+}

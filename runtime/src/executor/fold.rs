@@ -6,7 +6,7 @@
 //! call runs once at load into memory of its own, and the instruction is dropped. The cost is
 //! that memory (reported by [`super::Method::folded_bytes`]).
 
-use alloc::collections::BTreeSet;
+use alloc::vec;
 use alloc::vec::Vec;
 
 use super::method::Instr;
@@ -44,26 +44,33 @@ pub(super) fn fold_constants(
 ) -> usize {
     // Values some instruction may write: every call's returned value(s), move targets,
     // delegate arguments, and the method's inputs and outputs.
-    let mut written: BTreeSet<u32> = io.iter().copied().collect();
+    // Flags per value index (the loader checked every index against the value table).
+    let mut written = vec![false; frame.values.len()];
+    let mut mark = |ids: &[u32]| {
+        for &v in ids {
+            if let Some(w) = written.get_mut(v as usize) {
+                *w = true;
+            }
+        }
+    };
+    mark(io);
     for ins in chains.iter().flatten() {
         match ins {
             Instr::Kernel { args, .. } | Instr::View { args, .. } => {
                 if let Some(&last) = args.last() {
-                    written.insert(last);
-                    if let Value::TensorList(items) = &frame.values[last as usize] {
-                        written.extend(items.iter().copied());
+                    mark(&[last]);
+                    if let Some(Value::TensorList(items)) = frame.values.get(last as usize) {
+                        mark(items);
                     }
                 }
             }
-            Instr::Delegate { args, .. } => written.extend(args.iter().copied()),
-            Instr::Move { to, .. } => {
-                written.insert(*to);
-            }
+            Instr::Delegate { args, .. } => mark(args),
+            Instr::Move { to, .. } => mark(&[*to]),
             Instr::JumpFalse { .. } | Instr::Free { .. } => {}
         }
     }
     let mut folded_bytes = 0;
-    let mut constant: BTreeSet<u32> = BTreeSet::new();
+    let mut constant = vec![false; frame.values.len()];
     for chain in chains.iter_mut() {
         if chain.iter().any(|i| matches!(i, Instr::JumpFalse { .. })) {
             continue;
@@ -93,7 +100,9 @@ pub(super) fn fold_constants(
                 return true;
             }
             folded_bytes += frame.buffers[index as usize].as_slice().len();
-            constant.insert(out);
+            if let Some(c) = constant.get_mut(out as usize) {
+                *c = true;
+            }
             false
         });
     }
@@ -107,19 +116,21 @@ fn set_storage(frame: &mut Frame<'_>, id: u32, s: Storage) {
 }
 
 /// A value whose content is fixed for the method's lifetime.
-fn is_constant(frame: &Frame<'_>, folded: &BTreeSet<u32>, written: &BTreeSet<u32>, v: u32) -> bool {
-    if folded.contains(&v) {
+fn is_constant(frame: &Frame<'_>, folded: &[bool], written: &[bool], v: u32) -> bool {
+    let flag = |set: &[bool], v: u32| set.get(v as usize).copied().unwrap_or(false);
+    if flag(folded, v) {
         return true;
     }
-    if written.contains(&v) {
+    if flag(written, v) {
         return false;
     }
-    match &frame.values[v as usize] {
+    let Some(value) = frame.values.get(v as usize) else { return false };
+    match value {
         Value::Tensor(t) => match t.storage {
             Storage::Buffer { index, .. } => matches!(frame.buffers[index as usize], FrameBuffer::Const(_)),
             Storage::None => t.capacity == 0,
         },
-        Value::IntList(items) => items.iter().all(|i| !written.contains(i)),
+        Value::IntList(items) => items.iter().all(|&i| !flag(written, i)),
         Value::TensorList(items) => items.iter().all(|&i| is_constant(frame, folded, written, i)),
         Value::OptionalTensorList(items) => items.iter().flatten().all(|&i| is_constant(frame, folded, written, i)),
         _ => true,

@@ -137,11 +137,11 @@ impl<'p> Method<'p> {
             }
         };
         if !ok_shape {
-            return Err(InputError(format!(
-                "input {i}: expected shape {:?}{}, got {sizes:?}",
-                t.shape.as_slice(),
-                if t.dynamism == Dynamism::DynamicBound { " (upper bound)" } else { "" }
-            )));
+            let mut m = format!("input {i}: expected shape ");
+            push_dims(&mut m, t.shape.as_slice());
+            m.push_str(if t.dynamism == Dynamism::DynamicBound { " (upper bound), got " } else { ", got " });
+            push_dims(&mut m, sizes);
+            return Err(InputError(m));
         }
         let need = shape.numel() * dtype.size();
         if bytes.len() != need {
@@ -222,11 +222,7 @@ impl<'p> Method<'p> {
                             return Err(err(self, c, pc, format!("delegate {delegate}"), e.message));
                         }
                         drop(kargs);
-                        for (id, p) in pending.into_inner() {
-                            if let (Some(Value::Tensor(t)), crate::kernel::Pending::Shape(s)) = (self.frame.values.get_mut(id as usize), p) {
-                                t.shape = s;
-                            }
-                        }
+                        apply_shapes(&mut self.frame.values, pending.into_inner());
                     }
                     Instr::Move { from, to } => {
                         let v = self.frame.values[*from as usize].clone();
@@ -266,6 +262,27 @@ impl<'p> Method<'p> {
     }
 }
 
+/// The shapes a delegate set on its outputs. Out of line: inlined into the executor, the shape
+/// copy became a call to memmove, which nothing else in a firmware needs.
+#[inline(never)]
+fn apply_shapes(values: &mut [Value], pending: Vec<(u32, crate::kernel::Pending)>) {
+    for (id, p) in pending {
+        if let (Some(Value::Tensor(t)), crate::kernel::Pending::Shape(s)) = (values.get_mut(id as usize), p) {
+            t.shape = s;
+        }
+    }
+}
+
+/// Appends `[2, 8]` (as `{:?}` would, without linking Debug formatting into firmware).
+fn push_dims(out: &mut String, d: &[usize]) {
+    use core::fmt::Write;
+    out.push('[');
+    for (k, x) in d.iter().enumerate() {
+        let _ = write!(out, "{}{x}", if k > 0 { ", " } else { "" });
+    }
+    out.push(']');
+}
+
 /// `et_view(Tensor self, int[] size) -> Tensor`: the output shares the input's memory.
 fn et_view(values: &mut [Value], args: &[u32]) -> Result<(), String> {
     let [src, size, out, ..] = args else { return Err("et_view takes 3 arguments".into()) };
@@ -291,7 +308,11 @@ fn et_view(values: &mut [Value], args: &[u32]) -> Result<(), String> {
         .collect();
     let shape = Shape::new(&sizes).ok_or("rank above 16")?;
     if shape.numel() != numel {
-        return Err(format!("cannot view {:?} as {sizes:?}", src_t.shape));
+        let mut m = String::from("cannot view ");
+        push_dims(&mut m, src_t.shape.as_slice());
+        m.push_str(" as ");
+        push_dims(&mut m, &sizes);
+        return Err(m);
     }
     match &mut values[*out as usize] {
         Value::Tensor(t) if t.dtype == src_t.dtype => {

@@ -11,6 +11,7 @@ use core::fmt;
 pub use method::{InputError, Method, MethodError, Observer};
 
 use crate::backend::BackendRegistry;
+use crate::decimal::Dec;
 use crate::format::schema::ExecutionPlan;
 use crate::format::{FormatError, PteFile};
 use crate::KernelRegistry;
@@ -35,10 +36,13 @@ impl fmt::Display for LoadError {
         match self {
             LoadError::Format(e) => write!(f, "{e}"),
             LoadError::MethodNotFound { name, available } => {
-                write!(f, "method '{name}' not found (program has: {})", available.join(", "))
+                write!(f, "method '{name}' not found (program has: ")?;
+                list(f, available)?;
+                f.write_str(")")
             }
             LoadError::MissingOperators { method, ops } => {
-                write!(f, "method '{method}': no kernel for {} operator(s): {}", ops.len(), ops.join(", "))
+                write!(f, "method '{method}': no kernel for {} operator(s): ", ops.len())?;
+                list(f, ops)
             }
             LoadError::BackendNotAvailable { method, id } => {
                 write!(f, "method '{method}': backend '{id}' is not available in this runtime")
@@ -50,6 +54,38 @@ impl fmt::Display for LoadError {
             LoadError::NotSupported { method, what } => write!(f, "method '{method}': not supported: {what}"),
         }
     }
+}
+
+/// `a, b, c`
+fn list(f: &mut fmt::Formatter<'_>, items: &[String]) -> fmt::Result {
+    for (k, item) in items.iter().enumerate() {
+        if k > 0 {
+            f.write_str(", ")?;
+        }
+        f.write_str(item)?;
+    }
+    Ok(())
+}
+
+/// Renders `template`, replacing each `{}` with the next argument as an unsigned integer and
+/// each `{i}` with it as a signed one (its bits reinterpreted). Load errors build their
+/// messages through this one routine instead of a `format!` per call site (code size).
+#[inline(never)]
+pub(crate) fn detail(template: &str, args: &[u64]) -> String {
+    use core::fmt::Write;
+    let mut s = String::new();
+    let mut args = args.iter().copied();
+    let mut rest = template;
+    while let Some((text, tail)) = rest.split_once('{') {
+        s.push_str(text);
+        let (spec, tail) = tail.split_once('}').unwrap_or((tail, ""));
+        let v = args.next().unwrap_or(0);
+        let v = if spec == "i" { Dec::signed(v as i64) } else { Dec::unsigned(v) };
+        let _ = write!(s, "{v}");
+        rest = tail;
+    }
+    s.push_str(rest);
+    s
 }
 
 #[cfg(feature = "std")]
@@ -117,5 +153,15 @@ impl<'p> Program<'p> {
         let plan = self.plan(name)?;
         let sizes = plan.non_const_buffer_sizes.as_deref().unwrap_or(&[]);
         Ok(sizes.iter().skip(1).map(|&s| usize::try_from(s).unwrap_or(0)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn detail_renders_unsigned_and_signed_arguments() {
+        let m = super::detail("value {}: size {i} of {} ({})", &[3, -5i64 as u64, u64::MAX]);
+        assert_eq!(m, "value 3: size -5 of 18446744073709551615 (0)");
+        assert_eq!(super::detail("no arguments", &[]), "no arguments");
     }
 }

@@ -1,6 +1,8 @@
 //! Typed errors for malformed programs: what is wrong and where.
 
-use core::fmt;
+use core::fmt::{self, Write};
+
+use crate::decimal::Dec;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FormatErrorKind {
@@ -49,14 +51,22 @@ impl fmt::Display for FormatError {
             Truncated { needed, available } => {
                 write!(f, "file truncated: needs {needed} bytes, has {available}")?
             }
-            BadIdentifier(id) => write!(f, "not an ExecuTorch program: identifier {:?} is not ET12", escape(id))?,
-            UnsupportedVersion(id) => write!(f, "unsupported program version {:?} (this runtime reads ET12)", escape(id))?,
-            OffsetOutOfBounds { target } => write!(f, "offset points outside the file (to {target})")?,
+            BadIdentifier(id) => {
+                f.write_str("not an ExecuTorch program: identifier ")?;
+                quoted(f, id)?;
+                f.write_str(" is not ET12")?
+            }
+            UnsupportedVersion(id) => {
+                f.write_str("unsupported program version ")?;
+                quoted(f, id)?;
+                f.write_str(" (this runtime reads ET12)")?
+            }
+            OffsetOutOfBounds { target } => write!(f, "offset points outside the file (to {})", Dec::unsigned(*target))?,
             BadVTable => f.write_str("malformed flatbuffer vtable")?,
             BadString => f.write_str("malformed string")?,
-            VectorOutOfBounds { len } => write!(f, "vector of {len} elements extends past the end of the file")?,
+            VectorOutOfBounds { len } => write!(f, "vector of {} elements extends past the end of the file", Dec::unsigned(*len))?,
             BadHeader(what) => write!(f, "bad extended header: {what}")?,
-            BadSegment { index } => write!(f, "segment {index} is missing or extends past the end of the file")?,
+            BadSegment { index } => write!(f, "segment {} is missing or extends past the end of the file", Dec::unsigned(*index))?,
             TooComplex => f.write_str("program structure is too large for the file size (cyclic or shared subtrees)")?,
             InvalidValue(what) => write!(f, "invalid value: {what}")?,
         }
@@ -64,8 +74,15 @@ impl fmt::Display for FormatError {
     }
 }
 
-fn escape(id: &[u8; 4]) -> alloc::string::String {
-    id.iter().flat_map(|b| core::ascii::escape_default(*b)).map(char::from).collect()
+/// `"ET99"`, bytes outside printable ASCII escaped (`"\x89PNG"`).
+fn quoted(f: &mut fmt::Formatter<'_>, id: &[u8; 4]) -> fmt::Result {
+    f.write_str("\"")?;
+    for &b in id {
+        for c in core::ascii::escape_default(b) {
+            f.write_char(char::from(c))?;
+        }
+    }
+    f.write_str("\"")
 }
 
 #[cfg(feature = "std")]

@@ -10,73 +10,123 @@ use super::error::{FormatError, FormatErrorKind as K};
 
 pub type Result<T> = core::result::Result<T, FormatError>;
 
-/// The buffer being decoded plus a work budget that stops shared-subtree blowups.
+/// A decoding step failed. The error itself waits in the reader's [`State`]: propagating a
+/// unit through every field read is a branch, where a whole `FormatError` would be copied at
+/// each level (code size on microcontrollers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Failed;
+
+pub type DecodeResult<T> = core::result::Result<T, Failed>;
+
+/// What a decoding run shares: the work budget that stops shared-subtree blowups, and the
+/// error that ended the run.
+pub struct State {
+    budget: Cell<usize>,
+    error: Cell<Option<FormatError>>,
+}
+
+impl State {
+    pub fn new(budget: usize) -> Self {
+        State { budget: Cell::new(budget), error: Cell::new(None) }
+    }
+
+    /// The error recorded by the failed step.
+    pub fn take_error(&self) -> FormatError {
+        self.error.take().unwrap_or(FormatError::new(K::InvalidValue("decoding failed"), 0, "program"))
+    }
+}
+
+/// The buffer being decoded plus the shared decoding [`State`].
 #[derive(Clone, Copy)]
 pub struct Reader<'a, 'c> {
     pub buf: &'a [u8],
-    budget: &'c Cell<usize>,
+    st: &'c State,
 }
 
 impl<'a, 'c> Reader<'a, 'c> {
-    pub fn new(buf: &'a [u8], budget: &'c Cell<usize>) -> Self {
-        Reader { buf, budget }
+    pub fn new(buf: &'a [u8], st: &'c State) -> Self {
+        Reader { buf, st }
+    }
+
+    /// Records why decoding stops.
+    #[cold]
+    #[inline(never)]
+    pub fn fail(&self, kind: K, at: usize, ctx: &'static str) -> Failed {
+        self.st.error.set(Some(FormatError::new(kind, at, ctx)));
+        Failed
     }
 
     /// Charges `n` units of decoding work.
-    pub fn charge(&self, n: usize, at: usize, ctx: &'static str) -> Result<()> {
-        let left = self.budget.get();
+    pub fn charge(&self, n: usize, at: usize, ctx: &'static str) -> DecodeResult<()> {
+        let left = self.st.budget.get();
         if n > left {
-            return Err(FormatError::new(K::TooComplex, at, ctx));
+            return Err(self.fail(K::TooComplex, at, ctx));
         }
-        self.budget.set(left - n);
+        self.st.budget.set(left - n);
         Ok(())
     }
 
-    pub fn bytes(&self, pos: usize, len: usize, ctx: &'static str) -> Result<&'a [u8]> {
-        pos.checked_add(len)
-            .and_then(|end| self.buf.get(pos..end))
-            .ok_or(FormatError::new(
-                K::Truncated { needed: pos.saturating_add(len), available: self.buf.len() },
-                pos,
-                ctx,
-            ))
+    #[inline(never)]
+    pub fn bytes(&self, pos: usize, len: usize, ctx: &'static str) -> DecodeResult<&'a [u8]> {
+        match pos.checked_add(len).and_then(|end| self.buf.get(pos..end)) {
+            Some(b) => Ok(b),
+            None => Err(self.fail(K::Truncated { needed: pos.saturating_add(len), available: self.buf.len() }, pos, ctx)),
+        }
     }
 
-    pub fn array<const N: usize>(&self, pos: usize, ctx: &'static str) -> Result<[u8; N]> {
-        let b = self.bytes(pos, N, ctx)?;
-        let mut a = [0u8; N];
-        a.copy_from_slice(b);
-        Ok(a)
+    /// `len` (at most 8) little-endian bytes at `pos`, zero-extended.
+    #[inline(never)]
+    pub fn le(&self, pos: usize, len: usize, ctx: &'static str) -> DecodeResult<u64> {
+        Ok(le_u64(self.bytes(pos, len, ctx)?))
     }
 
-    pub fn u32(&self, pos: usize, ctx: &'static str) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.array(pos, ctx)?))
+    pub fn u16(&self, pos: usize, ctx: &'static str) -> DecodeResult<usize> {
+        Ok(self.le(pos, 2, ctx)? as usize)
+    }
+
+    pub fn u32(&self, pos: usize, ctx: &'static str) -> DecodeResult<u32> {
+        Ok(self.le(pos, 4, ctx)? as u32)
     }
 
     /// Follows a uoffset stored at `pos`.
-    pub fn follow(&self, pos: usize, ctx: &'static str) -> Result<usize> {
+    #[inline(never)]
+    pub fn follow(&self, pos: usize, ctx: &'static str) -> DecodeResult<usize> {
         let off = self.u32(pos, ctx)? as usize;
-        let target = pos.checked_add(off).filter(|&t| t < self.buf.len());
-        target.ok_or(FormatError::new(K::OffsetOutOfBounds { target: pos as u64 + off as u64 }, pos, ctx))
+        match pos.checked_add(off).filter(|&t| t < self.buf.len()) {
+            Some(t) => Ok(t),
+            None => Err(self.fail(K::OffsetOutOfBounds { target: pos as u64 + off as u64 }, pos, ctx)),
+        }
     }
 
-    pub fn table(&self, pos: usize, ctx: &'static str) -> Result<Table<'a, 'c>> {
+    #[inline(never)]
+    pub fn table(&self, pos: usize, ctx: &'static str) -> DecodeResult<Table<'a, 'c>> {
         self.charge(1, pos, ctx)?;
-        let soff = i32::from_le_bytes(self.array(pos, ctx)?) as i64;
+        let soff = self.u32(pos, ctx)? as i32 as i64;
         let vt = pos as i64 - soff;
         if vt < 0 || vt as usize >= self.buf.len() {
-            return Err(FormatError::new(K::BadVTable, pos, ctx));
+            return Err(self.fail(K::BadVTable, pos, ctx));
         }
         let vt = vt as usize;
-        let vt_len = u16::from_le_bytes(self.array(vt, ctx)?) as usize;
+        let vt_len = self.u16(vt, ctx)?;
         if vt_len < 4 || vt_len % 2 != 0 {
-            return Err(FormatError::new(K::BadVTable, vt, ctx));
+            return Err(self.fail(K::BadVTable, vt, ctx));
         }
         self.bytes(vt, vt_len, ctx)?;
-        let obj_len = u16::from_le_bytes(self.array(vt + 2, ctx)?) as usize;
+        let obj_len = self.u16(vt + 2, ctx)?;
         self.bytes(pos, obj_len.max(4), ctx)?;
         Ok(Table { r: *self, pos, vt, vt_len, obj_len, ctx })
     }
+
+    /// The table that the uoffset at `pos` points to.
+    #[inline(never)]
+    pub fn table_at(&self, pos: usize, ctx: &'static str) -> DecodeResult<Table<'a, 'c>> {
+        self.table(self.follow(pos, ctx)?, ctx)
+    }
+}
+
+/// Little-endian bytes (at most 8) as a zero-extended integer.
+fn le_u64(b: &[u8]) -> u64 {
+    b.iter().rev().fold(0u64, |v, &x| (v << 8) | x as u64)
 }
 
 /// A decoded table position with its vtable.
@@ -92,32 +142,49 @@ pub struct Table<'a, 'c> {
 
 impl<'a, 'c> Table<'a, 'c> {
     /// Absolute position of field `slot`, if present; the field must fit in the table.
-    pub fn field(&self, slot: usize, size: usize) -> Result<Option<usize>> {
+    #[inline(never)]
+    pub fn field(&self, slot: usize, size: usize) -> DecodeResult<Option<usize>> {
         let entry = 4 + 2 * slot;
         if entry + 2 > self.vt_len {
             return Ok(None);
         }
-        let off = u16::from_le_bytes(self.r.array(self.vt + entry, self.ctx)?) as usize;
+        let off = self.r.u16(self.vt + entry, self.ctx)?;
         if off == 0 {
             return Ok(None);
         }
         if off + size > self.obj_len {
-            return Err(FormatError::new(K::BadVTable, self.vt, self.ctx));
+            return Err(self.r.fail(K::BadVTable, self.vt, self.ctx));
         }
         Ok(Some(self.pos + off))
     }
 
-    pub fn scalar<const N: usize>(&self, slot: usize) -> Result<Option<[u8; N]>> {
-        match self.field(slot, N)? {
-            Some(p) => Ok(Some(self.r.array::<N>(p, self.ctx)?)),
-            None => Ok(None),
+    /// An inline scalar of `size` bytes (at most 8), zero-extended; 0 (the schema default)
+    /// when absent.
+    #[inline(never)]
+    pub fn scalar(&self, slot: usize, size: usize) -> DecodeResult<u64> {
+        match self.field(slot, size)? {
+            Some(p) => self.r.le(p, size, self.ctx),
+            None => Ok(0),
         }
     }
 
     /// Position of the object a uoffset field points to.
-    pub fn offset(&self, slot: usize) -> Result<Option<usize>> {
+    #[inline(never)]
+    pub fn offset(&self, slot: usize) -> DecodeResult<Option<usize>> {
         match self.field(slot, 4)? {
             Some(p) => Ok(Some(self.r.follow(p, self.ctx)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The elements of a vector of `elem`-byte scalars at field `slot`.
+    #[inline(never)]
+    pub fn scalar_vector(&self, slot: usize, elem: usize) -> DecodeResult<Option<&'a [u8]>> {
+        match self.offset(slot)? {
+            Some(p) => {
+                let (start, len) = vector(&self.r, p, elem, self.ctx)?;
+                Ok(Some(self.r.bytes(start, len * elem, self.ctx)?))
+            }
             None => Ok(None),
         }
     }
@@ -129,21 +196,23 @@ impl<'a, 'c> Table<'a, 'c> {
 }
 
 /// Reads a vector header at `pos`: (element start, length), checking `len * elem` fits.
-pub fn vector(r: &Reader<'_, '_>, pos: usize, elem: usize, ctx: &'static str) -> Result<(usize, usize)> {
+#[inline(never)]
+pub fn vector(r: &Reader<'_, '_>, pos: usize, elem: usize, ctx: &'static str) -> DecodeResult<(usize, usize)> {
     let len = r.u32(pos, ctx)? as usize;
     let start = pos + 4;
-    let bytes = len.checked_mul(elem).ok_or(FormatError::new(K::VectorOutOfBounds { len: len as u64 }, pos, ctx))?;
-    if start.checked_add(bytes).is_none_or(|e| e > r.buf.len()) {
-        return Err(FormatError::new(K::VectorOutOfBounds { len: len as u64 }, pos, ctx));
+    let end = len.checked_mul(elem).and_then(|bytes| start.checked_add(bytes));
+    if end.is_none_or(|e| e > r.buf.len()) {
+        return Err(r.fail(K::VectorOutOfBounds { len: len as u64 }, pos, ctx));
     }
     r.charge(len / 8 + 1, pos, ctx)?;
     Ok((start, len))
 }
 
-pub fn string<'a>(r: &Reader<'a, '_>, pos: usize, ctx: &'static str) -> Result<&'a str> {
+#[inline(never)]
+pub fn string<'a>(r: &Reader<'a, '_>, pos: usize, ctx: &'static str) -> DecodeResult<&'a str> {
     let (start, len) = vector(r, pos, 1, ctx)?;
     let bytes = r.bytes(start, len, ctx)?;
-    core::str::from_utf8(bytes).map_err(|_| FormatError::new(K::BadString, pos, ctx))
+    core::str::from_utf8(bytes).map_err(|_| r.fail(K::BadString, pos, ctx))
 }
 
 /// Back-to-front builder. Bytes are kept reversed (`rev[0]` is the final buffer's last byte),

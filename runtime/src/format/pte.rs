@@ -2,10 +2,9 @@
 //! the flatbuffer, then aligned data segments.
 
 use alloc::vec::Vec;
-use core::cell::Cell;
 
 use super::error::{FormatError, FormatErrorKind as K};
-use super::flatbuf::{Builder, Reader, Result};
+use super::flatbuf::{Builder, Reader, Result, State};
 use super::schema::{BackendDelegate, DataSegment, FbTable, Program};
 
 pub const IDENTIFIER: &[u8; 4] = b"ET12";
@@ -102,10 +101,12 @@ impl<'a> PteFile<'a> {
         };
         // Decoding work is bounded by a multiple of the program size, so shared subtrees
         // cannot blow up time or memory.
-        let budget = Cell::new(program_bytes.len().saturating_mul(4) + 1024);
-        let r = Reader::new(program_bytes, &budget);
-        let root = r.follow(0, "root offset")?;
-        let program = Program::decode(r.table(root, "Program")?)?;
+        let st = State::new(program_bytes.len().saturating_mul(4) + 1024);
+        let r = Reader::new(program_bytes, &st);
+        let program = r
+            .follow(0, "root offset")
+            .and_then(|root| Program::decode(r.table(root, "Program")?))
+            .map_err(|_| st.take_error())?;
         let file = PteFile { data, header, program };
         file.check_segments()?;
         Ok(file)

@@ -7,8 +7,8 @@
 
 use alloc::vec::Vec;
 
-use super::error::{FormatError, FormatErrorKind as K};
-use super::flatbuf::{self, Builder, Result, Table};
+use super::error::FormatErrorKind as K;
+use super::flatbuf::{self, Builder, DecodeResult as Result, Table};
 
 /// A table type: decoded from a [`Table`], encoded into a [`Builder`].
 pub trait FbTable<'a>: Sized {
@@ -29,7 +29,7 @@ macro_rules! scalar_field {
     ($($t:ty),*) => {$(
         impl<'a> FbField<'a> for $t {
             fn read(t: &Table<'a, '_>, slot: usize) -> Result<Self> {
-                Ok(t.scalar::<{ core::mem::size_of::<$t>() }>(slot)?.map(<$t>::from_le_bytes).unwrap_or_default())
+                Ok(<$t as VecScalar>::from_bits(t.scalar(slot, core::mem::size_of::<$t>())?))
             }
             fn prepare(&self, _: &mut Builder) -> Option<usize> { None }
             fn add(&self, _: Option<usize>, b: &mut Builder, slot: usize) {
@@ -42,7 +42,7 @@ scalar_field!(i8, u8, i32, u32, i64, u64, f64);
 
 impl<'a> FbField<'a> for bool {
     fn read(t: &Table<'a, '_>, slot: usize) -> Result<Self> {
-        Ok(t.scalar::<1>(slot)?.is_some_and(|b| b[0] != 0))
+        Ok(t.scalar(slot, 1)? != 0)
     }
     fn prepare(&self, _: &mut Builder) -> Option<usize> {
         None
@@ -71,13 +71,7 @@ impl<'a> FbField<'a> for Option<&'a str> {
 /// `[ubyte]` vectors: tensor dim orders, blobs (written 16-aligned, as `force_align: 16`).
 impl<'a> FbField<'a> for Option<&'a [u8]> {
     fn read(t: &Table<'a, '_>, slot: usize) -> Result<Self> {
-        match t.offset(slot)? {
-            Some(p) => {
-                let (start, len) = flatbuf::vector(&t.r, p, 1, t.ctx)?;
-                Ok(Some(t.r.bytes(start, len, t.ctx)?))
-            }
-            None => Ok(None),
-        }
+        t.scalar_vector(slot, 1)
     }
     fn prepare(&self, b: &mut Builder) -> Option<usize> {
         self.map(|s| b.create_bytes(s))
@@ -92,7 +86,8 @@ impl<'a> FbField<'a> for Option<&'a [u8]> {
 /// Scalars that appear in vectors.
 pub trait VecScalar: Copy {
     const SIZE: usize;
-    fn from_le(b: &[u8]) -> Self;
+    /// From the zero-extended little-endian bits.
+    fn from_bits(v: u64) -> Self;
     fn to_le(self) -> [u8; 8];
 }
 
@@ -100,10 +95,8 @@ macro_rules! vec_scalar {
     ($($t:ty),*) => {$(
         impl VecScalar for $t {
             const SIZE: usize = core::mem::size_of::<$t>();
-            fn from_le(b: &[u8]) -> Self {
-                let mut a = [0u8; core::mem::size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::SIZE]);
-                <$t>::from_le_bytes(a)
+            fn from_bits(v: u64) -> Self {
+                <$t>::from_le_bytes(v.to_le_bytes()[..Self::SIZE].try_into().unwrap_or_default())
             }
             fn to_le(self) -> [u8; 8] {
                 let mut a = [0u8; 8];
@@ -113,31 +106,31 @@ macro_rules! vec_scalar {
         }
     )*};
 }
-vec_scalar!(i32, i64, u64, f64);
+vec_scalar!(i8, u8, i32, u32, i64, u64, f64);
 
 impl VecScalar for bool {
     const SIZE: usize = 1;
-    fn from_le(b: &[u8]) -> Self {
-        b[0] != 0
+    fn from_bits(v: u64) -> Self {
+        v != 0
     }
     fn to_le(self) -> [u8; 8] {
         [self as u8, 0, 0, 0, 0, 0, 0, 0]
     }
 }
 
+/// Little-endian bytes (at most 8) as zero-extended bits.
+fn le_bits(b: &[u8]) -> u64 {
+    b.iter().rev().fold(0u64, |v, &x| (v << 8) | x as u64)
+}
+
 macro_rules! scalar_vec_field {
     ($($t:ty),*) => {$(
         impl<'a> FbField<'a> for Option<Vec<$t>> {
             fn read(t: &Table<'a, '_>, slot: usize) -> Result<Self> {
-                match t.offset(slot)? {
-                    Some(p) => {
-                        let size = <$t as VecScalar>::SIZE;
-                        let (start, len) = flatbuf::vector(&t.r, p, size, t.ctx)?;
-                        let bytes = t.r.bytes(start, len * size, t.ctx)?;
-                        Ok(Some(bytes.chunks_exact(size).map(<$t as VecScalar>::from_le).collect()))
-                    }
-                    None => Ok(None),
-                }
+                let size = <$t as VecScalar>::SIZE;
+                Ok(t.scalar_vector(slot, size)?.map(|bytes| {
+                    bytes.chunks_exact(size).map(|b| <$t as VecScalar>::from_bits(le_bits(b))).collect()
+                }))
             }
             fn prepare(&self, b: &mut Builder) -> Option<usize> {
                 self.as_ref().map(|v| {
@@ -181,8 +174,7 @@ impl<'a, T: FbTable<'a>> FbField<'a> for Option<Vec<T>> {
                 let (start, len) = flatbuf::vector(&t.r, p, 4, t.ctx)?;
                 let mut v = Vec::with_capacity(len);
                 for i in 0..len {
-                    let at = t.r.follow(start + 4 * i, T::NAME)?;
-                    v.push(T::decode(t.r.table(at, T::NAME)?)?);
+                    v.push(T::decode(t.r.table_at(start + 4 * i, T::NAME)?)?);
                 }
                 Ok(Some(v))
             }
@@ -210,9 +202,13 @@ macro_rules! fb_table {
 
         impl<'a> FbTable<'a> for $name $(<$lt>)? {
             const NAME: &'static str = stringify!($name);
-            #[allow(unused_variables)]
+            #[allow(unused_variables, unused_mut)]
             fn decode(t: Table<'a, '_>) -> Result<Self> {
-                Ok($name { $($field: <$ty as FbField<'a>>::read(&t.with_ctx(concat!(stringify!($name), ".", stringify!($field))), $slot)?),* })
+                let mut t = t;
+                Ok($name { $($field: {
+                    t.ctx = concat!(stringify!($name), ".", stringify!($field));
+                    <$ty as FbField<'a>>::read(&t, $slot)?
+                }),* })
             }
             #[allow(unused_variables)]
             fn encode(&self, b: &mut Builder) -> usize {
@@ -342,7 +338,7 @@ impl Operator<'_> {
 fn union_table<'a, T: FbTable<'a>>(t: &Table<'a, '_>, slot: usize) -> Result<T> {
     match t.offset(slot + 1)? {
         Some(p) => T::decode(t.r.table(p, T::NAME)?),
-        None => Err(FormatError::new(K::InvalidValue("union tag set but value missing"), t.pos, t.ctx)),
+        None => Err(t.r.fail(K::InvalidValue("union tag set but value missing"), t.pos, t.ctx)),
     }
 }
 
@@ -384,7 +380,7 @@ impl<'a> FbTable<'a> for Instruction {
             3 => Some(I::MoveCall(union_table(&t, 0)?)),
             4 => Some(I::JumpFalseCall(union_table(&t, 0)?)),
             5 => Some(I::FreeCall(union_table(&t, 0)?)),
-            _ => return Err(FormatError::new(K::InvalidValue("unknown InstructionArguments type"), t.pos, "Instruction")),
+            _ => return Err(t.r.fail(K::InvalidValue("unknown InstructionArguments type"), t.pos, "Instruction")),
         };
         Ok(Instruction { instr_args })
     }
@@ -447,7 +443,7 @@ impl<'a> FbTable<'a> for EValue<'a> {
             9 => Some(V::BoolList(union_table(&t, 0)?)),
             10 => Some(V::TensorList(union_table(&t, 0)?)),
             11 => Some(V::OptionalTensorList(union_table(&t, 0)?)),
-            _ => return Err(FormatError::new(K::InvalidValue("unknown KernelTypes type"), t.pos, "EValue")),
+            _ => return Err(t.r.fail(K::InvalidValue("unknown KernelTypes type"), t.pos, "EValue")),
         };
         Ok(EValue { val })
     }

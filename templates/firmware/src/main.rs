@@ -26,6 +26,7 @@ use alloc::vec::Vec;
 use core::fmt::Write;
 
 use rbuild_runtime::backend::BackendRegistry;
+use rbuild_runtime::decimal::Dec;
 use rbuild_runtime::{KernelContext, Program};
 
 #[global_allocator]
@@ -110,10 +111,12 @@ extern "C" fn firmware_main() -> ! {
     report::outputs(&mut out, &method).unwrap_or_else(|e| fail(format_args!("{e}")));
     let dwt = dwt1.wrapping_sub(dwt0);
     let (cycles, source) = if dwt != 0 { (u64::from(dwt), "dwt") } else { (tick1 - tick0, "systick") };
+    // 64-bit counts through Dec: `{}` of a u64 links the u64 division helpers.
     let _ = write!(
         out,
-        "RBUILD_STATS cycles={cycles} cycles_source={source} dwt_cycles={dwt} systick_ticks={} program_instructions={} kernels={} program_region={} program_bytes={}",
-        tick1 - tick0,
+        "RBUILD_STATS cycles={} cycles_source={source} dwt_cycles={dwt} systick_ticks={} program_instructions={} kernels={} program_region={} program_bytes={}",
+        Dec::unsigned(cycles),
+        Dec::unsigned(tick1 - tick0),
         method.instruction_count(),
         kernels::OPS.len(),
         board::PROGRAM_REGION,

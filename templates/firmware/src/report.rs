@@ -3,6 +3,7 @@
 
 use core::fmt::Write;
 
+use rbuild_runtime::decimal::{div_rem_small, Dec};
 use rbuild_runtime::{Method, ScalarType, Value};
 
 use crate::semihosting::Console;
@@ -90,7 +91,8 @@ fn fixed4(out: &mut Console, s: f32) {
     // Round half away from zero at the fourth decimal (scores are far below 2^53 / 10^4).
     let scaled = (f64::from(s.abs()) * 10_000.0 + 0.5) as u64;
     let sign = if s < 0.0 && scaled != 0 { "-" } else { "" };
-    let _ = write!(out, "{sign}{}.{:04}", scaled / 10_000, scaled % 10_000);
+    let (units, fraction) = div_rem_small(scaled, 10_000);
+    let _ = write!(out, "{sign}{}.{fraction:04}", Dec::unsigned(units));
 }
 
 /// ` arena_bytes=N arena.<region>=N …`: planned memory per region, in placement order.
