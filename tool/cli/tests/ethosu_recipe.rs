@@ -42,6 +42,9 @@ fn mobilenet_ethosu_builds_delegates_everything_and_verifies() {
     let (ok, log) = rbuild(&out, &["mobilenet-ethosu"]);
     assert!(ok, "{log}");
     assert!(log.contains("65 ops on the NPU in 1 subgraph(s), 0 on the CPU"), "{log}");
+    // A cached build prints the report too.
+    let (ok, again) = rbuild(&out, &["mobilenet-ethosu"]);
+    assert!(ok && again.contains("0 ran") && again.contains("65 ops on the NPU"), "{again}");
 
     // The delegation report: every op placed, none on the CPU, Vela's summary says the same.
     let report = json(&out.join("mobilenet-ethosu/program/delegation.json"));

@@ -108,7 +108,6 @@ pub fn export(mut g: Graph, matches: &BTreeMap<ValueId, Matched>, npu: &NpuExpor
     let bytes = emit_program(&g)?;
 
     let report = report_json(&parts, npu, summaries);
-    print_report(&parts, &report);
     let [cpu_out, report_out] = outputs(program);
     write_atomic(&cpu_out, &cpu_bytes).map_err(|e| format!("{}: {e}", cpu_out.display()))?;
     let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
@@ -157,29 +156,33 @@ fn report_json(parts: &Partitioning, npu: &NpuExport, subgraphs: Vec<serde_json:
     })
 }
 
-/// The build's delegation report: counts, Vela's verdict per subgraph, and every op that does
-/// not run on the NPU with the reason.
-fn print_report(parts: &Partitioning, report: &serde_json::Value) {
+/// The build's delegation report, from `delegation.json` (so a cached build prints it too):
+/// counts, Vela's verdict per subgraph, and every op that does not run on the NPU with the reason.
+pub fn print_report(report_file: &Path) {
+    let Ok(text) = std::fs::read(report_file) else { return };
+    let Ok(r) = serde_json::from_slice::<serde_json::Value>(&text) else { return };
+    let subgraphs = r["subgraphs"].as_array().map_or(0, |s| s.len());
     eprintln!(
-        "delegation ({} on {}): {} ops on the NPU in {} subgraph(s), {} on the CPU, {} at the program's edges",
-        BACKEND_ID,
-        report["accelerator"].as_str().unwrap_or("?"),
-        parts.npu_ops(),
-        parts.partitions.len(),
-        parts.cpu_ops().len(),
-        report["boundary_ops"]
+        "delegation ({} on {}): {} ops on the NPU in {subgraphs} subgraph(s), {} on the CPU, {} at the program's edges ({})",
+        r["backend"].as_str().unwrap_or("?"),
+        r["accelerator"].as_str().unwrap_or("?"),
+        r["npu_ops"],
+        r["cpu_ops"],
+        r["boundary_ops"],
+        report_file.display()
     );
-    for s in report["subgraphs"].as_array().into_iter().flatten() {
+    for s in r["subgraphs"].as_array().into_iter().flatten() {
         eprintln!(
             "  subgraph {}: {} ops; Vela: CPU operators {}, NPU operators {}, {} NPU cycles, SRAM {} KiB, off-chip {} KiB",
             s["subgraph"], s["ops"], s["cpu_operators"], s["npu_operators"], s["npu_cycles"], s["sram_used_kib"], s["offchip_used_kib"]
         );
     }
-    for o in &parts.ops {
-        match &o.target {
-            Target::Npu(_) => {}
-            Target::Cpu(r) => eprintln!("  cpu       {} `{}`: {r}", o.op, o.name),
-            Target::Boundary(r) => eprintln!("  cpu edge  {} `{}`: {r}", o.op, o.name),
+    for o in r["ops"].as_array().into_iter().flatten() {
+        let (op, name, why) = (o["op"].as_str().unwrap_or("?"), o["name"].as_str().unwrap_or("?"), o["reason"].as_str().unwrap_or(""));
+        match o["placement"].as_str() {
+            Some("cpu") => eprintln!("  cpu       {op} `{name}`: {why}"),
+            Some("cpu-boundary") => eprintln!("  cpu edge  {op} `{name}`: {why}"),
+            _ => {}
         }
     }
 }

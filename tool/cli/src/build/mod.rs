@@ -145,6 +145,10 @@ pub fn build(project: &Project, name: &str, overrides: &[String], dry_run: bool)
     match result {
         Ok(summary) => {
             print_summary(&summary, t0.elapsed().as_secs_f64());
+            if loaded.recipe.backend.npu.is_some() {
+                let [_, report] = ethosu::outputs(&out.join(&loaded.recipe.name).join("program/model.pte"));
+                ethosu::print_report(&report);
+            }
             steps::print_artifacts(&artifacts);
             Ok(())
         }
