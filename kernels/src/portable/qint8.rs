@@ -134,6 +134,31 @@ fn multiplier(args: &KernelArgs<'_>, i: usize, what: &str) -> KernelResult<(i32,
     Ok((m as i32, s as i32))
 }
 
+/// The per-output-channel requantization of `qconv2d` / `qlinear` (arguments 2..=8): int32
+/// bias, multiplier and shift per channel (shifts in [-31, 30]), the input and output zero
+/// points and the int8 output clamp.
+pub(crate) struct ChannelRequant<'a> {
+    pub bias: &'a [i32],
+    pub mult: &'a [i32],
+    pub shift: &'a [i32],
+    pub zin: i32,
+    pub zout: i32,
+    pub lo: i32,
+    pub hi: i32,
+}
+
+pub(crate) fn channel_requant<'a>(args: &KernelArgs<'a>, channels: usize, what: &str) -> KernelResult<ChannelRequant<'a>> {
+    let bias = i32_per_channel(args, 2, channels, what)?;
+    let mult = i32_per_channel(args, 3, channels, what)?;
+    let shift = i32_per_channel(args, 4, channels, what)?;
+    let (zin, zout) = (zero_point(args, 5, what)?, zero_point(args, 6, what)?);
+    let (lo, hi) = activation_range(args, 7, what)?;
+    if let Some(&s) = shift.iter().find(|s| !(-31..=30).contains(*s)) {
+        return Err(kerr!("{what}: shift {s} out of range [-31, 30]"));
+    }
+    Ok(ChannelRequant { bias, mult, shift, zin, zout, lo, hi })
+}
+
 pub(crate) fn int8_out<'a>(args: &KernelArgs<'a>, i: usize, sizes: &[usize], what: &str) -> KernelResult<TensorMut<'a>> {
     let mut out = args.out(i)?;
     if out.dtype != ScalarType::Char {
@@ -169,20 +194,13 @@ pub fn qconv2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult
     let (&[n, c_in, h, wi], &[c_out, cig, kh, kw]) = (x.sizes(), w.sizes()) else {
         return Err(kerr!("{WHAT}: input {:?} and weight {:?} must be 4-D", x.sizes(), w.sizes()));
     };
-    let bias = i32_per_channel(args, 2, c_out, WHAT)?;
-    let mult = i32_per_channel(args, 3, c_out, WHAT)?;
-    let shift = i32_per_channel(args, 4, c_out, WHAT)?;
-    let (zin, zout) = (zero_point(args, 5, WHAT)?, zero_point(args, 6, WHAT)?);
-    let (lo, hi) = activation_range(args, 7, WHAT)?;
+    let ChannelRequant { bias, mult, shift, zin, zout, lo, hi } = channel_requant(args, c_out, WHAT)?;
     let stride = pair(args, 9, WHAT, "stride", 1)?;
     let padding = pair(args, 10, WHAT, "padding", 0)?;
     let dilation = pair(args, 11, WHAT, "dilation", 1)?;
     let groups = args.int(12)?;
     if groups <= 0 || c_in != cig * groups as usize || c_out % groups as usize != 0 {
         return Err(kerr!("{WHAT}: input {:?} does not match weight {:?} with groups {groups}", x.sizes(), w.sizes()));
-    }
-    if let Some(&s) = shift.iter().find(|s| !(-31..=30).contains(*s)) {
-        return Err(kerr!("{WHAT}: shift {s} out of range [-31, 30]"));
     }
     let cog = c_out / groups as usize;
     let out_dim = |i: usize, k: usize| -> KernelResult<usize> {
@@ -262,14 +280,7 @@ pub fn qlinear_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult
     if xk != k {
         return Err(kerr!("{WHAT}: input {:?} does not match weight {:?}", x.sizes(), w.sizes()));
     }
-    let bias = i32_per_channel(args, 2, n_out, WHAT)?;
-    let mult = i32_per_channel(args, 3, n_out, WHAT)?;
-    let shift = i32_per_channel(args, 4, n_out, WHAT)?;
-    let (zin, zout) = (zero_point(args, 5, WHAT)?, zero_point(args, 6, WHAT)?);
-    let (lo, hi) = activation_range(args, 7, WHAT)?;
-    if let Some(&s) = shift.iter().find(|s| !(-31..=30).contains(*s)) {
-        return Err(kerr!("{WHAT}: shift {s} out of range [-31, 30]"));
-    }
+    let ChannelRequant { bias, mult, shift, zin, zout, lo, hi } = channel_requant(args, n_out, WHAT)?;
     let mut sizes = x.sizes().to_vec();
     *sizes.last_mut().expect("checked above") = n_out;
     let mut out = int8_out(args, 9, &sizes, WHAT)?;

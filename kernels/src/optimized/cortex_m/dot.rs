@@ -5,12 +5,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
-use rbuild_runtime::kerr;
 
 use super::dsp::{smlad, sxtb16, sxtb16_ror8};
-use crate::portable::qint8::{
-    self, activation_range, i32_per_channel, int8_input, int8_out, to_int8, zero_point,
-};
+use crate::portable::qint8::{self, channel_requant, int8_input, int8_out, to_int8, ChannelRequant};
 
 /// Pixels transposed at a time: a tile of `TILE × C_in` bytes (≤ 16 KiB for MobileNetV2's
 /// widest 960 channels) instead of a copy of the whole input.
@@ -161,14 +158,7 @@ pub fn qconv2d_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResu
     if cig != c_in {
         return qint8::qconv2d_out(ctx, args);
     }
-    let bias = i32_per_channel(args, 2, c_out, WHAT)?;
-    let mult = i32_per_channel(args, 3, c_out, WHAT)?;
-    let shift = i32_per_channel(args, 4, c_out, WHAT)?;
-    let (zin, zout) = (zero_point(args, 5, WHAT)?, zero_point(args, 6, WHAT)?);
-    let (lo, hi) = activation_range(args, 7, WHAT)?;
-    if let Some(&s) = shift.iter().find(|s| !(-31..=30).contains(*s)) {
-        return Err(kerr!("{WHAT}: shift {s} out of range [-31, 30]"));
-    }
+    let ChannelRequant { bias, mult, shift, zin, zout, lo, hi } = channel_requant(args, c_out, WHAT)?;
     let mut out = int8_out(args, 13, &[n, c_out, h, wi], WHAT)?;
     let od: &mut [i8] = out.data_mut()?;
     let rq = Requant {
@@ -214,14 +204,7 @@ pub fn qlinear_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResu
     if xk != k || k == 0 {
         return qint8::qlinear_out(ctx, args);
     }
-    let bias = i32_per_channel(args, 2, n_out, WHAT)?;
-    let mult = i32_per_channel(args, 3, n_out, WHAT)?;
-    let shift = i32_per_channel(args, 4, n_out, WHAT)?;
-    let (zin, zout) = (zero_point(args, 5, WHAT)?, zero_point(args, 6, WHAT)?);
-    let (lo, hi) = activation_range(args, 7, WHAT)?;
-    if let Some(&s) = shift.iter().find(|s| !(-31..=30).contains(*s)) {
-        return Err(kerr!("{WHAT}: shift {s} out of range [-31, 30]"));
-    }
+    let ChannelRequant { bias, mult, shift, zin, zout, lo, hi } = channel_requant(args, n_out, WHAT)?;
     let mut sizes = x.sizes().to_vec();
     *sizes.last_mut().expect("checked above") = n_out;
     let mut out = int8_out(args, 9, &sizes, WHAT)?;
