@@ -442,6 +442,21 @@ impl PoolGeom {
         let end = start + self.kernel[i] as isize;
         (start.max(0) as usize, (end.min(size as isize)).max(0) as usize)
     }
+
+    /// Writes each output of the `planes` `h × w` planes of `xd` as `reduce` of the input
+    /// values inside its window (padding contributes nothing).
+    fn reduce_windows(&self, xd: &[i8], planes: usize, [h, w]: [usize; 2], od: &mut [i8], reduce: impl Fn(&mut dyn Iterator<Item = i32>) -> i8) {
+        for (p, plane) in xd.chunks_exact((h * w).max(1)).enumerate().take(planes) {
+            for oy in 0..self.out[0] {
+                let (y0, y1) = self.window(oy, 0, h);
+                for ox in 0..self.out[1] {
+                    let (x0, x1) = self.window(ox, 1, w);
+                    let mut values = (y0..y1).flat_map(|y| &plane[y * w + x0..y * w + x1]).map(|&v| v as i32);
+                    od[(p * self.out[0] + oy) * self.out[1] + ox] = reduce(&mut values);
+                }
+            }
+        }
+    }
 }
 
 /// `qmax_pool2d.out(input, kernel_size, stride, padding, activation_min, activation_max, *,
@@ -455,21 +470,7 @@ pub fn qmax_pool2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelRe
     let (lo, hi) = activation_range(args, 4, WHAT)?;
     let mut out = int8_out(args, 6, &[n, c, g.out[0], g.out[1]], WHAT)?;
     let od: &mut [i8] = out.data_mut()?;
-    for (p, plane) in xd.chunks_exact((h * w).max(1)).enumerate().take(n * c) {
-        for oy in 0..g.out[0] {
-            let (y0, y1) = g.window(oy, 0, h);
-            for ox in 0..g.out[1] {
-                let (x0, x1) = g.window(ox, 1, w);
-                let mut m = i8::MIN as i32;
-                for y in y0..y1 {
-                    for &v in &plane[y * w + x0..y * w + x1] {
-                        m = m.max(v as i32);
-                    }
-                }
-                od[(p * g.out[0] + oy) * g.out[1] + ox] = m.clamp(lo, hi) as i8;
-            }
-        }
-    }
+    g.reduce_windows(xd, n * c, [h, w], od, |v| v.fold(i8::MIN as i32, i32::max).clamp(lo, hi) as i8);
     Ok(())
 }
 
@@ -487,21 +488,7 @@ pub fn qavg_pool2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelRe
     let (lo, hi) = activation_range(args, 8, WHAT)?;
     let mut out = int8_out(args, 10, &[n, c, g.out[0], g.out[1]], WHAT)?;
     let od: &mut [i8] = out.data_mut()?;
-    for (p, plane) in xd.chunks_exact((h * w).max(1)).enumerate().take(n * c) {
-        for oy in 0..g.out[0] {
-            let (y0, y1) = g.window(oy, 0, h);
-            for ox in 0..g.out[1] {
-                let (x0, x1) = g.window(ox, 1, w);
-                let mut sum = 0i32;
-                for y in y0..y1 {
-                    for &v in &plane[y * w + x0..y * w + x1] {
-                        sum += v as i32 - zin;
-                    }
-                }
-                od[(p * g.out[0] + oy) * g.out[1] + ox] = to_int8(sum, m, s, zout, lo, hi);
-            }
-        }
-    }
+    g.reduce_windows(xd, n * c, [h, w], od, |v| to_int8(v.map(|x| x - zin).sum(), m, s, zout, lo, hi));
     Ok(())
 }
 
