@@ -128,6 +128,25 @@ fn execute_requires_inputs() {
     assert!(e.to_string().contains("input 0 was not set"), "{e}");
 }
 
+/// Input metadata read without loading equals what a loaded method reports, and needs no
+/// kernels: the missing-kernel method still describes its inputs.
+#[test]
+fn input_metadata_without_loading() {
+    let buf = aligned(&program_bytes());
+    let program = rbuild_runtime::Program::load(buf.as_slice()).unwrap();
+    let m = program.load_method("forward", &registry(), &BackendRegistry::new()).unwrap();
+    let loaded: Vec<_> = (0..m.inputs().len())
+        .map(|i| match m.input_value(i) {
+            Some(Value::Tensor(t)) => Some((t.dtype, t.shape.as_slice().to_vec())),
+            _ => None,
+        })
+        .collect();
+    assert!(!loaded.is_empty());
+    assert_eq!(program.input_tensor_metas("forward").unwrap(), loaded);
+    program.input_tensor_metas("missing").unwrap();
+    assert!(program.input_tensor_metas("nonexistent").is_err());
+}
+
 #[test]
 fn all_missing_kernels_are_reported_at_load() {
     let buf = aligned(&program_bytes());

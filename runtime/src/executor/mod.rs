@@ -124,6 +124,35 @@ impl<'p> Program<'p> {
         })
     }
 
+    /// The dtype and sizes of each input of method `name` (None for an input that is not a
+    /// tensor), read from the program alone: no kernels, no planned memory, no delegates, so a
+    /// host tool can size inputs for a program whose backends only the target has.
+    pub fn input_tensor_metas(&self, name: &str) -> Result<Vec<Option<(crate::ScalarType, Vec<usize>)>>, LoadError> {
+        use crate::format::schema::KernelTypes;
+        let plan = self.plan(name)?;
+        let values = plan.values.as_deref().unwrap_or(&[]);
+        let invalid = |what: String| LoadError::Invalid { method: name.into(), what };
+        let mut metas = Vec::new();
+        for (i, &v) in plan.inputs.as_deref().unwrap_or(&[]).iter().enumerate() {
+            let value = usize::try_from(v).ok().and_then(|v| values.get(v)).ok_or_else(|| invalid(alloc::format!("input {i}: no value {v}")))?;
+            let Some(KernelTypes::Tensor(t)) = &value.val else {
+                metas.push(None);
+                continue;
+            };
+            let dtype = crate::ScalarType::from_code(t.scalar_type as i64)
+                .ok_or_else(|| invalid(alloc::format!("input {i}: unknown scalar type {}", t.scalar_type)))?;
+            let sizes = t
+                .sizes
+                .as_deref()
+                .unwrap_or(&[])
+                .iter()
+                .map(|&d| usize::try_from(d).map_err(|_| invalid(alloc::format!("input {i}: negative size {d}"))))
+                .collect::<Result<Vec<_>, _>>()?;
+            metas.push(Some((dtype, sizes)));
+        }
+        Ok(metas)
+    }
+
     /// Builds the method's values and planned memory, resolves every kernel (all missing ones
     /// are reported together) and initializes its delegates.
     pub fn load_method(

@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 use rbuild_planner::cache::write_atomic;
 use rbuild_planner::{Dag, KeyHasher, StepSpec};
 use rbuild_recipe::{Board, FirmwareLayout, Platform, Region};
-use rbuild_runtime::backend::BackendRegistry;
-use rbuild_runtime::{Program, ScalarType, Value};
+use rbuild_runtime::{Program, ScalarType};
 
 use crate::error::{CliError, CliResult};
 use crate::io::tensors::{numbered, read_safetensors, write_safetensors, HostTensor};
@@ -173,41 +172,12 @@ pub fn board_rs(program: &Path, program_region: &str, inputs: &[EmbeddedInput], 
 }
 
 /// Method input `i`'s dtype and shape, from the program itself.
-/// Backends that accept any Ethos-U delegate without running it: loading the method only to read
-/// its input metadata must not need the NPU.
-fn metadata_backends() -> BackendRegistry {
-    use rbuild_runtime::backend::{Backend, BackendInitContext, CompileSpec, DelegateHandle};
-    use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
-    struct NotRun;
-    impl DelegateHandle for NotRun {
-        fn execute(&mut self, _: &mut KernelContext, _: &KernelArgs<'_>) -> KernelResult {
-            Err(rbuild_runtime::kernel::KernelError::new("metadata only: this delegate is not run on the host".to_string()))
-        }
-    }
-    struct Metadata;
-    impl Backend for Metadata {
-        fn id(&self) -> &str {
-            rbuild_runtime::backends::ethosu::ETHOSU_BACKEND_ID
-        }
-        fn init(&self, _: &BackendInitContext<'_>, _: &[u8], _: &[CompileSpec<'_>]) -> Result<Box<dyn DelegateHandle>, String> {
-            Ok(Box::new(NotRun))
-        }
-    }
-    let mut r = BackendRegistry::new();
-    r.register(Box::new(Metadata));
-    r
-}
-
 fn input_specs(pte: &[u8]) -> Result<(Vec<(ScalarType, Vec<usize>)>, Vec<u64>), String> {
     let program = Program::load(pte).map_err(|e| e.to_string())?;
     let arenas = program.planned_arena_sizes("forward").map_err(|e| e.to_string())?.into_iter().map(|n| n as u64).collect();
-    let method = program.load_method("forward", &rbuild_kernels::registry(), &metadata_backends()).map_err(|e| e.to_string())?;
     let mut specs = Vec::new();
-    for i in 0..method.inputs().len() {
-        match method.input_value(i) {
-            Some(Value::Tensor(t)) => specs.push((t.dtype, t.shape.as_slice().to_vec())),
-            _ => return Err(format!("input {i} is not a tensor; the firmware embeds tensor inputs only")),
-        }
+    for (i, meta) in program.input_tensor_metas("forward").map_err(|e| e.to_string())?.into_iter().enumerate() {
+        specs.push(meta.ok_or_else(|| format!("input {i} is not a tensor; the firmware embeds tensor inputs only"))?);
     }
     Ok((specs, arenas))
 }

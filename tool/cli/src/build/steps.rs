@@ -111,9 +111,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
     if let Some((pte, kernels)) = &cpu_lowering {
         add_select(dag, "select-cpu-lowering", pte, kernels, &version, "cpu")?;
     }
-    // Input shapes come from a program the host can load (an NPU program's CPU lowering).
-    let host_program = cpu_lowering.as_ref().map_or(&program, |(pte, _)| pte);
-    let verify_input = super::verify_input::add(dag, r, hashes, &version, host_program)?;
+    let verify_input = super::verify_input::add(dag, r, hashes, &version, &program)?;
 
     let template = project.template_dir(&r.runner.template);
     let template_hash = dir_hash(&template, hashes)?;

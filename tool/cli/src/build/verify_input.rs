@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 
 use rbuild_planner::{Dag, FileHashes, KeyHasher, StepSpec};
 use rbuild_recipe::{Recipe, VerifyInput};
-use rbuild_runtime::backend::BackendRegistry;
-use rbuild_runtime::{Program, ScalarType, Value};
+use rbuild_runtime::{Program, ScalarType};
 
 use crate::error::{CliError, CliResult};
 use crate::io::tensors::{write_safetensors, HostTensor};
@@ -67,14 +66,10 @@ impl SplitMix {
 fn make_inputs(program_path: &Path, input: &VerifyInput) -> Result<Vec<HostTensor>, String> {
     let bytes = crate::io::program::read_program(program_path).map_err(|e| e.0)?;
     let program = Program::load(bytes.as_slice()).map_err(|e| format!("{}: {e}", program_path.display()))?;
-    let kernels = rbuild_kernels::registry();
-    let method = program.load_method("forward", &kernels, &BackendRegistry::new()).map_err(|e| format!("{}: {e}", program_path.display()))?;
     let mut metas = Vec::new();
-    for i in 0..method.inputs().len() {
-        match method.input_value(i) {
-            Some(Value::Tensor(t)) => metas.push((t.dtype, t.shape.as_slice().to_vec())),
-            _ => return Err(format!("{}: input {i} is not a tensor; verify needs tensor inputs", program_path.display())),
-        }
+    let inputs = program.input_tensor_metas("forward").map_err(|e| format!("{}: {e}", program_path.display()))?;
+    for (i, meta) in inputs.into_iter().enumerate() {
+        metas.push(meta.ok_or_else(|| format!("{}: input {i} is not a tensor; verify needs tensor inputs", program_path.display()))?);
     }
     match input {
         VerifyInput::Image(path) => {
