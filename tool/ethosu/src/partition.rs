@@ -234,11 +234,17 @@ pub fn partition(g: &Graph, matches: &BTreeMap<ValueId, Matched>) -> Partitionin
             ops[i].target = Target::Npu(k);
         }
     }
-    let uses_outside = |p: &Partition, v: ValueId| {
-        let inside: HashSet<usize> = p.nodes.iter().copied().collect();
-        g.outputs.contains(&v) || g.nodes.iter().enumerate().any(|(i, n)| !inside.contains(&i) && n.tensor_inputs().any(|x| x == v))
-    };
     for p in &mut partitions {
+        // What the rest of the graph reads: a subgraph's outputs are the values it writes there.
+        let inside: HashSet<usize> = p.nodes.iter().copied().collect();
+        let read_outside: HashSet<ValueId> = g
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !inside.contains(i))
+            .flat_map(|(_, n)| n.tensor_inputs())
+            .chain(g.outputs.iter().copied())
+            .collect();
         let mut made = HashSet::new();
         for &i in &p.nodes {
             for v in npu_inputs(&g.nodes[i], matches) {
@@ -248,8 +254,7 @@ pub fn partition(g: &Graph, matches: &BTreeMap<ValueId, Matched>) -> Partitionin
             }
             made.extend(g.nodes[i].outputs.iter().copied());
         }
-        let outputs: Vec<ValueId> = p.nodes.iter().flat_map(|&i| g.nodes[i].outputs.clone()).filter(|&v| uses_outside(p, v)).collect();
-        p.outputs = outputs;
+        p.outputs = p.nodes.iter().flat_map(|&i| g.nodes[i].outputs.clone()).filter(|v| read_outside.contains(v)).collect();
     }
     Partitioning { ops, partitions }
 }
