@@ -11,7 +11,7 @@ use rbuild_runtime::format::write_pte;
 use rbuild_runtime::Scalar;
 
 use crate::error::{ExportError, Result};
-use crate::graph::{Arg, Dim, Graph, IntOrSym, Origin, ValueId, DELEGATE_CALL};
+use crate::graph::{Arg, Delegate, Dim, Graph, IntOrSym, Origin, ValueId, DELEGATE_CALL};
 use crate::ops;
 use crate::plan::MemoryPlan;
 
@@ -196,7 +196,7 @@ impl Getter {
 }
 
 /// A method's parts, owned until the writer has borrowed them.
-struct MethodParts {
+struct MethodParts<'g> {
     name: String,
     values: Vec<EValue<'static>>,
     inputs: Vec<i32>,
@@ -205,11 +205,11 @@ struct MethodParts {
     operators: Vec<(String, String)>,
     container: (String, String),
     buffer_sizes: Vec<i64>,
-    /// (backend id, processed blob, compile specs) per delegate, in `DelegateCall` index order.
-    delegates: Vec<(String, Vec<u8>, Vec<(String, Vec<u8>)>)>,
+    /// The graph's delegates, in `DelegateCall` index order (blobs are borrowed, not copied).
+    delegates: &'g [Delegate],
 }
 
-fn method_parts(m: &MethodSpec<'_>, constants: &mut Constants) -> Result<MethodParts> {
+fn method_parts<'g>(m: &MethodSpec<'g>, constants: &mut Constants) -> Result<MethodParts<'g>> {
     let g = m.graph;
     let mut e = Emitter { g, plan: m.plan, values: Vec::new(), value_index: HashMap::new(), ints: HashMap::new(), none: None };
     let inputs = g.inputs.iter().map(|&v| e.value(v, constants)).collect::<Result<Vec<_>>>()?;
@@ -254,7 +254,7 @@ fn method_parts(m: &MethodSpec<'_>, constants: &mut Constants) -> Result<MethodP
         instructions,
         operators,
         buffer_sizes: vec![0, m.plan.arena_bytes as i64],
-        delegates: g.delegates.iter().map(|d| (d.id.clone(), d.processed.clone(), d.compile_specs.clone())).collect(),
+        delegates: &g.delegates,
     })
 }
 
@@ -277,7 +277,7 @@ fn delegate_call(e: &mut Emitter<'_>, n: &crate::graph::Node, g: &Graph, constan
     Ok(Instruction { instr_args: Some(InstructionArguments::DelegateCall(DelegateCall { delegate_index: index, args: Some(args) })) })
 }
 
-fn getter_parts(gt: &Getter) -> MethodParts {
+fn getter_parts<'g>(gt: &Getter) -> MethodParts<'g> {
     let values = gt
         .values
         .iter()
@@ -298,7 +298,7 @@ fn getter_parts(gt: &Getter) -> MethodParts {
         instructions: vec![],
         operators: vec![],
         buffer_sizes: vec![0],
-        delegates: vec![],
+        delegates: &[],
     }
 }
 
@@ -335,8 +335,8 @@ pub fn emit_program(methods: &[MethodSpec<'_>], getters: &[Getter]) -> Result<Ve
     let mut delegate_lists: Vec<Vec<BackendDelegate>> = Vec::new();
     for p in &parts {
         let mut list = Vec::new();
-        for (id, blob, specs) in &p.delegates {
-            segments.push(blob);
+        for Delegate { id, processed, compile_specs: specs } in p.delegates {
+            segments.push(processed);
             list.push(BackendDelegate {
                 id: Some(id.as_str()),
                 processed: Some(BackendDelegateDataReference { location: 1, index: (segments.len() - 1) as u32 }),
