@@ -128,7 +128,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                     r.name
                 )));
             }
-            let job = super::firmware::FirmwareJob {
+            let mut job = super::firmware::FirmwareJob {
                 recipe: r.name.clone(),
                 program: program.clone(),
                 kernels_json: kernels_json.clone(),
@@ -147,7 +147,6 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             };
             let mut extra_bundle_files = Vec::new();
             let mut bundle_deps = vec![format!("firmware:{}", p.name), "select".into(), "verify-input".into()];
-            let mut job = job;
             if let Some((pte, kernels)) = &cpu_lowering {
                 let npu = p.board.as_ref().and_then(|b| b.npu.as_ref()).ok_or_else(|| {
                     CliError(format!("{}: backend ethos-u needs a platform with an `npu` (toolchains/{}.kdl has none)", r.name, p.name))
@@ -156,10 +155,8 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                 if !accelerator.starts_with(&npu.name) {
                     return Err(CliError(format!("{}: accelerator {accelerator} does not match platform {}'s NPU `{}`", r.name, p.name, npu.name)));
                 }
-                job.npu_base = Some(npu.base);
                 // The same firmware on the CPU lowering: what `rbuild verify` boots in QEMU.
                 let mut cpu_job = job.clone();
-                cpu_job.npu_base = None;
                 cpu_job.variant = Some("cpu-lowering");
                 cpu_job.program = pte.clone();
                 cpu_job.kernels_json = kernels.clone();
@@ -168,6 +165,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                 files.extend(super::firmware::add_step(dag, p, cpu_job)?);
                 extra_bundle_files.push(recipe_out.join("program/delegation.json"));
                 bundle_deps.push(format!("firmware-cpu-lowering:{}", p.name));
+                job.npu_base = Some(npu.base);
             }
             let fw = super::firmware::add_step(dag, p, job)?;
             // bundle: firmware.elf → .bin/.hex, manifest, scripts, reproducible tarball.
