@@ -327,26 +327,8 @@ mod tests {
             let p = params(&mut r, c_out, c_in * k * k);
             for z in [(0, 0, -128, 127), (-128, 5, -128, 127), (37, -20, -20, 100)] {
                 let geo = [stride as i64, pad as i64, 1, groups as i64];
-                let want = conv(
-                    portable::qconv2d_out,
-                    &x,
-                    [n, c_in, hw, hw],
-                    &w,
-                    ws,
-                    &p,
-                    z,
-                    geo,
-                );
-                let got = conv(
-                    super::qconv2d_out,
-                    &x,
-                    [n, c_in, hw, hw],
-                    &w,
-                    ws,
-                    &p,
-                    z,
-                    geo,
-                );
+                let run = |f: KernelFn| conv(f, &x, [n, c_in, hw, hw], &w, ws, &p, z, geo);
+                let (want, got) = (run(portable::qconv2d_out), run(super::qconv2d_out));
                 assert_eq!(got, want, "{}", format!("n={n} c_in={c_in} hw={hw} c_out={c_out} k={k} stride={stride} groups={groups} z={z:?}"));
             }
         }
