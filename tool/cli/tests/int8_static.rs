@@ -176,21 +176,8 @@ fn reference_program_in_executorch_close_to_fused() {
     let pte = dir.path().join("mv2.int8.reference.pte");
     std::fs::write(&pte, &p.reference).unwrap();
     for (name, x) in &p.images {
-        let inp = dir.path().join("in.safetensors");
-        let out = dir.path().join("out.safetensors");
-        let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![1, 3, 224, 224], x).unwrap();
-        std::fs::write(&inp, safetensors::serialize([("input.0", view)], None).unwrap()).unwrap();
-        let r = std::process::Command::new(&python)
-            .arg(common::repo().join("tool/python/et_run.py"))
-            .args([&pte, &inp])
-            .arg("input.0")
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(r.status.success(), "ExecuTorch failed on the reference program:\n{}", String::from_utf8_lossy(&r.stderr));
-        let data = std::fs::read(&out).unwrap();
-        let st = safetensors::SafeTensors::deserialize(&data).unwrap();
-        let et: Vec<f32> = st.tensor("output.0").unwrap().data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let (_, out) = common::et_run_one(&python, &pte, (safetensors::Dtype::F32, vec![1, 3, 224, 224], x), dir.path(), "reference");
+        let et: Vec<f32> = out.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
         let et_codes = codes(p.out_q, &et);
         let ours_ref = codes(p.out_q, &run(&p.reference, x));
         let fused = codes(p.out_q, &run(&p.fused, x));

@@ -75,24 +75,12 @@ fn run_rbuild(bytes: &[u8], sizes: &[usize], ids: &[i64]) -> Vec<u8> {
 }
 
 fn run_executorch(python: &std::path::Path, dir: &std::path::Path, label: &str, bytes: &[u8], sizes: &[usize], ids: &[i64]) -> Vec<u8> {
-    let (pte, inp, out) = (dir.join(format!("{label}.pte")), dir.join(format!("{label}.in.safetensors")), dir.join(format!("{label}.out.safetensors")));
+    let pte = dir.join(format!("{label}.pte"));
     std::fs::write(&pte, bytes).unwrap();
     let raw: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::I64, sizes.to_vec(), &raw).unwrap();
-    std::fs::write(&inp, safetensors::serialize([("input.0", view)], None).unwrap()).unwrap();
-    let run = std::process::Command::new(python)
-        .arg(common::repo().join("tool/python/et_run.py"))
-        .args([&pte, &inp])
-        .arg("input.0")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "{label}: ExecuTorch failed:\n{}", String::from_utf8_lossy(&run.stderr));
-    let data = std::fs::read(&out).unwrap();
-    let st = safetensors::SafeTensors::deserialize(&data).unwrap();
-    let t = st.tensor("output.0").unwrap();
-    assert_eq!(t.dtype(), safetensors::Dtype::F32, "{label}");
-    t.data().to_vec()
+    let (dtype, out) = common::et_run_one(python, &pte, (safetensors::Dtype::I64, sizes.to_vec(), &raw), dir, label);
+    assert_eq!(dtype, safetensors::Dtype::F32, "{label}");
+    out
 }
 
 #[test]

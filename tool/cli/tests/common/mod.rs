@@ -70,3 +70,17 @@ pub fn run_oracle(python: &Path, cases: &[serde_json::Value], dir: &Path) -> Str
     assert!(report.contains(&format!("{} passed, 0 failed", cases.len())), "{report}");
     report
 }
+
+/// Runs `forward` of the program at `pte` in ExecuTorch 1.3.1 (tool/python/et_run.py) on one
+/// input tensor; returns output 0 (its dtype and bytes). The files go in `dir`, named `label.*`.
+pub fn et_run_one(python: &Path, pte: &Path, input: (safetensors::Dtype, Vec<usize>, &[u8]), dir: &Path, label: &str) -> (safetensors::Dtype, Vec<u8>) {
+    let (inp, out) = (dir.join(format!("{label}.in.safetensors")), dir.join(format!("{label}.out.safetensors")));
+    let view = safetensors::tensor::TensorView::new(input.0, input.1, input.2).unwrap();
+    std::fs::write(&inp, safetensors::serialize([("input.0", view)], None).unwrap()).unwrap();
+    let run = std::process::Command::new(python).arg(repo().join("tool/python/et_run.py")).args([pte, &inp]).arg("input.0").arg(&out).output().unwrap();
+    assert!(run.status.success(), "{label}: ExecuTorch failed on {}:\n{}", pte.display(), String::from_utf8_lossy(&run.stderr));
+    let data = std::fs::read(&out).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&data).unwrap();
+    let t = st.tensor("output.0").unwrap();
+    (t.dtype(), t.data().to_vec())
+}
