@@ -1,6 +1,9 @@
 //! Convolution (1-D/2-D, grouped, dilated, transposed) and 2-D pooling: reference loops.
 //!
-//! Floating outputs accumulate in f64, integer outputs in wrapping i64. 1-D inputs `[N, C, L]`
+//! f32 outputs accumulate in f32 in ExecuTorch's portable order (input channel, kernel row,
+//! kernel column, then the bias), so a float program — an int8 reference representation
+//! included — computes bit for bit what ExecuTorch's portable kernel computes. Other floating
+//! outputs accumulate in f64, integer outputs in wrapping i64. 1-D inputs `[N, C, L]`
 //! are computed as 2-D with a height of 1, as ExecuTorch does. The optimized module replaces the
 //! f32 convolution with GEMM/direct kernels and tests itself against [`convolution_out`].
 
@@ -20,7 +23,9 @@ rbuild_runtime::kernel_table! {
     "aten::_adaptive_avg_pool2d.out" => adaptive_avg_pool2d_out,
 }
 
-/// Accumulator of the reference loops: f64 for floating outputs, wrapping i64 for integers.
+/// Accumulator of the reference loops: f32 (no fused multiply-add, as ExecuTorch's C++ has none
+/// on a baseline x86-64/AArch64 build) for f32 outputs, f64 for other floating outputs,
+/// wrapping i64 for integers.
 trait Acc: Copy + PartialOrd {
     const ZERO: Self;
     fn load(e: &Elems<'_>, i: usize) -> Self;
@@ -51,6 +56,28 @@ impl Acc for f64 {
     }
     fn store(o: &mut ElemsMut<'_>, i: usize, v: f64) {
         o.set_f64(i, v)
+    }
+}
+
+impl Acc for f32 {
+    const ZERO: f32 = 0.0;
+    fn load(e: &Elems<'_>, i: usize) -> f32 {
+        e.f64(i) as f32
+    }
+    fn mul_add(self, a: f32, b: f32) -> f32 {
+        self + a * b
+    }
+    fn add(self, b: f32) -> f32 {
+        self + b
+    }
+    fn div(self, n: i64) -> f32 {
+        self / n as f32
+    }
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
+    fn store(o: &mut ElemsMut<'_>, i: usize, v: f32) {
+        o.set_f64(i, v as f64)
     }
 }
 
@@ -254,7 +281,9 @@ pub fn convolution_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelRe
     let (x, w) = (Elems::of(&c.input)?, Elems::of(&c.weight)?);
     let b = c.bias.as_ref().map(Elems::of).transpose()?;
     let mut o = ElemsMut::of(&mut out)?;
-    if o.is_floating() {
+    if c.out_dtype == ScalarType::Float {
+        conv_ref::<f32>(&c.geom, &x, &w, b.as_ref(), &mut o);
+    } else if o.is_floating() {
         conv_ref::<f64>(&c.geom, &x, &w, b.as_ref(), &mut o);
     } else {
         conv_ref::<i64>(&c.geom, &x, &w, b.as_ref(), &mut o);

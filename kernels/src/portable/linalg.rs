@@ -1,7 +1,8 @@
 //! Matrix products: `mm`, `bmm`, `addmm` (and their `dtype_out` overloads).
 //!
-//! Plain reference loops over dtype-erased elements: floating outputs accumulate in f64,
-//! integer outputs in wrapping i64. The optimized module replaces the f32 cases with GEMM.
+//! Plain reference loops over dtype-erased elements: f32 outputs accumulate in f32 in
+//! ExecuTorch's portable order (bit for bit its `vec_matmul`/`vec_addmm`), other floating outputs
+//! in f64, integer outputs in wrapping i64. The optimized module replaces the f32 cases with GEMM.
 
 use alloc::vec::Vec;
 
@@ -169,13 +170,30 @@ fn product(
     };
     let mut eo = ElemsMut::of(&mut out)?;
     let floating = eo.is_floating();
+    let f32_out = matches!(eo, ElemsMut::F32(_));
     let MatDims { batch, n, k, m } = d;
     for bi in 0..batch {
         for i in 0..n {
             for j in 0..m {
                 let o = (bi * n + i) * m + j;
                 let (ra, rb) = ((bi * n + i) * k, bi * k * m + j);
-                if floating {
+                if f32_out {
+                    // ExecuTorch's vec_matmul/vec_addmm: an f32 sum in k order, then
+                    // `sum * alpha + bias * beta`.
+                    let mut acc = 0.0f32;
+                    for p in 0..k {
+                        acc += ea.f64(ra + p) as f32 * eb.f64(rb + p * m) as f32;
+                    }
+                    let v = match (&bias, &eb_bias) {
+                        (Some((_, (s0, s1), beta, alpha)), Some(e)) => {
+                            let (beta, alpha) = (beta.to_f64() as f32, alpha.to_f64() as f32);
+                            let base = if beta == 0.0 { 0.0 } else { e.f64(i * s0 + j * s1) as f32 * beta };
+                            acc * alpha + base
+                        }
+                        _ => acc,
+                    };
+                    eo.set_f64(o, v as f64);
+                } else if floating {
                     let mut acc = 0.0f64;
                     for p in 0..k {
                         acc += ea.f64(ra + p) * eb.f64(rb + p * m);

@@ -1,7 +1,8 @@
 //! Reductions (sum, mean, any, amax/amin, argmax/argmin), scans (cumsum) and softmax.
 //!
 //! Floating results accumulate in f64 (as PyTorch's CPU kernels accumulate float in double for
-//! sums and scans); integer results accumulate in i64 with wrapping. Contiguous inputs only.
+//! sums and scans), except an f32 mean over trailing dims, which sums in f32 in memory order as
+//! ExecuTorch's portable mean does (global average pooling then matches it bit for bit); integer results accumulate in i64 with wrapping. Contiguous inputs only.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -135,9 +136,16 @@ fn sum_mean(args: &KernelArgs<'_>, dims: Option<Vec<i64>>, keepdim: bool, dtype:
     if inp.dtype == ScalarType::Float && out.dtype == ScalarType::Float && p.trailing && n > 0 {
         let x: &[f32] = inp.data()?;
         let o: &mut [f32] = out.data_mut()?;
-        for (dst, chunk) in o.iter_mut().zip(x.chunks_exact(n)) {
-            let s: f64 = chunk.iter().map(|&v| v as f64).sum();
-            *dst = (s * scale) as f32;
+        if mean {
+            // ExecuTorch's portable mean: an f32 sum in memory order, divided by the count.
+            for (dst, chunk) in o.iter_mut().zip(x.chunks_exact(n)) {
+                *dst = chunk.iter().fold(0.0f32, |acc, &v| acc + v) / n as f32;
+            }
+        } else {
+            for (dst, chunk) in o.iter_mut().zip(x.chunks_exact(n)) {
+                let s: f64 = chunk.iter().map(|&v| v as f64).sum();
+                *dst = (s * scale) as f32;
+            }
         }
         return Ok(());
     }
