@@ -205,13 +205,18 @@ pub fn batch_norm_no_training_out(_: &mut KernelContext, args: &KernelArgs<'_>) 
         return Ok(());
     }
     if inp.dtype == ScalarType::Float && out.dtype == ScalarType::Float {
+        // ExecuTorch's portable arithmetic, bit for bit: invstd = 1 / sqrt(var + eps) in double
+        // rounded to f32, then ((x − mean) · invstd) · w + b in f32.
         let x: &[f32] = inp.data()?;
         let y: &mut [f32] = out.data_mut()?;
         for (k, (xs, ys)) in x.chunks_exact(inner).zip(y.chunks_exact_mut(inner)).enumerate() {
-            let (m, s, b) = per_channel[k % c];
-            let (m, s, b) = (m as f32, s as f32, b as f32);
+            let ch = k % c;
+            let m = mean.f64(ch) as f32;
+            let invstd = (1.0 / libm::sqrt(var.f64(ch) + eps)) as f32;
+            let w = weight.as_ref().map_or(1.0, |w| w.f64(ch) as f32);
+            let b = bias.as_ref().map_or(0.0, |b| b.f64(ch) as f32);
             for (yv, &xv) in ys.iter_mut().zip(xs) {
-                *yv = (xv - m) * s + b;
+                *yv = (xv - m) * invstd * w + b;
             }
         }
         return Ok(());

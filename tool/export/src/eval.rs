@@ -92,12 +92,20 @@ pub fn evaluate(g: &Graph, inputs: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
 /// [`evaluate`], handing every graph input and node output to `observe` as it is computed
 /// (calibration records activation ranges this way). Values are dropped after their last use.
 pub fn evaluate_observed(g: &Graph, inputs: &[Vec<u8>], mut observe: impl FnMut(ValueId, &[u8])) -> Result<Vec<Vec<u8>>> {
+    evaluate_with(g, inputs, |v, bytes| observe(v, bytes))
+}
+
+/// [`evaluate`], letting `hook` read and rewrite every graph input and node output before
+/// later nodes read it (quantization-sensitivity analysis fake-quantizes values this way).
+pub fn evaluate_with(g: &Graph, inputs: &[Vec<u8>], mut hook: impl FnMut(ValueId, &mut Vec<u8>)) -> Result<Vec<Vec<u8>>> {
     if inputs.len() != g.inputs.len() {
         return Err(ExportError::Invalid(format!("graph takes {} inputs, {} given", g.inputs.len(), inputs.len())));
     }
-    let mut env: HashMap<ValueId, Vec<u8>> = g.inputs.iter().copied().zip(inputs.iter().cloned()).collect();
+    let mut env: HashMap<ValueId, Vec<u8>> = HashMap::new();
     for (&v, bytes) in g.inputs.iter().zip(inputs) {
-        observe(v, bytes);
+        let mut bytes = bytes.clone();
+        hook(v, &mut bytes);
+        env.insert(v, bytes);
     }
     // The last node reading each value; graph outputs are kept to the end.
     let mut last_use = vec![None; g.values.len()];
@@ -110,9 +118,9 @@ pub fn evaluate_observed(g: &Graph, inputs: &[Vec<u8>], mut observe: impl FnMut(
         last_use[o] = Some(usize::MAX);
     }
     for (i, node) in g.nodes.iter().enumerate() {
-        let outs = eval_node(g, node, &env)?;
-        for (&o, bytes) in node.outputs.iter().zip(&outs) {
-            observe(o, bytes);
+        let mut outs = eval_node(g, node, &env)?;
+        for (&o, bytes) in node.outputs.iter().zip(&mut outs) {
+            hook(o, bytes);
         }
         env.extend(node.outputs.iter().copied().zip(outs));
         for v in node.tensor_inputs() {

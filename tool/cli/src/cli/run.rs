@@ -32,6 +32,18 @@ pub struct RunArgs {
     /// Print time per operator (summed over all runs).
     #[arg(long)]
     pub profile: bool,
+    /// Kernel set: `optimized` (fast f32 paths, the portable kernels for everything else) or
+    /// `portable` (the reference kernels alone: f32 convolutions, matrix products and means sum
+    /// in ExecuTorch's portable order, so float and int8-reference programs reproduce
+    /// ExecuTorch's portable run bit for bit).
+    #[arg(long, value_enum, default_value_t = KernelSet::Optimized)]
+    pub kernels: KernelSet,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KernelSet {
+    Optimized,
+    Portable,
 }
 
 /// Per-operator wall time.
@@ -61,7 +73,10 @@ pub fn run(a: RunArgs) -> CliResult {
         Some(p) => numbered(&read_safetensors(p)?, "input"),
         None => Vec::new(),
     };
-    let kernels = rbuild_kernels::registry();
+    let kernels = match a.kernels {
+        KernelSet::Optimized => rbuild_kernels::registry(),
+        KernelSet::Portable => rbuild_kernels::portable_registry(),
+    };
     let backends = BackendRegistry::new();
     let t0 = Instant::now();
     let mut method = program.load_method(&a.method, &kernels, &backends).in_file(&a.program)?;

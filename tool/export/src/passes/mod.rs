@@ -110,6 +110,18 @@ pub fn optimize_int8(g: &mut Graph, samples: &[Vec<Vec<u8>>], stage: Int8Stage) 
     Ok((r, report))
 }
 
+/// The float passes that run before calibration (decomposition, BN folding, constant folding),
+/// leaving functional ops: the graph [`calibrate::calibrate`] observes.
+pub fn prepare_for_quantization(g: &mut Graph) -> Result<PassReport> {
+    let mut r = PassReport { nodes_before: g.nodes.len(), ..Default::default() };
+    r.decomposed = decompose::decompose(g, &Options::default())?;
+    r.noops_removed = noop::remove_noops(g)?;
+    r.bn_folded = fold_bn::fold_batch_norms(g)?;
+    r.consts_folded = const_fold::fold_constants(g)?;
+    r.dead_removed = dce::eliminate_dead_code(g);
+    Ok(r)
+}
+
 /// [`optimize_int8`] up to fusion, without the out-variant step, also returning the fused
 /// patterns by output value: a delegate partitioner lowers them its own way and rewrites this
 /// functional graph, then [`to_out::to_out_variants`] finishes it.
@@ -130,13 +142,7 @@ pub fn optimize_int8_for_delegation(
 /// quantize wrote and reads the int8 values the reference's dequantizes read, so the two graphs
 /// can be compared op by op.
 pub fn quantize_reference(g: &mut Graph, samples: &[Vec<Vec<u8>>]) -> Result<(PassReport, Int8Report)> {
-    let options = Options::default();
-    let mut r = PassReport { nodes_before: g.nodes.len(), ..Default::default() };
-    r.decomposed = decompose::decompose(g, &options)?;
-    r.noops_removed = noop::remove_noops(g)?;
-    r.bn_folded = fold_bn::fold_batch_norms(g)?;
-    r.consts_folded = const_fold::fold_constants(g)?;
-    r.dead_removed = dce::eliminate_dead_code(g);
+    let mut r = prepare_for_quantization(g)?;
     let ranges = calibrate::calibrate(g, samples)?;
     let quant = quantize_static::quantize_static(g, &ranges)?;
     r.nodes_after = g.nodes.len();
