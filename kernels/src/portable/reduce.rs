@@ -1,8 +1,8 @@
 //! Reductions (sum, mean, any, amax/amin, argmax/argmin), scans (cumsum) and softmax.
 //!
 //! Floating results accumulate in f64 (as PyTorch's CPU kernels accumulate float in double for
-//! sums and scans), except an f32 mean over trailing dims, which sums in f32 in memory order as
-//! ExecuTorch's portable mean does (global average pooling then matches it bit for bit); integer results accumulate in i64 with wrapping. Contiguous inputs only.
+//! sums and scans), except f32 means, which sum in f32 in memory order as ExecuTorch's portable
+//! mean does (global average pooling then matches it bit for bit); integer results accumulate in i64 with wrapping. Contiguous inputs only.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -128,6 +128,9 @@ fn sum_mean(args: &KernelArgs<'_>, dims: Option<Vec<i64>>, keepdim: bool, dtype:
     if mean && !out.dtype.is_floating() {
         return Err(kerr!("mean: output dtype {} is not floating point", out.dtype));
     }
+    // ExecuTorch sums one reduced dim from 0, several from their first element (which only
+    // tells apart a sum of negative zeros).
+    let single_dim = dims.as_ref().is_some_and(|d| d.len() == 1);
     let p = Plan::new(inp.sizes(), dims.as_deref(), keepdim)?;
     out.resize(&p.out_sizes)?;
     let n = p.red_offs.len();
@@ -139,7 +142,7 @@ fn sum_mean(args: &KernelArgs<'_>, dims: Option<Vec<i64>>, keepdim: bool, dtype:
         if mean {
             // ExecuTorch's portable mean: an f32 sum in memory order, divided by the count.
             for (dst, chunk) in o.iter_mut().zip(x.chunks_exact(n)) {
-                *dst = chunk.iter().fold(0.0f32, |acc, &v| acc + v) / n as f32;
+                *dst = et_f32_sum(chunk.iter().copied(), single_dim) / n as f32;
             }
         } else {
             for (dst, chunk) in o.iter_mut().zip(x.chunks_exact(n)) {
@@ -147,6 +150,13 @@ fn sum_mean(args: &KernelArgs<'_>, dims: Option<Vec<i64>>, keepdim: bool, dtype:
                 *dst = (s * scale) as f32;
             }
         }
+        return Ok(());
+    }
+    if mean && inp.dtype == ScalarType::Float && out.dtype == ScalarType::Float {
+        let x: &[f32] = inp.data()?;
+        let o: &mut [f32] = out.data_mut()?;
+        let offs = &p.red_offs;
+        p.for_each_group(|i, base| o[i] = et_f32_sum(offs.iter().map(|&r| x[base + r]), single_dim) / n as f32);
         return Ok(());
     }
     let x = Elems::of(&inp)?;
@@ -166,6 +176,13 @@ fn sum_mean(args: &KernelArgs<'_>, dims: Option<Vec<i64>>, keepdim: bool, dtype:
         });
     }
     Ok(())
+}
+
+/// An f32 sum in the given order, as ExecuTorch's portable mean computes it: from 0 over one
+/// reduced dim, else from the first element.
+fn et_f32_sum(mut v: impl Iterator<Item = f32>, from_zero: bool) -> f32 {
+    let first = if from_zero { 0.0 } else { v.next().unwrap_or(0.0) };
+    v.fold(first, |acc, x| acc + x)
 }
 
 /// `mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None,
@@ -532,6 +549,24 @@ mod tests {
         let x64 = h.tensor::<f64>(ScalarType::Double, &[4], &[1., 2., 3., 4.]);
         h.call(mean_out, &[x64, none, f, none, out4, out4]).unwrap();
         assert_eq!(h.read::<f64>(out4), vec![2.5]);
+    }
+
+    /// f32 means sum in f32 in memory order, as ExecuTorch's portable kernel does: 1e8 + 1
+    /// rounds back to 1e8, so [1e8, 1, −1e8] averages to 0 (f64 would give 1/3).
+    #[test]
+    fn f32_mean_sums_in_f32_like_executorch() {
+        let mut h = OpHarness::new();
+        let (f, none) = (h.bool(false), h.none());
+        let x = h.f32(&[3, 2], &[1e8, 0., 1., 0., -1e8, 0.]);
+        let dim0 = h.int_list(&[0]);
+        let out = h.out(ScalarType::Float, &[2]);
+        h.call(mean_out, &[x, dim0, f, none, out, out]).unwrap();
+        assert_eq!(h.read::<f32>(out), vec![0., 0.]);
+        let y = h.f32(&[1, 3], &[1e8, 1., -1e8]);
+        let last = h.int_list(&[-1]);
+        let out2 = h.out(ScalarType::Float, &[1]);
+        h.call(mean_out, &[y, last, f, none, out2, out2]).unwrap();
+        assert_eq!(h.read::<f32>(out2), vec![0.]);
     }
 
     #[test]

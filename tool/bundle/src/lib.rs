@@ -88,6 +88,9 @@ pub struct BundleSpec {
     /// The delegation report (each op, where it runs and why; the delegate compiler's summary),
     /// recorded in the manifest as `delegation`.
     pub delegation: Option<serde_json::Value>,
+    /// How the int8 program compares with its float original on the calibration samples,
+    /// recorded in the manifest as `int8_quality`.
+    pub int8_quality: Option<serde_json::Value>,
 }
 
 /// Where a bundle file's bytes are: made here, or an existing file copied as it is (a
@@ -290,6 +293,9 @@ fn manifest(spec: &BundleSpec, files: &[File]) -> String {
             .map(|r| serde_json::json!({"name": r.name, "origin": hex_addr(r.origin), "length": r.length, "use": r.usage}))
             .collect();
         v["flash"] = report::flash_commands(fw);
+    }
+    if let Some(q) = &spec.int8_quality {
+        v["int8_quality"] = q.clone();
     }
     if let Some(d) = &spec.delegation {
         v["delegation"] = d.clone();

@@ -90,6 +90,7 @@ fn spec(dir: &Path, elf_bytes: &[u8], firmware: bool) -> BundleSpec {
         run_example: "--image photo.png".into(),
         size_report: None,
         delegation: None,
+        int8_quality: None,
     }
 }
 

@@ -25,6 +25,8 @@ struct Programs {
     out_q: ActQ,
     /// (image name, preprocessed float input bytes).
     images: Vec<(String, Vec<u8>)>,
+    /// The export's own int8-vs-fp32 report on the same images.
+    quality: rbuild_export::int8_quality::Int8Quality,
 }
 
 fn image_files() -> Vec<PathBuf> {
@@ -74,7 +76,8 @@ fn programs() -> &'static Programs {
         assert_eq!(fuse.fused.get("rbuild::qmean_hw"), Some(&1), "{fuse:?}");
         assert_eq!(fuse.fused.get("rbuild::qlinear"), Some(&1), "{fuse:?}");
         assert_eq!(fuse.unfused, 1, "only the program input's quantize stays: {fuse:?}");
-        Programs { fp32, reference, fused, out_q, images }
+        let quality = f.quality.expect("the int8 export measures itself");
+        Programs { fp32, reference, fused, out_q, images, quality }
     })
 }
 
@@ -245,11 +248,34 @@ fn int8_top1_is_among_fp32_top3_on_every_image() {
     }
 }
 
-/// The acceptance criterion, not met yet: on img1 fp32's top-1/top-2 gap is 0.33 logits and
-/// int8 noise (SQNR ~13 dB against fp32; ExecuTorch's own PT2E int8 program: 10.8–11.7 dB)
-/// swaps them. Run with `--ignored` to see the table.
+/// The export's quality report is what the emitted programs do: per image, the SQNR of the
+/// fused program's logits against fp32's and the top-1 agreement. Its input-rounding floor
+/// records why top-1 cannot be promised on these images: rounding only the input to int8 (about
+/// one pixel level) already moves this random-weight model's fp32 logits to 18–19 dB.
 #[test]
-#[ignore = "int8 top-1 differs from fp32 on img1 (fp32 margin 0.33 logits, below int8 noise)"]
+fn int8_quality_report_matches_the_programs() {
+    let p = programs();
+    let table = top1_table();
+    assert_eq!(p.quality.samples.len(), p.images.len());
+    for (((name, x), q), (_, order, int8_top1)) in p.images.iter().zip(&p.quality.samples).zip(&table) {
+        let measured = sqnr_db(&run(&p.fp32, x), &run(&p.fused, x));
+        assert!((q.sqnr_db - measured).abs() < 0.1, "{name}: report {:.2} dB, programs {measured:.2} dB", q.sqnr_db);
+        let t = q.top1.as_ref().expect("logits have a top-1");
+        assert_eq!((t.fp32, t.int8), (order[0], *int8_top1), "{name}");
+        let floor = q.input_floor_db.expect("the input is quantized");
+        eprintln!("{name}: int8 {:.1} dB, input rounding alone {floor:.1} dB, fp32 lead {:.2}", q.sqnr_db, t.fp32_margin);
+        assert!(floor > q.sqnr_db && floor < 22.0, "{name}: floor {floor:.1} dB");
+    }
+    eprintln!("{}", p.quality.summary());
+}
+
+/// The acceptance criterion, not met: on img1 fp32's top-1/top-2 gap is 0.33 logits and int8
+/// noise (SQNR ~13 dB against fp32; ExecuTorch's own PT2E int8 program: 10.8–11.7 dB) swaps
+/// them. The floor above bounds what any int8 program can do here: rounding the input alone
+/// costs 18–19 dB, and the two official preprocessing paths (PIL vs tensor resize, ≤0.017 apart)
+/// already move fp32's logits to 17.9–18.6 dB. Run with `--ignored` to see the table.
+#[test]
+#[ignore = "int8 top-1 differs from fp32 on img1: fp32's lead 0.33 logits is below the int8 error, whose floor (input rounding alone) is 18-19 dB on this model"]
 fn int8_top1_equals_fp32_top1_on_every_image() {
     for (name, order, q) in top1_table() {
         assert_eq!(q, order[0], "{name}: int8 top-1 differs from fp32");
@@ -311,11 +337,19 @@ fn cli_exports_int8_with_calibration_folder_and_rejects_bad_flags() {
         .arg(&images)
         .arg("--out")
         .arg(&out)
+        .args(["--sensitivity", "5"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&r.stdout).into_owned() + &String::from_utf8_lossy(&r.stderr);
     assert!(r.status.success(), "{text}");
     assert!(text.contains("rbuild::qconv2d x52") && text.contains("calibration: 3 sample(s)"), "{text}");
+    assert!(text.contains("int8 vs fp32 on 3 calibration sample(s): output SQNR") && text.contains("input rounding alone"), "{text}");
+    // The ranking: five rows, worst first, each naming its layer.
+    let rows: Vec<&str> = text.lines().skip_while(|l| !l.contains("most sensitive activations")).skip(1).take_while(|l| l.contains(" dB  ")).collect();
+    assert_eq!(rows.len(), 5, "{text}");
+    let dbs: Vec<f64> = rows.iter().map(|l| l.split_whitespace().next().unwrap().parse().unwrap()).collect();
+    assert!(dbs.windows(2).all(|w| w[0] <= w[1]), "{rows:?}");
+    assert!(rows.iter().any(|l| l.contains("of features.")), "{rows:?}");
     assert!(std::fs::metadata(&out).unwrap().len() > 3_000_000);
 
     // Random calibration is announced; --reference-only keeps ExecuTorch's representation.
@@ -330,6 +364,7 @@ fn cli_exports_int8_with_calibration_folder_and_rejects_bad_flags() {
     for (args, want) in [
         (vec!["--quant", "int4"], "image models take fp32 or int8"),
         (vec!["--calibration", "/nonexistent"], "go with --quant int8"),
+        (vec!["--sensitivity", "3"], "go with --quant int8"),
     ] {
         let r = std::process::Command::new(bin)
             .args(["export", "--model", "mobilenet_v2", "--random-weights", "1", "--out"])

@@ -11,6 +11,7 @@ pub mod emit;
 pub mod error;
 pub mod eval;
 pub mod graph;
+pub mod int8_quality;
 pub mod ops;
 pub mod passes;
 pub mod plan;

@@ -80,6 +80,8 @@ pub struct Inputs {
     pub version: String,
     /// The NPU export's `delegation.json`, recorded in the manifest.
     pub delegation: Option<PathBuf>,
+    /// The int8 export's `int8-quality.json`, recorded in the manifest.
+    pub int8_quality: Option<PathBuf>,
     /// The CPU-lowering twin of an NPU firmware, shipped for QEMU as `firmware-cpu-lowering.elf`.
     pub qemu_firmware: Option<PathBuf>,
 }
@@ -134,11 +136,13 @@ pub fn add(dag: &mut Dag<'_>, r: &Recipe, p: &Platform, i: Inputs) -> CliResult<
         },
         size_report: None,
         delegation: None,
+        int8_quality: None,
         firmware,
     };
     let key = KeyHasher::new().add("tool", &i.version).add("spec", &format!("{spec:?}")).clone();
     let kernels_json = i.kernels_json.clone();
     let delegation = i.delegation.clone();
+    let int8_quality = i.int8_quality.clone();
     dag.add(
         StepSpec {
             id: format!("bundle:{}", p.name),
@@ -153,6 +157,10 @@ pub fn add(dag: &mut Dag<'_>, r: &Recipe, p: &Platform, i: Inputs) -> CliResult<
             if let Some(path) = &delegation {
                 let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
                 spec.delegation = Some(serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))?);
+            }
+            if let Some(path) = &int8_quality {
+                let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                spec.int8_quality = Some(serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))?);
             }
             rbuild_bundle::write(&spec, &dir, &tarball).map(|_| ())
         },

@@ -4,6 +4,7 @@
 pub mod bundle_step;
 pub mod ethosu;
 mod firmware;
+pub mod int8_quality;
 mod steps;
 mod verify_input;
 
@@ -145,10 +146,12 @@ pub fn build(project: &Project, name: &str, overrides: &[String], dry_run: bool)
     match result {
         Ok(summary) => {
             print_summary(&summary, t0.elapsed().as_secs_f64());
+            let program = out.join(&loaded.recipe.name).join("program/model.pte");
             if loaded.recipe.backend.npu.is_some() {
-                let [_, report] = ethosu::outputs(&out.join(&loaded.recipe.name).join("program/model.pte"));
+                let [_, report] = ethosu::outputs(&program);
                 ethosu::print_report(&report);
             }
+            int8_quality::print(&program);
             steps::print_artifacts(&artifacts);
             Ok(())
         }

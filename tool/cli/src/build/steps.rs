@@ -92,6 +92,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
     let program = recipe_out.join("program/model.pte");
     let kernels_json = recipe_out.join("program/kernels.json");
     let version = tool_version();
+    let int8_quality = (r.model.quantize == Quantize::Int8 && !r.model.is_language_model()).then(|| super::int8_quality::path(&program));
 
     let extra_files = if r.model.is_language_model() {
         add_llm_export(dag, r, hashes, &version, &program, &recipe_out.join("program"))?
@@ -185,6 +186,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                     rustc: rustc.clone(),
                     version: version.clone(),
                     delegation: cpu_lowering.as_ref().map(|_| recipe_out.join("program/delegation.json")),
+                    int8_quality: int8_quality.clone(),
                     qemu_firmware: cpu_lowering.as_ref().map(|_| super::firmware_elf(&dir.join("cpu-lowering"))),
                 },
             )?;
@@ -353,6 +355,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                 rustc: rustc.clone(),
                 version: version.clone(),
                 delegation: None,
+                int8_quality: int8_quality.clone(),
                 qemu_firmware: None,
             },
         )?;
@@ -401,6 +404,9 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
     let mut outputs = vec![program.to_path_buf()];
     if npu.is_some() {
         outputs.extend(super::ethosu::outputs(program));
+    }
+    if r.model.quantize == Quantize::Int8 {
+        outputs.push(super::int8_quality::path(program));
     }
     let mut key = KeyHasher::new();
     if let Some(n) = &npu {
@@ -451,6 +457,9 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
             let samples = crate::calibration::samples(&g, calibration.as_deref()).map_err(step_err)?;
             let (int8, matches) = passes::optimize_int8_for_delegation(&mut g, &samples).map_err(step_err)?;
             eprintln!("note: {model} int8: calibrated on {} sample(s)", int8.calibration_samples);
+            if let Some(q) = &int8.quality {
+                super::int8_quality::write(&program_out, q)?;
+            }
             return super::ethosu::export(g, &matches, npu, &program_out);
         }
         if quantize == Quantize::Int8 {
@@ -459,6 +468,9 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
             if let Some(f) = &int8.fuse {
                 let fused: Vec<String> = f.fused.iter().map(|(op, n)| format!("{op} x{n}")).collect();
                 eprintln!("note: {model} int8: calibrated on {} sample(s); fused {}", int8.calibration_samples, fused.join(", "));
+            }
+            if let Some(q) = &int8.quality {
+                super::int8_quality::write(&program_out, q)?;
             }
         } else {
             passes::optimize(&mut g).map_err(step_err)?;

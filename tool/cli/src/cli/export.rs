@@ -44,6 +44,11 @@ pub struct ExportArgs {
     /// rbuild's int8 kernels.
     #[arg(long)]
     pub reference_only: bool,
+    /// Image models with --quant int8: also rank the N quantized activations that cost the most
+    /// accuracy, each alone rounded to int8 in the float graph (one graph run per activation
+    /// and calibration image).
+    #[arg(long, value_name = "N")]
+    pub sensitivity: Option<usize>,
     /// Language models: group size of int4 / 8da4w / 4-bit embeddings (32, 64, 128, 256).
     #[arg(long, default_value_t = 32)]
     pub group_size: usize,
@@ -78,8 +83,8 @@ pub fn export(a: ExportArgs) -> CliResult {
     let (Some(model), Some(_)) = (a.model.as_deref(), a.out.as_ref()) else { bail!("--model and --out are required") };
     let t0 = Instant::now();
     if rbuild_models::language_models().contains(&model) {
-        if a.calibration.is_some() || a.reference_only {
-            bail!("--calibration and --reference-only are for static int8 of image models; --model {model} quantizes weights without calibration");
+        if a.calibration.is_some() || a.reference_only || a.sensitivity.is_some() {
+            bail!("--calibration, --reference-only and --sensitivity are for static int8 of image models; --model {model} quantizes weights without calibration");
         }
         if a.weights.is_none() && a.random_weights.is_none() {
             bail!("--model {model} needs --weights HF_FOLDER (config.json + *.safetensors), or --random-weights SEED for the demo model");
@@ -112,8 +117,8 @@ pub fn export(a: ExportArgs) -> CliResult {
     let t_build = t0.elapsed();
     match a.quant.as_str() {
         "fp32" => {
-            if a.calibration.is_some() || a.reference_only {
-                bail!("--calibration and --reference-only go with --quant int8");
+            if a.calibration.is_some() || a.reference_only || a.sensitivity.is_some() {
+                bail!("--calibration, --reference-only and --sensitivity go with --quant int8");
             }
             finish(model, graph, &a, t0, t_load, t_build)
         }
@@ -126,6 +131,10 @@ pub fn export(a: ExportArgs) -> CliResult {
 fn finish_int8(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0: Instant) -> CliResult {
     let out = a.out.as_ref().expect("checked by the caller");
     let samples = crate::calibration::samples(&graph, a.calibration.as_deref())?;
+    let ranked = match a.sensitivity {
+        Some(n) => Some((n, passes::int8_sensitivity(&graph, &samples).map_err(|e| CliError(format!("{model}: {e}")))?)),
+        None => None,
+    };
     let stage = if a.reference_only { passes::Int8Stage::Reference } else { passes::Int8Stage::Fused };
     let (report, int8) = passes::optimize_int8(&mut graph, &samples, stage).map_err(|e| CliError(format!("{model}: {e}")))?;
     let mem = plan::plan_memory(&graph);
@@ -137,7 +146,7 @@ fn finish_int8(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0:
         println!("  pass {line}");
     }
     println!("  calibration: {} sample(s)", int8.calibration_samples);
-    println!("  quantize_static: {} activations quantized, {} weights int8", int8.quant.activations, int8.quant.weights);
+    println!("  quantize_static: {} activations quantized, {} weights int8", int8.quant.activations.len(), int8.quant.weights);
     if !int8.quant.float_ops.is_empty() {
         println!("  left in float: {}", int8.quant.float_ops.join(", "));
     }
@@ -151,6 +160,15 @@ fn finish_int8(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0:
         }
     }
     println!("  planned arena: {} bytes; constants: {} bytes", mem.arena_bytes, graph.constant_bytes());
+    if let Some(q) = &int8.quality {
+        println!("  {}", q.summary());
+    }
+    if let Some((n, rows)) = &ranked {
+        println!("  most sensitive activations (output SQNR with only that one rounded to int8):");
+        for (label, db) in rows.iter().take(*n) {
+            println!("    {db:6.1} dB  {label}");
+        }
+    }
     println!("  time: {:.1} ms", t0.elapsed().as_secs_f64() * 1e3);
     Ok(())
 }

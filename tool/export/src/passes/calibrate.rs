@@ -17,6 +17,8 @@ pub struct Ranges {
     pub ranges: HashMap<ValueId, (f32, f32)>,
     /// How many samples were run.
     pub samples: usize,
+    /// The float graph's outputs on each sample (the reference int8 quality is measured against).
+    pub outputs: Vec<Vec<Vec<u8>>>,
 }
 
 impl Ranges {
@@ -33,8 +35,9 @@ pub fn calibrate(g: &Graph, samples: &[Vec<Vec<u8>>]) -> Result<Ranges> {
         return Err(ExportError::Invalid("calibration needs at least one sample input".into()));
     }
     let mut ranges: HashMap<ValueId, (f32, f32)> = HashMap::new();
+    let mut outputs = Vec::with_capacity(samples.len());
     for (i, sample) in samples.iter().enumerate() {
-        eval::evaluate_observed(g, sample, |v, bytes| {
+        let out = eval::evaluate_observed(g, sample, |v, bytes| {
             if g.meta(v).dtype != ScalarType::Float {
                 return;
             }
@@ -48,13 +51,14 @@ pub fn calibrate(g: &Graph, samples: &[Vec<Vec<u8>>]) -> Result<Ranges> {
             ranges.insert(v, (lo, hi));
         })
         .map_err(|e| ExportError::Invalid(format!("calibration sample {i}: {e}")))?;
+        outputs.push(out);
     }
     for (&v, &(lo, hi)) in &ranges {
         if lo > hi {
             return Err(ExportError::Invalid(format!("calibration: value '{}' has no finite element", g.values[v].name)));
         }
     }
-    Ok(Ranges { ranges, samples: samples.len() })
+    Ok(Ranges { ranges, samples: samples.len(), outputs })
 }
 
 /// Deterministic inputs for calibration without data: normal(0, 1) floats from a seeded

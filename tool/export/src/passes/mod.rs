@@ -95,15 +95,18 @@ pub struct Int8Report {
     pub calibration_samples: usize,
     pub quant: quantize_static::StaticQuantReport,
     pub fuse: Option<fuse_int8::FuseReport>,
+    /// The final int8 graph against the float one on the calibration samples.
+    pub quality: Option<crate::int8_quality::Int8Quality>,
 }
 
 /// The float passes of [`optimize`], then calibration on `samples` (bytes per graph input, see
 /// [`calibrate::calibrate`]), static int8 quantization and, for [`Int8Stage::Fused`], fusion.
 pub fn optimize_int8(g: &mut Graph, samples: &[Vec<Vec<u8>>], stage: Int8Stage) -> Result<(PassReport, Int8Report)> {
-    let (mut r, mut report) = quantize_reference(g, samples)?;
+    let Quantized { pass: mut r, mut report, float_graph, float_outputs } = quantize_keeping_float(g, samples)?;
     if stage == Int8Stage::Fused {
         report.fuse = Some(fuse_int8::fuse_int8(g)?);
     }
+    report.quality = Some(crate::int8_quality::measure(&float_graph, g, samples, &float_outputs, &report.quant.activations)?);
     r.dead_removed += dce::eliminate_dead_code(g);
     to_out::to_out_variants(g)?;
     r.nodes_after = g.nodes.len();
@@ -129,9 +132,10 @@ pub fn optimize_int8_for_delegation(
     g: &mut Graph,
     samples: &[Vec<Vec<u8>>],
 ) -> Result<(Int8Report, std::collections::BTreeMap<ValueId, fuse_int8::Matched>)> {
-    let (_, mut report) = quantize_reference(g, samples)?;
+    let Quantized { mut report, float_graph, float_outputs, .. } = quantize_keeping_float(g, samples)?;
     let (fused, matches) = fuse_int8::fuse_int8_matched(g)?;
     report.fuse = Some(fused);
+    report.quality = Some(crate::int8_quality::measure(&float_graph, g, samples, &float_outputs, &report.quant.activations)?);
     dce::eliminate_dead_code(g);
     Ok((report, matches))
 }
@@ -142,11 +146,55 @@ pub fn optimize_int8_for_delegation(
 /// quantize wrote and reads the int8 values the reference's dequantizes read, so the two graphs
 /// can be compared op by op.
 pub fn quantize_reference(g: &mut Graph, samples: &[Vec<Vec<u8>>]) -> Result<(PassReport, Int8Report)> {
-    let mut r = prepare_for_quantization(g)?;
+    let Quantized { pass, mut report, float_graph, float_outputs } = quantize_keeping_float(g, samples)?;
+    report.quality = Some(crate::int8_quality::measure(&float_graph, g, samples, &float_outputs, &report.quant.activations)?);
+    Ok((pass, report))
+}
+
+/// Ranks the activations static int8 quantization would quantize in `g` (a float model graph)
+/// by the output SQNR each costs alone, worst first: (label, dB). The label names the value and
+/// the layer that computes it (its first constant input, e.g. a convolution's weight).
+pub fn int8_sensitivity(g: &Graph, samples: &[Vec<Vec<u8>>]) -> Result<Vec<(String, f64)>> {
+    let mut g = g.clone();
+    let Quantized { report, float_graph, float_outputs, .. } = quantize_keeping_float(&mut g, samples)?;
+    let rows = crate::int8_quality::sensitivity(&float_graph, samples, &float_outputs, &report.quant.activations)?;
+    let producer = |v: ValueId| float_graph.nodes.iter().find(|n| n.outputs.contains(&v));
+    // An activation's layer: the op itself, or what feeds it when it is a relu/hardtanh/clamp.
+    let layer = |v: ValueId| -> String {
+        let mut at = producer(v);
+        for _ in 0..2 {
+            let Some(n) = at else { return "program input".into() };
+            if let Some(c) = n.tensor_inputs().find(|&i| float_graph.constant(i).is_some()) {
+                let name = &float_graph.values[c].name;
+                return format!("{} of {}", n.op, name.trim_end_matches(".bn_folded").trim_end_matches(".weight"));
+            }
+            match n.tensor_inputs().next() {
+                Some(i) if n.tensor_inputs().count() == 1 => at = producer(i),
+                _ => return n.op.clone(),
+            }
+        }
+        at.map_or_else(String::new, |n| n.op.clone())
+    };
+    Ok(rows.into_iter().map(|(v, db)| (format!("{} ({})", float_graph.values[v].name, layer(v)), db)).collect())
+}
+
+/// [`quantize_reference`]'s work, keeping the calibrated float graph and its outputs on the
+/// samples (what the int8 quality report compares against).
+struct Quantized {
+    pass: PassReport,
+    report: Int8Report,
+    float_graph: Graph,
+    float_outputs: Vec<Vec<Vec<u8>>>,
+}
+
+fn quantize_keeping_float(g: &mut Graph, samples: &[Vec<Vec<u8>>]) -> Result<Quantized> {
+    let mut pass = prepare_for_quantization(g)?;
     let ranges = calibrate::calibrate(g, samples)?;
+    let float_graph = g.clone();
     let quant = quantize_static::quantize_static(g, &ranges)?;
-    r.nodes_after = g.nodes.len();
-    Ok((r, Int8Report { calibration_samples: ranges.samples, quant, fuse: None }))
+    pass.nodes_after = g.nodes.len();
+    let report = Int8Report { calibration_samples: ranges.samples, quant, fuse: None, quality: None };
+    Ok(Quantized { pass, report, float_graph, float_outputs: ranges.outputs })
 }
 
 /// Appends `op(args)` with outputs from shape inference; returns the new output values.

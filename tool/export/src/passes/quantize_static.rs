@@ -86,8 +86,8 @@ pub fn quantize_weight_per_channel(w: &[f32], sizes: &[usize], axis: usize) -> (
 /// What the pass did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StaticQuantReport {
-    /// Activations given a quantize/dequantize pair.
-    pub activations: usize,
+    /// Activations given a quantize/dequantize pair: the float value and its parameters.
+    pub activations: Vec<(ValueId, ActQ)>,
     /// Weights stored as int8.
     pub weights: usize,
     /// Ops left in float with no quantized neighbours worth noting (name: reason).
@@ -207,7 +207,7 @@ impl Rewrite<'_> {
         let dq = dequantize(g, q, p)?;
         self.quantized.insert(v, (q, p));
         self.replace.insert(v, dq);
-        self.report.activations += 1;
+        self.report.activations.push((v, p));
         Ok(())
     }
 
