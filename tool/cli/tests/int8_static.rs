@@ -365,6 +365,8 @@ fn cli_exports_int8_with_calibration_folder_and_rejects_bad_flags() {
         (vec!["--quant", "int4"], "image models take fp32 or int8"),
         (vec!["--calibration", "/nonexistent"], "go with --quant int8"),
         (vec!["--sensitivity", "3"], "go with --quant int8"),
+        (vec!["--keep-float", "features.0"], "go with --quant int8"),
+        (vec!["--quant", "int8", "--keep-float", "features.99"], "keep-float \"features.99\" names no layer"),
     ] {
         let r = std::process::Command::new(bin)
             .args(["export", "--model", "mobilenet_v2", "--random-weights", "1", "--out"])
@@ -425,4 +427,50 @@ fn mobilenet_v3_small_is_fully_fused() {
         eprintln!("mobilenet_v3_small {name}: fp32 top-1 {}, int8 top-1 {}, SQNR {s:.1} dB", argmax(&f), argmax(&q));
         assert!(s > 5.0, "{name}: SQNR {s:.1} dB");
     }
+}
+
+/// `keep-float`: the named layers stay float32 convolutions between a dequantize and a
+/// quantize, everything else fuses as before. Keeping MobileNetV2's first four blocks float
+/// (9 convolutions, where the sensitivity ranking puts the costliest activations) raises the
+/// logits' SQNR on every image; the mixed reference program still means the same in ExecuTorch
+/// 1.3.1 (bit for bit on the portable kernels); a name that matches no layer is an error.
+#[test]
+fn keep_float_layers_stay_float_and_cut_the_error() {
+    let p = programs();
+    let weights = Weights::open(&common::testdata().join("models/mobilenet_v2/model.safetensors")).unwrap();
+    let build = || rbuild_models::build("mobilenet_v2", &weights, &[1, 3, 224, 224]).unwrap();
+    let samples: Vec<Vec<Vec<u8>>> = p.images.iter().map(|(_, x)| vec![x.clone()]).collect();
+    let keep: Vec<String> = (0..4).map(|i| format!("features.{i}")).collect();
+    let options = passes::Int8Options { keep_float: keep.clone() };
+    let mut g = build();
+    let (_, r) = passes::optimize_int8_with(&mut g, &samples, Int8Stage::Fused, &options).unwrap();
+    assert_eq!(r.quant.kept_float.len(), 9, "{:?}", r.quant.kept_float);
+    assert!(r.quant.kept_float.iter().all(|l| keep.iter().any(|k| l.starts_with(&format!("{k}.")))), "{:?}", r.quant.kept_float);
+    assert_eq!(g.ops().iter().filter(|o| *o == "aten::convolution.out").count(), 1, "one float convolution kernel");
+    assert_eq!(g.nodes.iter().filter(|n| n.op == "aten::convolution.out").count(), 9);
+    assert_eq!(r.fuse.as_ref().unwrap().fused.get("rbuild::qconv2d"), Some(&43));
+    let mixed = emit::emit(&g, &plan::plan_memory(&g), "forward").unwrap();
+    for ((name, x), all_int8) in p.images.iter().zip(&p.quality.samples) {
+        let s = sqnr_db(&run(&p.fp32, x), &run(&mixed, x));
+        eprintln!("{name}: first four blocks float: SQNR {s:.1} dB (all int8: {:.1} dB)", all_int8.sqnr_db);
+        assert!(s > all_int8.sqnr_db + 1.0, "{name}: {s:.1} dB");
+    }
+
+    if let Some(python) = common::oracle_python() {
+        let mut g = build();
+        passes::optimize_int8_with(&mut g, &samples, Int8Stage::Reference, &options).unwrap();
+        let reference = emit::emit(&g, &plan::plan_memory(&g), "forward").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let pte = dir.path().join("mixed.reference.pte");
+        std::fs::write(&pte, &reference).unwrap();
+        let (name, x) = &p.images[0];
+        let (_, out) = common::et_run_one(&python, &pte, (safetensors::Dtype::F32, vec![1, 3, 224, 224], x), dir.path(), "mixed");
+        let ours: Vec<u8> = run_portable(&reference, x).iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(out, ours, "{name}: ExecuTorch 1.3.1 and rbuild's portable kernels differ on the mixed reference program");
+    }
+
+    let mut g = build();
+    let bad = passes::Int8Options { keep_float: vec!["features.99".into()] };
+    let e = passes::optimize_int8_with(&mut g, &samples, Int8Stage::Fused, &bad).unwrap_err().to_string();
+    assert!(e.contains("keep-float \"features.99\" names no layer") && e.contains("features.0.0"), "{e}");
 }

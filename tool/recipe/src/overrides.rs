@@ -9,7 +9,7 @@ use miette::{Report, SourceSpan};
 use crate::choice::Choice;
 use crate::diag::{LoadError, Problem, Source};
 use crate::recipe::{
-    calibration_needs_int8, check_group_size, language_only, no_input_shape, resolve_file, resolve_folder, resolve_weights, Catalog, Dtype, EmbeddingQuantize,
+    calibration_needs_int8, check_group_size, keep_float_needs_int8, language_only, no_input_shape, resolve_file, resolve_folder, resolve_weights, Catalog, Dtype, EmbeddingQuantize,
     Fallback, LlmSpec, ModelKind, PathUse, Quantize, Recipe, WeightsSource, LLM_ONLY,
 };
 use crate::suggest;
@@ -23,6 +23,7 @@ pub const OVERRIDE_KEYS: &[&str] = &[
     "dtype",
     "quantize",
     "calibration",
+    "keep-float",
     "fallback",
     "accelerator",
     "embed-program",
@@ -153,6 +154,12 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
             let path = resolve_folder(value, Path::new(""))
                 .map_err(|e| e.problem(w.source, value_span, "the current folder", PathUse::Calibration))?;
             recipe.model.calibration = Some(path);
+        }
+        "keep-float" => {
+            if kind == ModelKind::Language || recipe.model.quantize != Quantize::Int8 {
+                return Err(keep_float_needs_int8(&arch).at(w.source, w.key_span));
+            }
+            recipe.model.keep_float = split_commas(value).map(|(_, name)| name.to_string()).filter(|n| !n.is_empty()).collect();
         }
         "fallback" => recipe.backend.fallback = choice::<Fallback>(w, value)?,
         "accelerator" => match &mut recipe.backend.npu {

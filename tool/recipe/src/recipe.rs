@@ -42,6 +42,10 @@ pub struct ModelSpec {
     /// Image models with `quantize "int8"`: a folder of images to calibrate activation ranges
     /// on (None: seeded random inputs, announced by the export).
     pub calibration: Option<PathBuf>,
+    /// Image models with `quantize "int8"`: layers (weight-name prefixes such as `features.0`)
+    /// kept in float32, for models whose sensitivity report shows a few layers dominating the
+    /// int8 error. Empty: everything the quantizer handles becomes int8.
+    pub keep_float: Vec<String>,
     /// The language-model settings; `Some` exactly when `arch` is a language model.
     pub llm: Option<LlmSpec>,
     /// The `model` node's name in the recipe.
@@ -298,6 +302,7 @@ const MODEL: &[&str] = &[
     "dtype",
     "quantize",
     "calibration",
+    "keep-float",
     "max-seq-len",
     "group-size",
     "embedding-quantize",
@@ -513,6 +518,16 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
         }),
         None => Some(None),
     };
+    let keep_float = match fields.get("keep-float") {
+        Some(n) => d.strings(n).and_then(|names| {
+            if kind == ModelKind::Language || quantize != Some(Quantize::Int8) {
+                d.report(keep_float_needs_int8(&written).at(d.source, n.name().span()));
+                return None;
+            }
+            Some(names.into_iter().map(|s| s.value).collect())
+        }),
+        None => Some(Vec::new()),
+    };
     Some(ModelSpec {
         arch: arch?,
         weights: weights?,
@@ -520,6 +535,7 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
         dtype: dtype?,
         quantize: quantize?,
         calibration: calibration?,
+        keep_float: keep_float?,
         llm: llm?,
         span: node.name().span(),
     })
@@ -865,6 +881,15 @@ pub(crate) fn resolve_folder(text: &str, base: &Path) -> Result<PathBuf, PathErr
         Err(PathError::NotAFolder(path))
     } else {
         Err(PathError::Missing(path))
+    }
+}
+
+/// `keep-float` on a model that is not an int8 image model.
+pub(crate) fn keep_float_needs_int8(arch: &str) -> Rejection {
+    Rejection {
+        message: format!("`keep-float` applies to image models quantized to int8; `{arch}` is not"),
+        label: "not used here",
+        help: "set `quantize \"int8\"` on an image model, or remove `keep-float`".into(),
     }
 }
 

@@ -156,6 +156,14 @@ fn calibration_needs_int8_and_an_existing_folder() {
 }
 
 #[test]
+fn keep_float_needs_int8() {
+    assert_eq!(recipe_case("keep-float-fp32", &catalog()), 1);
+    let text = std::fs::read_to_string("tests/cases/keep-float-fp32.kdl").unwrap().replace("quantize \"none\"", "quantize \"int8\"");
+    let r = Recipe::from_source(std::path::Path::new("keep-float.kdl"), text, &catalog()).unwrap();
+    assert_eq!(r.model.keep_float, ["features.0", "features.1"]);
+}
+
+#[test]
 fn calibration_folder_is_resolved_against_the_recipe() {
     let text = std::fs::read_to_string("tests/cases/calibration-bad.kdl").unwrap().replace("quantize \"none\"", "quantize \"int8\"");
     let path = std::path::Path::new("tests/cases/calibration-good.tmp.kdl");

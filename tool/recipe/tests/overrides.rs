@@ -91,6 +91,17 @@ fn bad_values_name_the_key_and_the_expected_form() {
 }
 
 #[test]
+fn keep_float_override_takes_layer_names_for_int8_image_models() {
+    let mut r = recipe();
+    let report = r.apply_overrides(&["keep-float=features.0"], &catalog()).unwrap_err();
+    assert!(problems(&report).problems[0].message.contains("`keep-float` applies to image models quantized to int8"), "{}", render(&report));
+    r.apply_overrides(&["quantize=int8", "keep-float=features.0,features.1.conv"], &catalog()).unwrap();
+    assert_eq!(r.model.keep_float, ["features.0", "features.1.conv"]);
+    r.apply_overrides(&["keep-float="], &catalog()).unwrap();
+    assert!(r.model.keep_float.is_empty(), "an empty value clears the list");
+}
+
+#[test]
 fn calibration_override_takes_a_folder_for_image_models() {
     let mut r = recipe();
     r.apply_overrides(&["quantize=int8", "calibration=tests/cases/calib-images"], &catalog()).unwrap();

@@ -430,6 +430,13 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
             key.add("calibration", &format!("{} sha256:{h}", f.display()));
         }
     }
+    if !r.model.keep_float.is_empty() {
+        if npu.is_some() {
+            return Err(CliError(format!("{}: `keep-float` is not supported with backend ethos-u yet (the NPU partition takes int8 layers only)", r.name)));
+        }
+        key.add("keep-float", &r.model.keep_float.join(","));
+    }
+    let int8_options = passes::Int8Options { keep_float: r.model.keep_float.clone() };
     let calibration = r.model.calibration.clone();
     let (model, weights, shape, dtype, quantize) =
         (r.model.arch.clone(), r.model.weights.clone(), r.model.input_shape.clone(), r.model.dtype, r.model.quantize);
@@ -464,7 +471,10 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
         }
         if quantize == Quantize::Int8 {
             let samples = crate::calibration::samples(&g, calibration.as_deref()).map_err(step_err)?;
-            let (_, int8) = passes::optimize_int8(&mut g, &samples, passes::Int8Stage::Fused).map_err(step_err)?;
+            let (_, int8) = passes::optimize_int8_with(&mut g, &samples, passes::Int8Stage::Fused, &int8_options).map_err(step_err)?;
+            if !int8.quant.kept_float.is_empty() {
+                eprintln!("note: {model} int8: kept in float32: {}", int8.quant.kept_float.join(", "));
+            }
             if let Some(f) = &int8.fuse {
                 let fused: Vec<String> = f.fused.iter().map(|(op, n)| format!("{op} x{n}")).collect();
                 eprintln!("note: {model} int8: calibrated on {} sample(s); fused {}", int8.calibration_samples, fused.join(", "));

@@ -49,6 +49,10 @@ pub struct ExportArgs {
     /// and calibration image).
     #[arg(long, value_name = "N")]
     pub sensitivity: Option<usize>,
+    /// Image models with --quant int8: keep this layer (a weight-name prefix such as
+    /// `features.0`) in float32; repeat for more layers.
+    #[arg(long, value_name = "LAYER")]
+    pub keep_float: Vec<String>,
     /// Language models: group size of int4 / 8da4w / 4-bit embeddings (32, 64, 128, 256).
     #[arg(long, default_value_t = 32)]
     pub group_size: usize,
@@ -83,8 +87,8 @@ pub fn export(a: ExportArgs) -> CliResult {
     let (Some(model), Some(_)) = (a.model.as_deref(), a.out.as_ref()) else { bail!("--model and --out are required") };
     let t0 = Instant::now();
     if rbuild_models::language_models().contains(&model) {
-        if a.calibration.is_some() || a.reference_only || a.sensitivity.is_some() {
-            bail!("--calibration, --reference-only and --sensitivity are for static int8 of image models; --model {model} quantizes weights without calibration");
+        if a.calibration.is_some() || a.reference_only || a.sensitivity.is_some() || !a.keep_float.is_empty() {
+            bail!("--calibration, --reference-only, --sensitivity and --keep-float are for static int8 of image models; --model {model} quantizes weights without calibration");
         }
         if a.weights.is_none() && a.random_weights.is_none() {
             bail!("--model {model} needs --weights HF_FOLDER (config.json + *.safetensors), or --random-weights SEED for the demo model");
@@ -117,8 +121,8 @@ pub fn export(a: ExportArgs) -> CliResult {
     let t_build = t0.elapsed();
     match a.quant.as_str() {
         "fp32" => {
-            if a.calibration.is_some() || a.reference_only || a.sensitivity.is_some() {
-                bail!("--calibration, --reference-only and --sensitivity go with --quant int8");
+            if a.calibration.is_some() || a.reference_only || a.sensitivity.is_some() || !a.keep_float.is_empty() {
+                bail!("--calibration, --reference-only, --sensitivity and --keep-float go with --quant int8");
             }
             finish(model, graph, &a, t0, t_load, t_build)
         }
@@ -131,12 +135,13 @@ pub fn export(a: ExportArgs) -> CliResult {
 fn finish_int8(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0: Instant) -> CliResult {
     let out = a.out.as_ref().expect("checked by the caller");
     let samples = crate::calibration::samples(&graph, a.calibration.as_deref())?;
+    let options = passes::Int8Options { keep_float: a.keep_float.clone() };
     let ranked = match a.sensitivity {
-        Some(n) => Some((n, passes::int8_sensitivity(&graph, &samples).map_err(|e| CliError(format!("{model}: {e}")))?)),
+        Some(n) => Some((n, passes::int8_sensitivity(&graph, &samples, &options).map_err(|e| CliError(format!("{model}: {e}")))?)),
         None => None,
     };
     let stage = if a.reference_only { passes::Int8Stage::Reference } else { passes::Int8Stage::Fused };
-    let (report, int8) = passes::optimize_int8(&mut graph, &samples, stage).map_err(|e| CliError(format!("{model}: {e}")))?;
+    let (report, int8) = passes::optimize_int8_with(&mut graph, &samples, stage, &options).map_err(|e| CliError(format!("{model}: {e}")))?;
     let mem = plan::plan_memory(&graph);
     let bytes = emit::emit(&graph, &mem, &a.method).map_err(|e| CliError(format!("{model}: {e}")))?;
     write_atomic(out, &bytes)?;
@@ -149,6 +154,9 @@ fn finish_int8(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0:
     println!("  quantize_static: {} activations quantized, {} weights int8", int8.quant.activations.len(), int8.quant.weights);
     if !int8.quant.float_ops.is_empty() {
         println!("  left in float: {}", int8.quant.float_ops.join(", "));
+    }
+    if !int8.quant.kept_float.is_empty() {
+        println!("  kept in float32 (--keep-float): {}", int8.quant.kept_float.join(", "));
     }
     if let Some(f) = &int8.fuse {
         let fused: Vec<String> = f.fused.iter().map(|(op, n)| format!("{op} x{n}")).collect();

@@ -102,7 +102,19 @@ pub struct Int8Report {
 /// The float passes of [`optimize`], then calibration on `samples` (bytes per graph input, see
 /// [`calibrate::calibrate`]), static int8 quantization and, for [`Int8Stage::Fused`], fusion.
 pub fn optimize_int8(g: &mut Graph, samples: &[Vec<Vec<u8>>], stage: Int8Stage) -> Result<(PassReport, Int8Report)> {
-    let Quantized { pass: mut r, mut report, float_graph, float_outputs } = quantize_keeping_float(g, samples)?;
+    optimize_int8_with(g, samples, stage, &Int8Options::default())
+}
+
+/// Choices of static int8 quantization beyond the defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Int8Options {
+    /// Layers (weight-name prefixes such as `features.0`) kept in float32.
+    pub keep_float: Vec<String>,
+}
+
+/// [`optimize_int8`] with explicit options.
+pub fn optimize_int8_with(g: &mut Graph, samples: &[Vec<Vec<u8>>], stage: Int8Stage, options: &Int8Options) -> Result<(PassReport, Int8Report)> {
+    let Quantized { pass: mut r, mut report, float_graph, float_outputs } = quantize_with_float_twin(g, samples, options)?;
     if stage == Int8Stage::Fused {
         report.fuse = Some(fuse_int8::fuse_int8(g)?);
     }
@@ -132,7 +144,7 @@ pub fn optimize_int8_for_delegation(
     g: &mut Graph,
     samples: &[Vec<Vec<u8>>],
 ) -> Result<(Int8Report, std::collections::BTreeMap<ValueId, fuse_int8::Matched>)> {
-    let Quantized { mut report, float_graph, float_outputs, .. } = quantize_keeping_float(g, samples)?;
+    let Quantized { mut report, float_graph, float_outputs, .. } = quantize_with_float_twin(g, samples, &Int8Options::default())?;
     let (fused, matches) = fuse_int8::fuse_int8_matched(g)?;
     report.fuse = Some(fused);
     report.quality = Some(crate::int8_quality::measure(&float_graph, g, samples, &float_outputs, &report.quant.activations)?);
@@ -146,7 +158,7 @@ pub fn optimize_int8_for_delegation(
 /// quantize wrote and reads the int8 values the reference's dequantizes read, so the two graphs
 /// can be compared op by op.
 pub fn quantize_reference(g: &mut Graph, samples: &[Vec<Vec<u8>>]) -> Result<(PassReport, Int8Report)> {
-    let Quantized { pass, mut report, float_graph, float_outputs } = quantize_keeping_float(g, samples)?;
+    let Quantized { pass, mut report, float_graph, float_outputs } = quantize_with_float_twin(g, samples, &Int8Options::default())?;
     report.quality = Some(crate::int8_quality::measure(&float_graph, g, samples, &float_outputs, &report.quant.activations)?);
     Ok((pass, report))
 }
@@ -154,9 +166,9 @@ pub fn quantize_reference(g: &mut Graph, samples: &[Vec<Vec<u8>>]) -> Result<(Pa
 /// Ranks the activations static int8 quantization would quantize in `g` (a float model graph)
 /// by the output SQNR each costs alone, worst first: (label, dB). The label names the value and
 /// the layer that computes it (its first constant input, e.g. a convolution's weight).
-pub fn int8_sensitivity(g: &Graph, samples: &[Vec<Vec<u8>>]) -> Result<Vec<(String, f64)>> {
+pub fn int8_sensitivity(g: &Graph, samples: &[Vec<Vec<u8>>], options: &Int8Options) -> Result<Vec<(String, f64)>> {
     let mut g = g.clone();
-    let Quantized { report, float_graph, float_outputs, .. } = quantize_keeping_float(&mut g, samples)?;
+    let Quantized { report, float_graph, float_outputs, .. } = quantize_with_float_twin(&mut g, samples, options)?;
     let rows = crate::int8_quality::sensitivity(&float_graph, samples, &float_outputs, &report.quant.activations)?;
     let producer = |v: ValueId| float_graph.nodes.iter().find(|n| n.outputs.contains(&v));
     // An activation's layer: the op itself, or what feeds it when it is a relu/hardtanh/clamp.
@@ -187,11 +199,11 @@ struct Quantized {
     float_outputs: Vec<Vec<Vec<u8>>>,
 }
 
-fn quantize_keeping_float(g: &mut Graph, samples: &[Vec<Vec<u8>>]) -> Result<Quantized> {
+fn quantize_with_float_twin(g: &mut Graph, samples: &[Vec<Vec<u8>>], options: &Int8Options) -> Result<Quantized> {
     let mut pass = prepare_for_quantization(g)?;
     let ranges = calibrate::calibrate(g, samples)?;
     let float_graph = g.clone();
-    let quant = quantize_static::quantize_static(g, &ranges)?;
+    let quant = quantize_static::quantize_static(g, &ranges, &options.keep_float)?;
     pass.nodes_after = g.nodes.len();
     let report = Int8Report { calibration_samples: ranges.samples, quant, fuse: None, quality: None };
     Ok(Quantized { pass, report, float_graph, float_outputs: ranges.outputs })

@@ -94,6 +94,19 @@ pub struct StaticQuantReport {
     pub float_ops: Vec<String>,
     /// The output's parameters, per graph output (None: the output is not quantized).
     pub output_qparams: Vec<Option<ActQ>>,
+    /// Layers kept in float32 on request (their weight names, without `.weight…`).
+    pub kept_float: Vec<String>,
+}
+
+/// Whether weight `name` belongs to layer `prefix` (`features.1` holds `features.1.conv.0.weight`,
+/// not `features.10.…`).
+fn in_layer(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
+/// A weight's layer name: `features.0.0.weight.bn_folded` → `features.0.0`.
+fn layer_name(weight: &str) -> &str {
+    weight.split(".weight").next().unwrap_or(weight)
 }
 
 /// `hardswish(x) = x · clamp(x + 3, 0, 6) / 6` and `hardsigmoid(x) = clamp(x + 3, 0, 6) / 6` as
@@ -317,7 +330,29 @@ fn quantizable(g: &Graph, n: &Node) -> bool {
 
 /// Rewrites the float graph `g` (functional ops, after the float passes) into the reference
 /// representation, with activation parameters from `ranges` (see [`super::calibrate`]).
-pub fn quantize_static(g: &mut Graph, ranges: &Ranges) -> Result<StaticQuantReport> {
+///
+/// Ops whose weight lies in a layer named by `keep_float` (a prefix such as `features.0`) stay
+/// float32: their int8 neighbours dequantize into them and quantize what they produce. A prefix
+/// that names no layer is an error listing the layers there are.
+pub fn quantize_static(g: &mut Graph, ranges: &Ranges, keep_float: &[String]) -> Result<StaticQuantReport> {
+    let kept_layer = |g: &Graph, n: &Node| -> Option<String> {
+        let (wi, _) = weight_arg(g, n)?;
+        let w = tensor_at(n, wi)?;
+        let name = &g.values[w].name;
+        keep_float.iter().any(|p| in_layer(name, p)).then(|| layer_name(name).to_string())
+    };
+    for prefix in keep_float {
+        let layers: Vec<&str> = g.nodes.iter().filter_map(|n| weight_arg(g, n).and_then(|(wi, _)| tensor_at(n, wi))).map(|w| layer_name(&g.values[w].name)).collect();
+        if !layers.iter().any(|l| in_layer(l, prefix)) {
+            let shown: Vec<&str> = layers.iter().copied().take(6).collect();
+            return Err(ExportError::Invalid(format!(
+                "keep-float \"{prefix}\" names no layer with weights; the layers are named like {}, … {}",
+                shown.join(", "),
+                layers.last().copied().unwrap_or("")
+            )));
+        }
+    }
+    let mut kept_float = Vec::new();
     let old = std::mem::take(&mut g.nodes);
     let uses = {
         let mut c = vec![0usize; g.values.len()];
@@ -336,6 +371,7 @@ pub fn quantize_static(g: &mut Graph, ranges: &Ranges) -> Result<StaticQuantRepo
     // Activation nodes folded into the anchor before them: their outputs are the quantized ones.
     let mut folded_activation = vec![false; old.len()];
     let mut anchor = vec![false; old.len()];
+    let mut kept = vec![false; old.len()];
     // hardswish / hardsigmoid chains: the root is an anchor with one activation input; the
     // inner nodes stay float between that input's dequantize and the root's quantize.
     let producer: HashMap<ValueId, usize> = old.iter().enumerate().flat_map(|(i, n)| n.outputs.iter().map(move |&o| (o, i))).collect();
@@ -357,6 +393,11 @@ pub fn quantize_static(g: &mut Graph, ranges: &Ranges) -> Result<StaticQuantRepo
     }
     for (i, n) in old.iter().enumerate() {
         if in_chain[i] || chain_input.contains_key(&i) || !quantizable(g, n) {
+            continue;
+        }
+        if let Some(layer) = kept_layer(g, n) {
+            kept_float.push(layer);
+            kept[i] = true;
             continue;
         }
         anchor[i] = true;
@@ -432,7 +473,7 @@ pub fn quantize_static(g: &mut Graph, ranges: &Ranges) -> Result<StaticQuantRepo
                 rw.params_of(g, out)?
             };
             rw.quantize_value(g, out, out, p)?;
-        } else if !anchor[i] && !in_chain[i] && !is_activation(&n.op) && n.op != "aten::view_copy" {
+        } else if !anchor[i] && !kept[i] && !in_chain[i] && !is_activation(&n.op) && n.op != "aten::view_copy" {
             rw.report.float_ops.push(n.op.clone());
         }
     }
@@ -453,5 +494,6 @@ pub fn quantize_static(g: &mut Graph, ranges: &Ranges) -> Result<StaticQuantRepo
         .collect();
     rw.report.float_ops.sort();
     rw.report.float_ops.dedup();
+    rw.report.kept_float = kept_float;
     Ok(rw.report)
 }
