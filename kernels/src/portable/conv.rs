@@ -328,17 +328,19 @@ fn conv_ref<A: Acc>(g: &ConvGeom, x: &Elems<'_>, w: &Elems<'_>, bias: Option<&El
         }
         return;
     }
-    // Transposed: every input pixel scatters into the outputs its kernel window reaches.
+    // Transposed: every input pixel scatters into the outputs its kernel window reaches. The
+    // outputs start at the bias and, per output channel, take input pixels row by row and input
+    // channels innermost: ExecuTorch's portable order, so f32 sums round as there.
     let plane = oh * ow;
     let mut acc: Vec<A> = (0..g.batch * g.c_out * plane).map(|i| bias_of((i / plane) % g.c_out)).collect();
     for b in 0..g.batch {
-        for ic in 0..g.c_in {
-            let grp = ic / cig;
+        for oc in 0..g.c_out {
+            let (grp, j) = (oc / cog, oc % cog);
             for iy in 0..ih {
                 for ix in 0..iw {
-                    let xv = A::load(x, ((b * g.c_in + ic) * ih + iy) * iw + ix);
-                    for j in 0..cog {
-                        let oc = grp * cog + j;
+                    for icg in 0..cig {
+                        let ic = grp * cig + icg;
+                        let xv = A::load(x, ((b * g.c_in + ic) * ih + iy) * iw + ix);
                         let wbase = (ic * cog + j) * kh;
                         for ky in 0..kh {
                             let Some(oy) = tap(iy * sh, ky, dh, ph, oh) else { continue };

@@ -153,27 +153,34 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
                 Ok(if v.len() == 1 { vec![v[0]; spatial] } else { v.to_vec() })
             };
             let (stride, padding, dilation) = (list(3)?, list(4)?, list(5)?);
-            if groups <= 0 || xs[1] as i64 != ws[1] as i64 * groups || ws[0] as i64 % groups != 0 {
-                return Err(shape_err(
-                    op,
-                    format!("input {xs:?} does not match weight {ws:?} with groups {groups} (in_channels = weight[1] * groups)"),
-                ));
+            let transposed = matches!(args.get(6), Some(Arg::Bool(true)));
+            // Weights are [out, in/groups, k…], transposed ones [in, out/groups, k…].
+            let (in_channels, out_channels) =
+                if transposed { (ws[0] as i64, ws[1] as i64 * groups) } else { (ws[1] as i64 * groups, ws[0] as i64) };
+            let per_group_ok = ws[0] as i64 % groups.max(1) == 0;
+            if groups <= 0 || xs[1] as i64 != in_channels || !per_group_ok {
+                let rule = if transposed { "in_channels = weight[0]" } else { "in_channels = weight[1] * groups" };
+                return Err(shape_err(op, format!("input {xs:?} does not match weight {ws:?} with groups {groups} ({rule})")));
             }
             if let Some(Arg::Tensor(b)) = args.get(2) {
-                if g.meta(*b).sizes() != Some(vec![ws[0]]) {
-                    return Err(shape_err(op, format!("bias {:?} must be [{}]", g.meta(*b).shape, ws[0])));
+                if g.meta(*b).sizes() != Some(vec![out_channels as usize]) {
+                    return Err(shape_err(op, format!("bias {:?} must be [{out_channels}]", g.meta(*b).shape)));
                 }
             }
-            let mut out = vec![xs[0], ws[0]];
+            let output_padding = if transposed { list(7)? } else { vec![0; spatial] };
+            let mut out = vec![xs[0], out_channels as usize];
             for k in 0..spatial {
-                let (s, p, d) = (stride.get(k), padding.get(k), dilation.get(k));
-                let (Some(&s), Some(&p), Some(&d)) = (s, p, d) else {
-                    return Err(shape_err(op, "stride/padding/dilation lists are too short"));
+                let (s, p, d, o) = (stride.get(k), padding.get(k), dilation.get(k), output_padding.get(k));
+                let (Some(&s), Some(&p), Some(&d), Some(&o)) = (s, p, d, o) else {
+                    return Err(shape_err(op, "stride/padding/dilation/output_padding lists are too short"));
                 };
                 let eff = d * (ws[2 + k] as i64 - 1) + 1;
-                let n = (xs[2 + k] as i64 + 2 * p - eff) / s + 1;
-                if s <= 0 || d <= 0 || p < 0 || n <= 0 {
-                    return Err(shape_err(op, format!("input {xs:?} too small for weight {ws:?} (stride {s}, padding {p}, dilation {d})")));
+                let n = if transposed { (xs[2 + k] as i64 - 1) * s - 2 * p + eff + o } else { (xs[2 + k] as i64 + 2 * p - eff) / s + 1 };
+                if s <= 0 || d <= 0 || p < 0 || o < 0 || (transposed && o >= s.max(d)) || n <= 0 {
+                    return Err(shape_err(
+                        op,
+                        format!("input {xs:?} too small for weight {ws:?} (stride {s}, padding {p}, dilation {d}, output padding {o})"),
+                    ));
                 }
                 out.push(n as usize);
             }

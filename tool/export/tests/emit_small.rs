@@ -63,3 +63,25 @@ fn shape_errors_name_the_op_and_shapes() {
     let e = b.add(x, y).unwrap_err().to_string();
     assert!(e.contains("aten::add.Tensor") && e.contains("broadcast"), "{e}");
 }
+
+/// Transposed convolution shapes follow PyTorch's ConvTranspose2d: (in − 1)·stride − 2·padding
+/// + dilation·(k − 1) + output_padding + 1, with weights [in, out/groups, kh, kw].
+#[test]
+fn transposed_convolution_shapes() {
+    use rbuild_export::graph::Arg;
+    let conv_t = |x_sizes: &[usize], w_sizes: &[usize], stride: i64, padding: i64, output_padding: i64, groups: i64| {
+        let mut b = GraphBuilder::new();
+        let x = b.input("x", TensorMeta::fixed(ScalarType::Float, x_sizes));
+        let n: usize = w_sizes.iter().product();
+        let w = b.constant("w", ScalarType::Float, w_sizes, ConstData::owned(vec![0; n * 4])).unwrap();
+        let pair = |v: i64| Arg::Ints(vec![v, v]);
+        let args = vec![Arg::Tensor(x), Arg::Tensor(w), Arg::None, pair(stride), pair(padding), pair(1), Arg::Bool(true), pair(output_padding), Arg::Int(groups)];
+        b.call1("aten::convolution", args).map(|y| b.meta(y).sizes().unwrap())
+    };
+    assert_eq!(conv_t(&[1, 6, 7, 9], &[6, 2, 3, 3], 2, 1, 1, 2).unwrap(), [1, 4, 14, 18]);
+    assert_eq!(conv_t(&[2, 4, 5, 5], &[4, 3, 2, 2], 1, 0, 0, 1).unwrap(), [2, 3, 6, 6]);
+    let e = conv_t(&[1, 5, 7, 7], &[6, 2, 3, 3], 2, 1, 0, 2).unwrap_err().to_string();
+    assert!(e.contains("in_channels = weight[0]"), "{e}");
+    let e = conv_t(&[1, 6, 7, 7], &[6, 2, 3, 3], 2, 1, 2, 2).unwrap_err().to_string();
+    assert!(e.contains("output padding 2"), "{e}");
+}

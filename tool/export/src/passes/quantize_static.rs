@@ -306,7 +306,9 @@ fn weight_arg(g: &Graph, n: &Node) -> Option<(usize, usize)> {
 /// over H and W with keepdim, the form the int8 kernels take).
 fn quantizable(g: &Graph, n: &Node) -> bool {
     match n.op.as_str() {
-        "aten::convolution" | "aten::addmm" | "aten::mm" => weight_arg(g, n).is_some(),
+        // Transposed convolutions keep output channels on weight axis 1: left float.
+        "aten::convolution" => weight_arg(g, n).is_some() && !matches!(n.args.get(6), Some(Arg::Bool(true))),
+        "aten::addmm" | "aten::mm" => weight_arg(g, n).is_some(),
         "aten::add.Tensor" => {
             matches!(n.args.get(2), Some(Arg::Scalar(Scalar::Int(1))) | Some(Arg::Scalar(Scalar::Double(1.0))) | None)
                 && (0..2).all(|i| tensor_at(n, i).is_some_and(|v| g.constant(v).is_none()))
