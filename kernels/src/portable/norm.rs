@@ -192,15 +192,6 @@ pub fn batch_norm_no_training_out(_: &mut KernelContext, args: &KernelArgs<'_>) 
         let _ = o.resize(&[0]);
     }
 
-    // Per channel: y = (x - mean) * scale + shift with scale = w / sqrt(var + eps), shift = b.
-    let per_channel: Vec<(f64, f64, f64)> = (0..c)
-        .map(|ch| {
-            let inv = 1.0 / libm::sqrt(var.f64(ch) + eps);
-            let w = weight.as_ref().map_or(1.0, |w| w.f64(ch));
-            let b = bias.as_ref().map_or(0.0, |b| b.f64(ch));
-            (mean.f64(ch), inv * w, b)
-        })
-        .collect();
     if inner == 0 {
         return Ok(());
     }
@@ -221,6 +212,16 @@ pub fn batch_norm_no_training_out(_: &mut KernelContext, args: &KernelArgs<'_>) 
         }
         return Ok(());
     }
+    // Other dtypes in f64, per channel: y = (x - mean) * scale + shift with
+    // scale = w / sqrt(var + eps), shift = b.
+    let per_channel: Vec<(f64, f64, f64)> = (0..c)
+        .map(|ch| {
+            let inv = 1.0 / libm::sqrt(var.f64(ch) + eps);
+            let w = weight.as_ref().map_or(1.0, |w| w.f64(ch));
+            let b = bias.as_ref().map_or(0.0, |b| b.f64(ch));
+            (mean.f64(ch), inv * w, b)
+        })
+        .collect();
     let x = Elems::of(&inp)?;
     let mut y = ElemsMut::of(&mut out)?;
     for i in 0..x.len() {

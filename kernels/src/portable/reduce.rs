@@ -2,7 +2,8 @@
 //!
 //! Floating results accumulate in f64 (as PyTorch's CPU kernels accumulate float in double for
 //! sums and scans), except f32 means, which sum in f32 in memory order as ExecuTorch's portable
-//! mean does (global average pooling then matches it bit for bit); integer results accumulate in i64 with wrapping. Contiguous inputs only.
+//! mean does (global average pooling then matches it bit for bit); integer results accumulate
+//! in i64 with wrapping. Contiguous inputs only.
 
 use alloc::vec;
 use alloc::vec::Vec;

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use rbuild_export::passes::{self, quantize_static::ActQ, Int8Stage};
+use rbuild_export::int8_quality::sqnr_db;
 use rbuild_export::weights::Weights;
 use rbuild_export::{emit, plan};
 use rbuild_image_classifier::{decode, preprocess};
@@ -110,12 +111,6 @@ fn max_lsb(a: &[i32], b: &[i32]) -> i32 {
 
 fn argmax(v: &[f32]) -> usize {
     v.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0
-}
-
-fn sqnr_db(reference: &[f32], test: &[f32]) -> f64 {
-    let signal: f64 = reference.iter().map(|&x| (x as f64).powi(2)).sum();
-    let noise: f64 = reference.iter().zip(test).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum();
-    10.0 * (signal / noise.max(1e-30)).log10()
 }
 
 /// Every fused int8 op, fed the int8 inputs the reference representation computed, gives

@@ -114,11 +114,11 @@ pub struct Int8Options {
 
 /// [`optimize_int8`] with explicit options.
 pub fn optimize_int8_with(g: &mut Graph, samples: &[Vec<Vec<u8>>], stage: Int8Stage, options: &Int8Options) -> Result<(PassReport, Int8Report)> {
-    let Quantized { pass: mut r, mut report, float_graph, float_outputs } = quantize_with_float_twin(g, samples, options)?;
+    let mut q = quantize_with_float_twin(g, samples, options)?;
     if stage == Int8Stage::Fused {
-        report.fuse = Some(fuse_int8::fuse_int8(g)?);
+        q.report.fuse = Some(fuse_int8::fuse_int8(g)?);
     }
-    report.quality = Some(crate::int8_quality::measure(&float_graph, g, samples, &float_outputs, &report.quant.activations)?);
+    let (mut r, report) = q.measured(g, samples)?;
     r.dead_removed += dce::eliminate_dead_code(g);
     to_out::to_out_variants(g)?;
     r.nodes_after = g.nodes.len();
@@ -144,10 +144,10 @@ pub fn optimize_int8_for_delegation(
     g: &mut Graph,
     samples: &[Vec<Vec<u8>>],
 ) -> Result<(Int8Report, std::collections::BTreeMap<ValueId, fuse_int8::Matched>)> {
-    let Quantized { mut report, float_graph, float_outputs, .. } = quantize_with_float_twin(g, samples, &Int8Options::default())?;
+    let mut q = quantize_with_float_twin(g, samples, &Int8Options::default())?;
     let (fused, matches) = fuse_int8::fuse_int8_matched(g)?;
-    report.fuse = Some(fused);
-    report.quality = Some(crate::int8_quality::measure(&float_graph, g, samples, &float_outputs, &report.quant.activations)?);
+    q.report.fuse = Some(fused);
+    let (_, report) = q.measured(g, samples)?;
     dce::eliminate_dead_code(g);
     Ok((report, matches))
 }
@@ -158,9 +158,7 @@ pub fn optimize_int8_for_delegation(
 /// quantize wrote and reads the int8 values the reference's dequantizes read, so the two graphs
 /// can be compared op by op.
 pub fn quantize_reference(g: &mut Graph, samples: &[Vec<Vec<u8>>]) -> Result<(PassReport, Int8Report)> {
-    let Quantized { pass, mut report, float_graph, float_outputs } = quantize_with_float_twin(g, samples, &Int8Options::default())?;
-    report.quality = Some(crate::int8_quality::measure(&float_graph, g, samples, &float_outputs, &report.quant.activations)?);
-    Ok((pass, report))
+    quantize_with_float_twin(g, samples, &Int8Options::default())?.measured(g, samples)
 }
 
 /// Ranks the activations static int8 quantization would quantize in `g` (a float model graph)
@@ -177,8 +175,7 @@ pub fn int8_sensitivity(g: &Graph, samples: &[Vec<Vec<u8>>], options: &Int8Optio
         for _ in 0..2 {
             let Some(n) = at else { return "program input".into() };
             if let Some(c) = n.tensor_inputs().find(|&i| float_graph.constant(i).is_some()) {
-                let name = &float_graph.values[c].name;
-                return format!("{} of {}", n.op, name.trim_end_matches(".bn_folded").trim_end_matches(".weight"));
+                return format!("{} of {}", n.op, quantize_static::layer_name(&float_graph.values[c].name));
             }
             match n.tensor_inputs().next() {
                 Some(i) if n.tensor_inputs().count() == 1 => at = producer(i),
@@ -197,6 +194,16 @@ struct Quantized {
     report: Int8Report,
     float_graph: Graph,
     float_outputs: Vec<Vec<Vec<u8>>>,
+}
+
+impl Quantized {
+    /// The reports, with `int8_graph` (this quantization, maybe fused since) measured against
+    /// the float graph on the samples.
+    fn measured(self, int8_graph: &Graph, samples: &[Vec<Vec<u8>>]) -> Result<(PassReport, Int8Report)> {
+        let Quantized { pass, mut report, float_graph, float_outputs } = self;
+        report.quality = Some(crate::int8_quality::measure(&float_graph, int8_graph, samples, &float_outputs, &report.quant.activations)?);
+        Ok((pass, report))
+    }
 }
 
 fn quantize_with_float_twin(g: &mut Graph, samples: &[Vec<Vec<u8>>], options: &Int8Options) -> Result<Quantized> {

@@ -105,8 +105,14 @@ fn in_layer(name: &str, prefix: &str) -> bool {
 }
 
 /// A weight's layer name: `features.0.0.weight.bn_folded` → `features.0.0`.
-fn layer_name(weight: &str) -> &str {
+pub(crate) fn layer_name(weight: &str) -> &str {
     weight.split(".weight").next().unwrap_or(weight)
+}
+
+/// The name of a convolution's or linear's weight.
+fn weight_name<'g>(g: &'g Graph, n: &Node) -> Option<&'g str> {
+    let (wi, _) = weight_arg(g, n)?;
+    Some(&g.values[tensor_at(n, wi)?].name)
 }
 
 /// `hardswish(x) = x · clamp(x + 3, 0, 6) / 6` and `hardsigmoid(x) = clamp(x + 3, 0, 6) / 6` as
@@ -338,13 +344,11 @@ fn quantizable(g: &Graph, n: &Node) -> bool {
 /// that names no layer is an error listing the layers there are.
 pub fn quantize_static(g: &mut Graph, ranges: &Ranges, keep_float: &[String]) -> Result<StaticQuantReport> {
     let kept_layer = |g: &Graph, n: &Node| -> Option<String> {
-        let (wi, _) = weight_arg(g, n)?;
-        let w = tensor_at(n, wi)?;
-        let name = &g.values[w].name;
+        let name = weight_name(g, n)?;
         keep_float.iter().any(|p| in_layer(name, p)).then(|| layer_name(name).to_string())
     };
+    let layers: Vec<&str> = g.nodes.iter().filter_map(|n| weight_name(g, n)).map(layer_name).collect();
     for prefix in keep_float {
-        let layers: Vec<&str> = g.nodes.iter().filter_map(|n| weight_arg(g, n).and_then(|(wi, _)| tensor_at(n, wi))).map(|w| layer_name(&g.values[w].name)).collect();
         if !layers.iter().any(|l| in_layer(l, prefix)) {
             let shown: Vec<&str> = layers.iter().copied().take(6).collect();
             return Err(ExportError::Invalid(format!(
