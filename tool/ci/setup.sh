@@ -24,6 +24,9 @@ for pair in aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu qemu-aarch64:qemu-user \
             qemu-system-arm:qemu-system-arm arm-none-eabi-gcc:gcc-arm-none-eabi; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || missing_pkgs+=("${pair#*:}")
 done
+# The aarch64 C runtime and libc (crti.o, -lc) for linking: only a recommendation of
+# gcc-aarch64-linux-gnu, which --no-install-recommends drops.
+[ -f /usr/aarch64-linux-gnu/lib/crti.o ] || missing_pkgs+=(libc6-dev-arm64-cross)
 if [ "${#missing_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=(); elif command -v sudo >/dev/null 2>&1; then SUDO=(sudo); else SUDO=(none); fi
   if [ "${SUDO[*]}" = none ]; then
