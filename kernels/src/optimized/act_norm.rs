@@ -50,6 +50,7 @@ fn gelu_scalar(x: f32) -> f32 {
 // polynomial of Numerical Recipes' `erfcc` (relative error < 1.2e-7 for every z ≥ 0). GELU
 // needs 1 + erf(x/√2), which is erfc(|z|) for x < 0 and 2 − erfc(|z|) for x ≥ 0: both keep
 // that relative accuracy (no cancellation near 0, none in the negative tail).
+#[cfg(any(target_arch = "x86_64", all(target_arch = "aarch64", target_feature = "neon")))]
 const C: [f32; 10] = [
     -1.265_512_2,
     1.000_023_7,

@@ -220,4 +220,171 @@ mod tests {
             assert_close(&got, &want, 1e-5, &format!("{isa:?}"));
         }
     }
+
+    /// Whisper-tiny shapes (d_model 384, 6 heads, T 1500, ffn 1536): each optimized kernel
+    /// against its portable twin, 1 and 2 threads. Run with
+    /// `cargo test -p rbuild-kernels --release --lib whisper_tiny_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn whisper_tiny_speed() {
+        use rbuild_runtime::harness::OpHarness;
+        use rbuild_runtime::kernel::KernelFn;
+        use rbuild_runtime::{ScalarType, Value};
+        use std::time::Instant;
+
+        type Make<'a> = dyn Fn(&mut OpHarness) -> Vec<u32> + 'a;
+        fn time(h: &mut OpHarness, f: KernelFn, ids: &[u32], reps: usize) -> f64 {
+            h.call(f, ids).unwrap();
+            let mut best = f64::INFINITY;
+            for _ in 0..reps {
+                let t = Instant::now();
+                h.call(f, ids).unwrap();
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            best * 1e3
+        }
+        fn bench(name: &str, make: &Make<'_>, fast: KernelFn, slow: KernelFn, slow_reps: usize) {
+            let mut h = OpHarness::new();
+            let ids = make(&mut h);
+            let p = time(&mut h, slow, &ids, slow_reps);
+            let mut line = format!("{name:<44} portable {p:>9.2} ms");
+            for threads in [1, 2] {
+                h.ctx.threads = threads;
+                let o = time(&mut h, fast, &ids, 5);
+                line += &format!(" | optimized t={threads} {o:>8.2} ms ({:>6.1}x)", p / o);
+            }
+            std::eprintln!("{line}");
+        }
+        let mut r = Lcg::new(1);
+        let mut rv = move |n: usize| r.vec(n);
+        let (t, e, heads, d, ffn) = (1500usize, 384usize, 6usize, 64usize, 1536usize);
+
+        let pcm: Vec<f32> = rv(480_000).into_iter().map(|v| v * 0.3).collect();
+        let window: Vec<f32> = (0..400).map(|i| 0.5 - 0.5 * libm::cosf(2.0 * core::f32::consts::PI * i as f32 / 400.0)).collect();
+        let filters: Vec<f32> = (0..80 * 201).map(|i| if (i % 201) / 2 == (i / 201) { 0.01 } else { 0.0 }).collect();
+        bench(
+            "log_mel_spectrogram 30 s, 80 mels",
+            &|h| {
+                let (p, w, f) = (h.f32(&[480_000], &pcm), h.f32(&[400], &window), h.f32(&[80, 201], &filters));
+                let hop = h.int(160);
+                let out = h.out(ScalarType::Float, &[1, 80, 3000]);
+                vec![p, w, f, hop, out, out]
+            },
+            super::log_mel_spectrogram_out,
+            reference::log_mel_spectrogram_out,
+            1,
+        );
+
+        let x = rv(t * ffn);
+        bench(
+            "gelu [1500, 1536]",
+            &|h| {
+                let xi = h.f32(&[t, ffn], &x);
+                let a = h.frame.values.len() as u32;
+                h.frame.values.push(Value::String("none".into()));
+                let out = h.out(ScalarType::Float, &[t, ffn]);
+                vec![xi, a, out, out]
+            },
+            crate::optimized::act_norm::gelu_out,
+            crate::portable::unary::gelu_out,
+            3,
+        );
+
+        let x = rv(t * e);
+        let (w, b) = (rv(e), rv(e));
+        bench(
+            "native_layer_norm [1, 1500, 384]",
+            &|h| {
+                let xi = h.f32(&[1, t, e], &x);
+                let ns = h.int_list(&[e as i64]);
+                let (wi, bi, eps) = (h.f32(&[e], &w), h.f32(&[e], &b), h.double(1e-5));
+                let (o0, o1, o2) = (h.out(ScalarType::Float, &[1, t, e]), h.out(ScalarType::Float, &[1, t, 1]), h.out(ScalarType::Float, &[1, t, 1]));
+                let l = h.tensor_list(&[o0, o1, o2]);
+                vec![xi, ns, wi, bi, eps, o0, o1, o2, l]
+            },
+            crate::optimized::act_norm::native_layer_norm_out,
+            crate::portable::norm::native_layer_norm_out,
+            3,
+        );
+
+        let (q, k, v) = (rv(t * e), rv(t * e), rv(t * e));
+        bench(
+            "custom_sdpa [1, 1500, 6, 64] non-causal",
+            &|h| {
+                let (qi, ki, vi) = (h.f32(&[1, t, heads, d], &q), h.f32(&[1, t, heads, d], &k), h.f32(&[1, t, heads, d], &v));
+                let (sp, none, drop, causal) = (h.int(0), h.none(), h.double(0.0), h.bool(false));
+                let out = h.out(ScalarType::Float, &[1, t, heads, d]);
+                vec![qi, ki, vi, sp, none, drop, causal, none, out, out]
+            },
+            crate::optimized::llm::attention::custom_sdpa_out,
+            crate::portable::llm::custom_sdpa_out,
+            1,
+        );
+
+        let (mem, kw, vw, kb) = (rv(t * e), rv(e * e), rv(e * e), rv(e));
+        let q1 = rv(e);
+        for (start, name) in [(0, "cross_attention S=1, T=1500 (projects caches)"), (1, "cross_attention S=1, T=1500 (decode step)")] {
+            bench(
+                name,
+                &|h| {
+                    let qi = h.f32(&[1, 1, heads, d], &q1);
+                    let mi = h.f32(&[1, t, e], &mem);
+                    let (kwi, vwi, kbi, none) = (h.f32(&[e, e], &kw), h.f32(&[e, e], &vw), h.f32(&[e], &kb), h.none());
+                    let (kc, vc) = (h.f32(&[1, t, heads, d], &mem), h.f32(&[1, t, heads, d], &mem));
+                    let sp = h.int(start);
+                    let out = h.out(ScalarType::Float, &[1, 1, heads, d]);
+                    vec![qi, mi, kwi, kbi, vwi, none, kc, vc, sp, out, out]
+                },
+                super::cross_attention_out,
+                reference::cross_attention_out,
+                if start == 0 { 1 } else { 3 },
+            );
+        }
+
+        let xm = rv(80 * 3000);
+        let w1 = rv(e * 80 * 3);
+        let x2 = rv(e * 3000);
+        let w2 = rv(e * e * 3);
+        let bias = rv(e);
+        for (name, cin, len, w, x, stride) in [
+            ("conv1d 80->384 k3 p1 over 3000", 80usize, 3000usize, &w1, &xm, 1i64),
+            ("conv1d 384->384 k3 s2 p1 over 3000", e, 3000, &w2, &x2, 2),
+        ] {
+            let olen = (len + 2 - 3) / stride as usize + 1;
+            bench(
+                name,
+                &|h| {
+                    let xi = h.f32(&[1, cin, len], x);
+                    let wi = h.f32(&[e, cin, 3], w);
+                    let bi = h.f32(&[e], &bias);
+                    let (s, p, dl) = (h.int_list(&[stride]), h.int_list(&[1]), h.int_list(&[1]));
+                    let tr = h.bool(false);
+                    let op = h.int_list(&[0]);
+                    let g = h.int(1);
+                    let out = h.out(ScalarType::Float, &[1, e, olen]);
+                    vec![xi, wi, bi, s, p, dl, tr, op, g, out, out]
+                },
+                crate::optimized::conv::convolution_out,
+                crate::portable::conv::convolution_out,
+                1,
+            );
+        }
+
+        let xl = rv(t * e);
+        let wl = rv(ffn * e);
+        let bl = rv(ffn);
+        bench(
+            "linear [1500, 384] x [1536, 384]^T + b",
+            &|h| {
+                let xi = h.f32(&[1, t, e], &xl);
+                let wi = h.f32(&[ffn, e], &wl);
+                let bi = h.f32(&[ffn], &bl);
+                let out = h.out(ScalarType::Float, &[1, t, ffn]);
+                vec![xi, wi, bi, out, out]
+            },
+            crate::optimized::llm::linear::linear_out,
+            crate::portable::quant_linear::linear_out,
+            1,
+        );
+    }
 }
