@@ -546,6 +546,7 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     };
     let family = crate::family::family(&r.model.arch)?;
     let arch = r.model.arch.clone();
+    let tokenizer_arch = arch.clone();
     let program_out = program.to_path_buf();
     let label = format!("export {} ({}, {linear}, max_seq_len {})", r.model.arch, r.model.weights, llm.max_seq_len);
     dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs: vec![program.to_path_buf()] }, move |_| {
@@ -589,7 +590,7 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
         match &tokenizer_source {
             Some(s) => copy_atomic(s, &to)?,
             None => {
-                let demo = family.demo_tokenizer_json().ok_or_else(|| format!("{arch}: the demo model has no tokenizer; give one with tokenizer=PATH"))?;
+                let demo = family.demo_tokenizer_json().ok_or_else(|| format!("{tokenizer_arch}: the demo model has no tokenizer; give one with tokenizer=PATH"))?;
                 write_atomic(&to, demo.as_bytes()).map_err(step_err)?
             }
         }
