@@ -398,7 +398,7 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
             if r.model.quantize != Quantize::Int8 {
                 return Err(CliError(format!("{}: backend ethos-u runs int8 programs: the model needs `quantize \"int8\"`", r.name)));
             }
-            Some(super::ethosu::NpuExport::resolve(&project.root, o, r.backend.fallback).map_err(|e| CliError(format!("{}: {e}", r.name)))?)
+            Some(super::ethosu::NpuExport::resolve(project, o, r.backend.fallback).map_err(|e| CliError(format!("{}: {e}", r.name)))?)
         }
         None => None,
     };

@@ -44,7 +44,7 @@ pub fn doctor() -> CliResult {
     }
     // The compilers of delegate backends (not tied to one platform).
     println!("backend ethos-u — Arm's Vela compiler for the Ethos-U NPU");
-    match rbuild_ethosu::vela::Vela::locate(&[&project.root]) {
+    match build::ethosu::locate_vela(&project) {
         Ok(v) => println!("  ok       {:<24} {} ({})", "vela", v.path.display(), v.version),
         Err(e) => {
             ok = false;
@@ -121,7 +121,7 @@ pub fn all(jobs: usize, strict: bool) -> CliResult {
                 let mut missing: Vec<String> = skipped.iter().map(build::Skipped::tool_names).collect();
                 // An NPU recipe also needs the NPU's compiler.
                 let npu = build::load(&project, recipe, &[]).is_ok_and(|l| l.recipe.backend.npu.is_some());
-                if npu && rbuild_ethosu::vela::Vela::locate(&[&project.root]).is_err() {
+                if npu && build::ethosu::locate_vela(&project).is_err() {
                     missing.push("vela".into());
                 }
                 let words = [format!("platform={platform}")];
