@@ -18,5 +18,12 @@ echo "== kernel tests on aarch64 (qemu-aarch64)"
 CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
 CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu" \
   cargo test -p rbuild-kernels --lib --release --target aarch64-unknown-linux-gnu
+# Every platform the shipped recipes name must be buildable here after setup: a build skips a
+# platform whose tools are missing (and says so), so CI asks for all of them with --strict.
+echo "== every recipe's platforms have their tools (rbuild plan --strict)"
+cargo build -p rbuild
+for recipe in recipes/*.kdl; do
+  target/debug/rbuild plan "$(basename "$recipe" .kdl)" --strict > /dev/null
+done
 echo "== tests"
 cargo test --workspace

@@ -34,6 +34,9 @@ enum Command {
         /// Recipe name, then key=value overrides.
         #[arg(required = true)]
         words: Vec<String>,
+        /// Fail when a platform of the recipe would be skipped for missing tools.
+        #[arg(long)]
+        strict: bool,
     },
     /// Build a recipe, run each platform's artifact on this machine (natively, under QEMU) on
     /// the recipe's verify input and compare with the host reference: `rbuild verify
@@ -42,6 +45,10 @@ enum Command {
         /// Recipe name, then key=value overrides.
         #[arg(required = true)]
         words: Vec<String>,
+        /// Fail when a platform of the recipe is skipped for missing tools (by default it is
+        /// reported and the others are verified).
+        #[arg(long)]
+        strict: bool,
     },
     /// Check a bundle folder or tarball against its checksums: `rbuild bundle --check DIR`.
     Bundle(cli::bundle::BundleArgs),
@@ -62,10 +69,15 @@ enum Command {
         /// Builds to run at once.
         #[arg(short = 'j', long, default_value_t = 1)]
         jobs: usize,
+        /// Fail when a combination is skipped for missing tools.
+        #[arg(long)]
+        strict: bool,
     },
     /// Remove build outputs (out/).
     Clean,
-    /// Build a recipe: `rbuild mobilenet-cpu [key=value …]`.
+    /// Build a recipe: `rbuild mobilenet-cpu [key=value …] [--strict]`. Platforms whose tools
+    /// are missing are skipped and named with the command that installs them; that fails the
+    /// build only for a platform asked for by name (`platform=…`) or with `--strict`.
     #[command(external_subcommand)]
     Recipe(Vec<String>),
     /// Describe a .pte program: methods, inputs/outputs, operators, delegates, memory.
@@ -101,13 +113,13 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cli::inspect::inspect(a),
         Command::Export(a) => cli::export::export(a),
         Command::List => cli::recipes::list(),
-        Command::Plan { words } => cli::recipes::plan(&words),
-        Command::Verify { words } => verify::verify(&words),
+        Command::Plan { words, strict } => cli::recipes::plan(&words, strict),
+        Command::Verify { words, strict } => verify::verify(&words, strict),
         Command::Bundle(a) => cli::bundle::bundle(a),
         Command::Doctor => cli::recipes::doctor(),
         Command::Toolchain { command: ToolchainCommand::Install { platform } } => cli::recipes::toolchain_install(&platform),
         Command::Matrix { json } => cli::recipes::matrix(json),
-        Command::All { jobs } => cli::recipes::all(jobs),
+        Command::All { jobs, strict } => cli::recipes::all(jobs, strict),
         Command::Clean => cli::recipes::clean(),
         Command::Recipe(words) => cli::recipes::build_recipe(&words),
     };

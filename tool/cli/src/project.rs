@@ -2,11 +2,16 @@
 //! `templates/` (the repository root), and `out/` under it.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use rbuild_recipe::Probes;
 
 use crate::error::{CliError, CliResult};
 
 pub struct Project {
     pub root: PathBuf,
+    /// Tool probes remembered between runs (`out/.cache/tool-probes.json`), opened on first use.
+    probes: OnceLock<Probes>,
 }
 
 fn is_root(p: &Path) -> bool {
@@ -20,7 +25,7 @@ impl Project {
         if let Some(r) = std::env::var_os("RBUILD_ROOT") {
             let root = PathBuf::from(r);
             return if is_root(&root) {
-                Ok(Project { root })
+                Ok(Project::at(root))
             } else {
                 Err(CliError(format!("RBUILD_ROOT={} has no recipes/, toolchains/ and templates/", root.display())))
             };
@@ -31,8 +36,18 @@ impl Project {
             .find(|p| is_root(p))
             .map(Path::to_path_buf)
             .or_else(|| is_root(&built_from).then(|| built_from.canonicalize().unwrap_or(built_from)))
-            .map(|root| Project { root })
+            .map(Project::at)
             .ok_or_else(|| CliError("no rbuild project here (a folder with recipes/, toolchains/ and templates/); set RBUILD_ROOT".into()))
+    }
+
+    fn at(root: PathBuf) -> Project {
+        Project { root, probes: OnceLock::new() }
+    }
+
+    /// Version and sysroot probes of the tools builds use, cached under the out folder: a
+    /// no-op rebuild starts no compiler just to ask its version.
+    pub fn probes(&self) -> &Probes {
+        self.probes.get_or_init(|| Probes::at(self.out_dir().join(".cache/tool-probes.json")))
     }
 
     pub fn recipes_dir(&self) -> PathBuf {

@@ -39,7 +39,7 @@ fn mobilenet_ethosu_builds_delegates_everything_and_verifies() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
-    let (ok, log) = rbuild(&out, &["mobilenet-ethosu"]);
+    let (ok, log) = rbuild(&out, &["mobilenet-ethosu", "--strict"]);
     assert!(ok, "{log}");
     assert!(log.contains("65 ops on the NPU in 1 subgraph(s), 0 on the CPU"), "{log}");
     // A cached build prints the report too.
@@ -106,7 +106,7 @@ fn mobilenet_ethosu_builds_delegates_everything_and_verifies() {
 
     // QEMU: the CPU lowering of the same subgraph, equal to the host bit for bit.
     if Command::new("qemu-system-arm").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        let (ok, log) = rbuild(&out, &["verify", "mobilenet-ethosu"]);
+        let (ok, log) = rbuild(&out, &["verify", "--strict", "mobilenet-ethosu"]);
         assert!(ok, "{log}");
         assert!(log.contains("pass") && log.contains("CPU lowering"), "{log}");
     } else {

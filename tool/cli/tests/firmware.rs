@@ -106,7 +106,7 @@ fn build(out: &Path, kernels: &str) -> PathBuf {
     let o = Command::new(env!("CARGO_BIN_EXE_rbuild"))
         .env("RBUILD_OUT", out)
         .env("RBUILD_FIRMWARE_KERNELS", kernels)
-        .args(["mobilenet-cortex-m", "input-shape=1,3,64,64"])
+        .args(["mobilenet-cortex-m", "input-shape=1,3,64,64", "--strict"])
         .output()
         .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));

@@ -44,7 +44,7 @@ fn llama_cpu_demo_and_llama_tiny_match_hugging_face() {
     let host = out.path().join("llama-cpu/host");
 
     // The first command works offline: the demo model, announced as such.
-    let first = rbuild(out.path(), &["llama-cpu"]);
+    let first = rbuild(out.path(), &["llama-cpu", "--strict"]);
     assert!(first.contains("demo"), "{first}");
     let demo = generate(&host, "Hello", 8);
     assert_eq!(ids(&demo["generated_token_ids"]).len(), 8);

@@ -35,6 +35,34 @@ impl Env {
     fn dir(&self) -> PathBuf {
         self.out.path().join("mobilenet-cpu/host")
     }
+
+    /// Runs rbuild on the project at `root` (same out folder); (exit code, stdout + stderr).
+    fn run_in(&self, root: &Path, args: &[&str]) -> (Option<i32>, String) {
+        let o = self.cmd().env("RBUILD_ROOT", root).args(args).output().unwrap();
+        (o.status.code(), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+    }
+}
+
+/// A copy of the project whose `linux-arm64` cross gcc is looked up under a name no machine
+/// has, as on a machine without the cross tools; the host platform is untouched.
+fn project_without_cross_gcc() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let repo = common::repo().canonicalize().unwrap();
+    for dir in ["recipes", "templates"] {
+        std::os::unix::fs::symlink(repo.join(dir), root.path().join(dir)).unwrap();
+    }
+    let toolchains = root.path().join("toolchains");
+    std::fs::create_dir(&toolchains).unwrap();
+    for entry in std::fs::read_dir(repo.join("toolchains")).unwrap() {
+        let p = entry.unwrap().path();
+        std::fs::copy(&p, toolchains.join(p.file_name().unwrap())).unwrap();
+    }
+    let arm = std::fs::read_to_string(repo.join("toolchains/linux-arm64.kdl")).unwrap();
+    let gcc = "tool \"aarch64-linux-gnu-gcc\" {";
+    assert!(arm.contains(gcc), "{arm}");
+    let missing = arm.replace(gcc, &format!("{gcc}\n    command \"rbuild-test-no-such-gcc\""));
+    std::fs::write(toolchains.join("linux-arm64.kdl"), missing).unwrap();
+    root
 }
 
 fn classify(runner: &Path, model: &Path, image: &Path) -> Vec<(usize, f64)> {
@@ -118,6 +146,26 @@ fn mobilenet_cpu_builds_runs_caches_and_survives_interruption() {
     let again = env.ok(&["mobilenet-cpu", "platform=host"]);
     assert!(again.contains("0 ran, 7 cached"), "{again}");
 
+    // Without the cross tools the recipe's other platform is skipped, named with what it
+    // lacks and how to install it; the host is built (here: cached) and the exit is 0.
+    let no_cross = project_without_cross_gcc();
+    let (code, text) = env.run_in(no_cross.path(), &["mobilenet-cpu"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("skipped platform linux-arm64: missing aarch64-linux-gnu-gcc"), "{text}");
+    assert!(text.contains("apt-get install -y gcc-aarch64-linux-gnu") && text.contains("rbuild toolchain install linux-arm64"), "{text}");
+    assert!(text.contains("runner:host") && env.dir().join("image_classifier").is_file(), "{text}");
+    assert!(!env.out.path().join("mobilenet-cpu/linux-arm64").exists(), "{text}");
+    // verify reports the skipped platform as such and passes on the host.
+    let (code, text) = env.run_in(no_cross.path(), &["verify", "mobilenet-cpu"]);
+    assert_eq!(code, Some(0), "{text}");
+    let row = text.lines().find(|l| l.starts_with("linux-arm64")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("skipped: not built: missing aarch64-linux-gnu-gcc; rbuild toolchain install linux-arm64"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("host") && l.contains("pass")), "{text}");
+    // --strict (CI) turns the skip into a failure.
+    let (code, text) = env.run_in(no_cross.path(), &["verify", "--strict", "mobilenet-cpu"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("missing tools (nothing was built") && text.contains("aarch64-linux-gnu-gcc"), "{text}");
+
     // verify: the native runner on the recipe's verify input matches the in-process reference
     // (the build it starts with is all cached); the bundle's checksums hold.
     let verified = env.ok(&["verify", "mobilenet-cpu", "platform=host"]);
@@ -184,19 +232,27 @@ fn mobilenet_cpu_builds_runs_caches_and_survives_interruption() {
 }
 
 #[test]
-fn a_platform_with_missing_tools_fails_before_any_work() {
+fn a_platform_with_missing_tools_fails_before_any_work_when_asked_for() {
     let env = Env { out: tempfile::tempdir().unwrap() };
-    // linux-arm64 needs a cross gcc and qemu; where they are absent the build must stop at once.
-    let probe = env.ok(&["doctor"]);
-    if !probe.contains("missing  aarch64-linux-gnu-gcc") {
-        eprintln!("SKIPPED: this machine has the arm64 cross toolchain");
-        return;
+    let no_cross = project_without_cross_gcc();
+    // By name (`platform=…`) or with --strict, a platform without its tools fails the build
+    // at once, saying what to install.
+    for args in [&["mobilenet-cpu", "platform=linux-arm64"][..], &["mobilenet-cpu", "--strict"], &["plan", "mobilenet-cpu", "--strict"]] {
+        let (code, err) = env.run_in(no_cross.path(), args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains("missing tools (nothing was built"), "{args:?}: {err}");
+        assert!(err.contains("`aarch64-linux-gnu-gcc` not found") && err.contains("apt-get install -y gcc-aarch64-linux-gnu libc6-dev-arm64-cross"), "{args:?}: {err}");
+        assert!(err.contains("rbuild toolchain install linux-arm64"), "{args:?}: {err}");
+        assert!(!env.out.path().join("mobilenet-cpu").exists(), "{args:?}: work was done before the toolchain check");
     }
-    let o = env.run(&["mobilenet-cpu", "platform=linux-arm64"]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("aarch64-linux-gnu-gcc") && err.contains("apt-get install -y gcc-aarch64-linux-gnu"), "{err}");
-    assert!(!env.out.path().join("mobilenet-cpu").exists(), "work was done before the toolchain check");
+    // A plan without --strict leaves the platform out and says so.
+    let (code, plan) = env.run_in(no_cross.path(), &["plan", "mobilenet-cpu"]);
+    assert_eq!(code, Some(0), "{plan}");
+    assert!(plan.contains("skipped platform linux-arm64") && plan.contains("runner:host") && !plan.contains("runner:linux-arm64"), "{plan}");
+    // An option the build does not know is an error, not a recipe setting.
+    let (code, err) = env.run_in(no_cross.path(), &["mobilenet-cpu", "--strcit"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("unknown option `--strcit`"), "{err}");
 }
 
 #[test]

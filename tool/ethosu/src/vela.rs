@@ -98,6 +98,14 @@ impl fmt::Display for VelaError {
 }
 impl std::error::Error for VelaError {}
 
+/// Runs `<vela> --version`: (exited successfully, stdout, stderr).
+pub type VersionProbe<'a> = dyn Fn(&Path) -> std::io::Result<(bool, String, String)> + 'a;
+
+fn run_version(path: &Path) -> std::io::Result<(bool, String, String)> {
+    let out = Command::new(path).arg("--version").output()?;
+    Ok((out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned()))
+}
+
 /// A located, version-checked Vela.
 #[derive(Clone, Debug)]
 pub struct Vela {
@@ -119,12 +127,18 @@ impl Vela {
     /// Finds Vela: `$RBUILD_VELA` when set (only there), else `<root>/.venv/bin/vela` for each
     /// root, then `PATH`.
     pub fn locate(roots: &[&Path]) -> Result<Vela, VelaError> {
+        Vela::locate_probed(roots, &run_version)
+    }
+
+    /// [`Vela::locate`] with `version` running `<vela> --version` (success, stdout, stderr):
+    /// a caller may answer it from a cache of earlier runs of the same, unchanged program.
+    pub fn locate_probed(roots: &[&Path], version: &VersionProbe<'_>) -> Result<Vela, VelaError> {
         let mut searched = Vec::new();
         let mut candidates = Vec::new();
         // An explicit RBUILD_VELA is used or reported, never silently passed over.
         if let Some(p) = std::env::var_os("RBUILD_VELA") {
             let p = PathBuf::from(p);
-            return if p.is_file() { Vela::at(&p) } else { Err(VelaError::NotFound { searched: vec![p] }) };
+            return if p.is_file() { Vela::at_probed(&p, version) } else { Err(VelaError::NotFound { searched: vec![p] }) };
         }
         for r in roots {
             candidates.push(r.join(".venv/bin/vela"));
@@ -136,7 +150,7 @@ impl Vela {
         }
         for c in candidates {
             if c.is_file() {
-                return Vela::at(&c);
+                return Vela::at_probed(&c, version);
             }
             if !c.starts_with("/usr") && !c.starts_with("/bin") {
                 searched.push(c);
@@ -147,17 +161,16 @@ impl Vela {
 
     /// Uses the Vela at `path`, checking `--version`.
     pub fn at(path: &Path) -> Result<Vela, VelaError> {
-        let out = Command::new(path)
-            .arg("--version")
-            .output()
-            .map_err(|err| VelaError::Io { what: format!("running {} --version", path.display()), err })?;
-        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        Vela::at_probed(path, &run_version)
+    }
+
+    fn at_probed(path: &Path, version: &VersionProbe<'_>) -> Result<Vela, VelaError> {
+        let (success, stdout, stderr) =
+            version(path).map_err(|err| VelaError::Io { what: format!("running {} --version", path.display()), err })?;
+        let text = stdout.trim().to_string();
         match parse_version(&text) {
-            Some(v) if out.status.success() && v >= MIN_VERSION => Ok(Vela { path: path.to_path_buf(), version: text }),
-            _ => Err(VelaError::BadVersion {
-                path: path.to_path_buf(),
-                found: format!("{text}{}", String::from_utf8_lossy(&out.stderr).trim()),
-            }),
+            Some(v) if success && v >= MIN_VERSION => Ok(Vela { path: path.to_path_buf(), version: text }),
+            _ => Err(VelaError::BadVersion { path: path.to_path_buf(), found: format!("{text}{}", stderr.trim()) }),
         }
     }
 

@@ -4,7 +4,8 @@
 //! - [`Recipe::load`] reads `recipes/<name>.kdl` against a [`Catalog`] of known names;
 //!   [`Recipe::apply_overrides`] applies command-line `key=value` words.
 //! - [`load_platforms`] reads every `toolchains/<platform>.kdl`; [`Platform::check`] probes the
-//!   tools a platform needs and [`Platform::install`] installs the missing ones.
+//!   tools a platform needs ([`Probes`] remembers version probes between runs) and
+//!   [`Platform::install`] installs the missing ones.
 //! - [`render`] turns a report into stable plain text (tests snapshot it).
 //!
 //! The file formats, from the crate's README:
@@ -17,6 +18,7 @@ mod decode;
 mod diag;
 mod overrides;
 mod probe;
+mod probe_cache;
 mod recipe;
 pub mod suggest;
 mod toolchain;
@@ -26,6 +28,7 @@ pub use choice::Choice;
 pub use diag::{render, LoadError, Problem, Source};
 pub use overrides::OVERRIDE_KEYS;
 pub use probe::{InstallError, ToolStatus};
+pub use probe_cache::{Captured, Probes};
 pub use recipe::{
     recipe_names, Accelerator, Backend, BackendSpec, Catalog, Dtype, EmbeddingQuantize, Fallback, LlmSpec, NpuOptions, ModelSpec, Quantize, Recipe,
     RunnerSpec, VerifyInput, VerifySpec, WeightsSource,

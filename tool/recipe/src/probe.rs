@@ -1,41 +1,65 @@
-//! Checking that a platform's tools are present (`which` + a version probe) and installing the
-//! missing ones from the steps its file declares.
+//! Checking that a platform's tools are present (`which`, the files each requires, and a
+//! version probe) and installing the missing ones from the steps its file declares.
 
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use miette::Diagnostic;
 
+use crate::probe_cache::Probes;
 use crate::toolchain::{InstallStep, Platform, Tool};
 
 /// What [`Platform::check`] found for one tool.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolStatus {
     pub tool: String,
-    /// Where it is and the first line its version probe printed, when it is installed.
+    /// Where it is and the first line its version probe printed, when it is installed and
+    /// every file it requires exists.
     pub found: Option<(PathBuf, String)>,
+    /// Files the tool requires (`requires` in the platform file) that do not exist: the tool
+    /// counts as missing even when its executable is on PATH.
+    pub missing_files: Vec<PathBuf>,
     /// The exact command(s) that install it, one per line (or manual instructions).
     pub install_hint: String,
     /// The steps behind `install_hint`.
     pub steps: Vec<InstallStep>,
 }
 
-/// How long a version probe may take before it counts as broken (a tool waiting on a
-/// terminal or a network must not hang `rbuild doctor`).
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+impl ToolStatus {
+    /// Why the tool counts as missing, in a few words (`None` when it is found).
+    pub fn why_missing(&self) -> Option<String> {
+        if self.found.is_some() {
+            return None;
+        }
+        if self.missing_files.is_empty() {
+            return Some("not found".to_string());
+        }
+        let files: Vec<String> = self.missing_files.iter().map(|f| f.display().to_string()).collect();
+        Some(format!("incomplete: no {}", files.join(", ")))
+    }
+
+    /// Whether only a person can install it (every step is manual instructions).
+    pub fn needs_a_person(&self) -> bool {
+        self.steps.iter().all(|step| matches!(step, InstallStep::Manual(_)))
+    }
+}
 
 impl Platform {
     /// Probes every tool the platform needs, plus the Rust standard library for its target
-    /// when it cross-compiles.
+    /// when it cross-compiles. Every probe runs (see [`Platform::check_with`] to reuse them).
     pub fn check(&self) -> Vec<ToolStatus> {
+        self.check_with(&Probes::in_memory())
+    }
+
+    /// [`Platform::check`] with version probes answered by `probes` where the program is
+    /// unchanged since it last ran. Executables and required files are looked up every time.
+    pub fn check_with(&self, probes: &Probes) -> Vec<ToolStatus> {
         // The build machine's OS comes first: without it no tool matters.
         let mut statuses: Vec<ToolStatus> = self.host_os.iter().map(|os| check_host_os(os, &self.name)).collect();
-        statuses.extend(self.tools.iter().map(|tool| check_tool(tool, self.source.name())));
+        statuses.extend(self.tools.iter().map(|tool| check_tool(tool, self.source.name(), probes)));
         if let Some(target) = &self.rust_target {
-            statuses.push(check_rust_target(target));
+            statuses.push(check_rust_target(target, probes));
         }
         statuses
     }
@@ -49,7 +73,7 @@ impl Platform {
         let mut grouped: Vec<InstallStep> = Vec::new();
         let mut manual = Vec::new();
         for status in &missing {
-            if status.steps.iter().all(|s| matches!(s, InstallStep::Manual(_))) {
+            if status.needs_a_person() {
                 manual.push((status.tool.clone(), status.install_hint.clone()));
             }
             for step in &status.steps {
@@ -108,17 +132,18 @@ fn run(ran: &mut Vec<String>, program: &str, args: &[String]) -> Result<(), Inst
     }
 }
 
-fn check_tool(tool: &Tool, file: &str) -> ToolStatus {
+fn check_tool(tool: &Tool, file: &str, probes: &Probes) -> ToolStatus {
     let install_hint = if tool.install.is_empty() {
         format!("no install steps are declared for `{}` in {file}", tool.name)
     } else {
         tool.install.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("\n")
     };
-    let found = which::which(&tool.command).ok().map(|path| {
-        let version = probe(&path, &tool.version_args);
+    let missing_files: Vec<PathBuf> = tool.requires.iter().filter(|f| !f.exists()).cloned().collect();
+    let found = which::which(&tool.command).ok().filter(|_| missing_files.is_empty()).map(|path| {
+        let version = version(probes, &path, &tool.version_args);
         (path, version)
     });
-    ToolStatus { tool: tool.name.clone(), found, install_hint, steps: tool.install.clone() }
+    ToolStatus { tool: tool.name.clone(), found, missing_files, install_hint, steps: tool.install.clone() }
 }
 
 /// A platform whose SDK exists on one OS only (Apple's) builds there; this "tool" is found
@@ -138,61 +163,32 @@ fn check_host_os(os: &str, platform: &str) -> ToolStatus {
         pretty(this),
         pretty(os)
     ));
-    ToolStatus { tool: format!("{} build machine", pretty(os)), found, install_hint: step.to_string(), steps: vec![step] }
+    ToolStatus { tool: format!("{} build machine", pretty(os)), found, missing_files: Vec::new(), install_hint: step.to_string(), steps: vec![step] }
 }
 
 /// A cross target needs its standard library in rustc's sysroot (what `rustup target add`
 /// puts there).
-fn check_rust_target(target: &str) -> ToolStatus {
+fn check_rust_target(target: &str, probes: &Probes) -> ToolStatus {
     let step = InstallStep::RustupTarget(vec![target.to_string()]);
-    let found = sysroot().and_then(|sysroot| {
+    let found = sysroot(probes).and_then(|sysroot| {
         let dir = sysroot.join("lib").join("rustlib").join(target);
-        dir.join("lib").is_dir().then(|| (dir, probe(Path::new("rustc"), &["--version".to_string()])))
+        dir.join("lib").is_dir().then(|| (dir, version(probes, Path::new("rustc"), &["--version".to_string()])))
     });
-    ToolStatus { tool: format!("rust-std for {target}"), found, install_hint: step.to_string(), steps: vec![step] }
+    ToolStatus { tool: format!("rust-std for {target}"), found, missing_files: Vec::new(), install_hint: step.to_string(), steps: vec![step] }
 }
 
-fn sysroot() -> Option<PathBuf> {
-    let out = Command::new("rustc").args(["--print", "sysroot"]).stdin(Stdio::null()).output().ok()?;
-    let text = String::from_utf8(out.stdout).ok()?;
-    (out.status.success() && !text.trim().is_empty()).then(|| PathBuf::from(text.trim()))
+fn sysroot(probes: &Probes) -> Option<PathBuf> {
+    let out = probes.run(Path::new("rustc"), &["--print".to_string(), "sysroot".to_string()]).ok()?;
+    let text = out.stdout.trim();
+    (out.success && !text.is_empty()).then(|| PathBuf::from(text))
 }
 
 /// The first line `program args` prints (stdout, else stderr), or why there is none.
-fn probe(program: &Path, args: &[String]) -> String {
-    let child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(child) => child,
-        Err(e) => return format!("unknown (could not run it: {e})"),
-    };
-    // Version output is far smaller than a pipe buffer, so reading after exit cannot block.
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() < PROBE_TIMEOUT => std::thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return "unknown (the version probe did not finish)".to_string();
-            }
-        }
+fn version(probes: &Probes, program: &Path, args: &[String]) -> String {
+    match probes.run(program, args) {
+        Ok(out) => out.first_line().map_or_else(|| "unknown (no version output)".to_string(), str::to_string),
+        Err(why) => format!("unknown (the version probe failed: {why})"),
     }
-    let mut out = String::new();
-    let mut err = String::new();
-    if let Some(mut s) = child.stdout.take() {
-        let _ = s.read_to_string(&mut out);
-    }
-    if let Some(mut s) = child.stderr.take() {
-        let _ = s.read_to_string(&mut err);
-    }
-    let first_line = |text: &str| text.lines().map(str::trim).find(|l| !l.is_empty()).map(str::to_string);
-    first_line(&out).or_else(|| first_line(&err)).unwrap_or_else(|| "unknown (no version output)".to_string())
 }
 
 /// Why [`Platform::install`] did not finish.

@@ -42,6 +42,9 @@ pub struct Tool {
     pub command: String,
     /// Arguments that make it print its version; the first line of output is kept.
     pub version_args: Vec<String>,
+    /// Absolute paths of files the tool is useless without (a cross compiler's C library:
+    /// `crti.o`), which its executable alone does not prove present.
+    pub requires: Vec<PathBuf>,
     /// How to install it when missing, in order.
     pub install: Vec<InstallStep>,
 }
@@ -137,7 +140,7 @@ impl RunSpec {
 const TOP: &[&str] = &["description", "host-os", "target", "linker", "run", "tool", "cpu", "memory", "firmware", "npu"];
 /// Operating systems `host-os` may name (`std::env::consts::OS` spellings).
 const HOST_OSES: &[&str] = &["linux", "macos", "windows"];
-const TOOL: &[&str] = &["command", "version", "install"];
+const TOOL: &[&str] = &["command", "version", "requires", "install"];
 const INSTALL: &[&str] = &["apt", "pip", "rustup-target", "cargo", "manual"];
 
 /// Loads every `*.kdl` file in `dir` (sorted by name). Problems in all files come back in
@@ -289,13 +292,40 @@ fn tool(d: &mut Decoder, node: &KdlNode) -> Option<Tool> {
         Some(n) => d.strings(n).map(|args| args.into_iter().map(|a| a.value).collect()),
         None => Some(vec!["--version".to_string()]),
     };
+    let requires = match fields.get("requires") {
+        Some(n) => required_files(d, n),
+        None => Some(Vec::new()),
+    };
     let install = match fields.get("install") {
         Some(n) => install(d, n),
         None => Some(Vec::new()),
     };
     let name = name?.value;
     let command = command?.unwrap_or_else(|| name.clone());
-    Some(Tool { name, command, version_args: version_args?, install: install? })
+    Some(Tool { name, command, version_args: version_args?, requires: requires?, install: install? })
+}
+
+/// `requires "/usr/aarch64-linux-gnu/lib/crti.o" …`: absolute paths only, since a relative
+/// one would depend on the folder rbuild happens to run in.
+fn required_files(d: &mut Decoder, node: &KdlNode) -> Option<Vec<PathBuf>> {
+    let paths = d.strings(node)?;
+    let mut files = Some(Vec::new());
+    for path in paths {
+        if Path::new(&path.value).is_absolute() {
+            if let Some(files) = files.as_mut() {
+                files.push(PathBuf::from(path.value));
+            }
+        } else {
+            d.error(
+                path.span,
+                format!("`requires` path `{}` is not absolute", path.value),
+                "relative path",
+                "write the file's full path, e.g. `requires \"/usr/aarch64-linux-gnu/lib/crti.o\"`",
+            );
+            files = None;
+        }
+    }
+    files
 }
 
 fn install(d: &mut Decoder, node: &KdlNode) -> Option<Vec<InstallStep>> {

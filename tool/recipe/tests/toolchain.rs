@@ -29,7 +29,7 @@ fn cross_platform_hints_are_exact_commands() {
     assert_eq!(
         hints,
         [
-            ("aarch64-linux-gnu-gcc".to_string(), "apt-get install -y gcc-aarch64-linux-gnu".to_string()),
+            ("aarch64-linux-gnu-gcc".to_string(), "apt-get install -y gcc-aarch64-linux-gnu libc6-dev-arm64-cross".to_string()),
             ("qemu-aarch64".to_string(), "apt-get install -y qemu-user".to_string()),
             ("rust-std for aarch64-unknown-linux-gnu".to_string(), "rustup target add aarch64-unknown-linux-gnu".to_string()),
         ]
@@ -147,4 +147,49 @@ fn host_os_and_run_none_are_checked() {
     let text = rbuild_recipe::render(&e);
     assert!(text.contains("unknown operating system `macoss`") && text.contains("did you mean `macos`"), "{text}");
     assert!(text.contains("`run \"none\"` takes one explanation"), "{text}");
+}
+
+#[test]
+fn the_cross_gcc_requires_its_c_library() {
+    let arm = load_platform(Path::new(TOOLCHAINS).join("linux-arm64.kdl")).unwrap();
+    let gcc = arm.tools.iter().find(|t| t.name == "aarch64-linux-gnu-gcc").unwrap();
+    assert_eq!(gcc.requires, [Path::new("/usr/aarch64-linux-gnu/lib/crti.o")]);
+}
+
+#[test]
+fn a_tool_missing_a_required_file_counts_as_missing() {
+    // `sh` is on PATH everywhere; the file it "requires" is absent, the other present.
+    let present = tempfile::NamedTempFile::new().unwrap();
+    let text = format!(
+        r#"
+target "host"
+run "native"
+tool "sh" {{
+    requires "/nonexistent/rbuild-test/crti.o" "{}"
+    install {{
+        apt "libc6-dev-arm64-cross"
+    }}
+}}
+tool "true" {{
+    requires "{}"
+}}
+"#,
+        present.path().display(),
+        present.path().display()
+    );
+    let platform = Platform::from_source("requires.kdl", text).unwrap();
+    let statuses = platform.check();
+    assert!(statuses[0].found.is_none(), "{:?}", statuses[0]);
+    assert_eq!(statuses[0].missing_files, [Path::new("/nonexistent/rbuild-test/crti.o")]);
+    assert_eq!(statuses[0].why_missing().unwrap(), "incomplete: no /nonexistent/rbuild-test/crti.o");
+    assert_eq!(statuses[0].install_hint, "apt-get install -y libc6-dev-arm64-cross");
+    assert!(statuses[1].found.is_some() && statuses[1].missing_files.is_empty(), "{:?}", statuses[1]);
+}
+
+#[test]
+fn requires_takes_absolute_paths() {
+    let text = "target \"host\"\nrun \"native\"\ntool \"sh\" { requires \"lib/crti.o\"; }\n";
+    let e = Platform::from_source("p.kdl", text).unwrap_err();
+    let text = rbuild_recipe::render(&e);
+    assert!(text.contains("`requires` path `lib/crti.o` is not absolute"), "{text}");
 }

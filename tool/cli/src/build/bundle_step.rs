@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use rbuild_bundle::{BundleSpec, FirmwareSpec, MemoryRegion};
 use rbuild_planner::{Dag, KeyHasher, StepSpec};
-use rbuild_recipe::{Board, Platform, Recipe};
+use rbuild_recipe::{Board, Platform, Probes, Recipe};
 
 use crate::error::{CliError, CliResult};
 
@@ -86,11 +86,11 @@ pub struct Inputs {
     pub qemu_firmware: Option<PathBuf>,
 }
 
-pub fn add(dag: &mut Dag<'_>, r: &Recipe, p: &Platform, i: Inputs) -> CliResult<PathBuf> {
+pub fn add(dag: &mut Dag<'_>, r: &Recipe, p: &Platform, probes: &Probes, i: Inputs) -> CliResult<PathBuf> {
     let (dir, tarball) = paths(&i.platform_dir, &r.name, &p.name);
     let mut versions = BTreeMap::from([("rbuild".to_string(), env!("CARGO_PKG_VERSION").to_string()), ("rustc".to_string(), i.rustc.clone())]);
     // The platform's own tools (linker, emulator) with the version they report.
-    for s in p.check() {
+    for s in p.check_with(probes) {
         if let Some((_, v)) = s.found {
             if p.tools.iter().any(|t| t.name == s.tool) {
                 versions.insert(s.tool, v);

@@ -20,6 +20,22 @@ use rbuild_export::{emit, plan, Graph};
 use rbuild_planner::cache::write_atomic;
 use rbuild_recipe::{Fallback, NpuOptions};
 
+use crate::project::Project;
+
+/// Locates Vela (the project's `.venv`, `$RBUILD_VELA`, PATH) with its `--version` answered
+/// by the project's probe cache: Vela is Python, and starting it costs more than a whole
+/// no-op rebuild.
+pub fn locate_vela(project: &Project) -> Result<Vela, rbuild_ethosu::vela::VelaError> {
+    let probe = |path: &Path| {
+        project
+            .probes()
+            .run(path, &["--version".to_string()])
+            .map(|c| (c.success, c.stdout, c.stderr))
+            .map_err(std::io::Error::other)
+    };
+    Vela::locate_probed(&[&project.root], &probe)
+}
+
 /// The backend id ExecuTorch's Arm flow gives Ethos-U delegates.
 pub const BACKEND_ID: &str = rbuild_runtime::backends::ethosu::ETHOSU_BACKEND_ID;
 
@@ -34,8 +50,8 @@ pub struct NpuExport {
 impl NpuExport {
     /// Locates Vela (the project's `.venv`, `$RBUILD_VELA`, PATH) and resolves the recipe's
     /// NPU settings into Vela options.
-    pub fn resolve(root: &Path, npu: &NpuOptions, fallback: Fallback) -> Result<NpuExport, String> {
-        let vela = Vela::locate(&[root]).map_err(|e| format!("backend ethos-u: {e}"))?;
+    pub fn resolve(project: &Project, npu: &NpuOptions, fallback: Fallback) -> Result<NpuExport, String> {
+        let vela = locate_vela(project).map_err(|e| format!("backend ethos-u: {e}"))?;
         let mut options = VelaOptions::for_accelerator(npu.accelerator.0).map_err(|e| format!("backend ethos-u: {e}"))?;
         if let Some(s) = &npu.system_config {
             options.system_config = s.clone();

@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use rbuild_planner::dag::Event;
 use rbuild_planner::{cache::Cache, Dag, FileHashes, StepOutcome, Summary};
-use rbuild_recipe::{Backend, Catalog, Platform, Recipe};
+use rbuild_recipe::{Backend, Catalog, Platform, Probes, Recipe, ToolStatus};
 
 use crate::error::{CliError, CliResult};
 use crate::project::Project;
@@ -65,30 +65,118 @@ pub fn load(project: &Project, name: &str, overrides: &[String]) -> CliResult<Lo
     Ok(Loaded { recipe, platforms })
 }
 
-/// Fails, before any work, when a platform lacks a tool — naming it and how to install it.
-pub fn check_toolchains(platforms: &[Platform]) -> CliResult {
-    let mut missing = Vec::new();
-    let mut automatic = false;
-    for p in platforms {
-        for s in p.check() {
-            if s.found.is_some() {
-                continue;
-            }
-            // A person must act (Xcode, the NDK, another OS): say what to do, not "install with".
-            if s.steps.iter().all(|step| matches!(step, rbuild_recipe::InstallStep::Manual(_))) {
-                let what = if s.tool.contains(' ') { format!("a {}", s.tool) } else { format!("`{}`", s.tool) };
-                missing.push(format!("platform {}: needs {what}: {}", p.name, s.install_hint));
-            } else {
-                automatic = true;
-                missing.push(format!("platform {}: `{}` not found; install with: {}", p.name, s.tool, s.install_hint));
-            }
+/// A platform of the recipe that cannot be built on this machine, and the tools it lacks.
+#[derive(Clone, Debug)]
+pub struct Skipped {
+    pub platform: String,
+    pub missing: Vec<ToolStatus>,
+}
+
+impl Skipped {
+    /// The missing tools' names: `aarch64-linux-gnu-gcc, qemu-aarch64`.
+    pub fn tool_names(&self) -> String {
+        self.missing.iter().map(|s| s.tool.as_str()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// `rbuild toolchain install <platform>` when it can install at least one missing tool.
+    pub fn install_command(&self) -> Option<String> {
+        self.missing.iter().any(|s| !s.needs_a_person()).then(|| format!("rbuild toolchain install {}", self.platform))
+    }
+
+    /// One line per missing tool with why it counts as missing and how to get it.
+    fn tool_lines(&self) -> Vec<String> {
+        self.missing
+            .iter()
+            .map(|s| {
+                let hint = s.install_hint.replace('\n', "; ");
+                // A person must act (Xcode, the NDK, another OS): say what to do, not "install with".
+                if s.needs_a_person() {
+                    let what = if s.tool.contains(' ') { format!("a {}", s.tool) } else { format!("`{}`", s.tool) };
+                    format!("needs {what}: {hint}")
+                } else {
+                    format!("`{}` {}; install with: {hint}", s.tool, s.why_missing().unwrap_or_default())
+                }
+            })
+            .collect()
+    }
+
+    /// The notice a build prints for a platform it leaves out.
+    pub fn notice(&self) -> String {
+        let mut text = format!("skipped platform {}: missing {}", self.platform, self.tool_names());
+        for line in self.tool_lines() {
+            text.push_str(&format!("\n    {line}"));
         }
+        if let Some(command) = self.install_command() {
+            text.push_str(&format!("\n  install them with: {command}"));
+        }
+        text
     }
-    if missing.is_empty() {
-        return Ok(());
+}
+
+/// The platforms among `platforms` that lack a tool (probes answered by `probes`).
+pub fn missing_tools(platforms: &[Platform], probes: &Probes) -> Vec<Skipped> {
+    platforms
+        .iter()
+        .filter_map(|p| {
+            let missing: Vec<ToolStatus> = p.check_with(probes).into_iter().filter(|s| s.found.is_none()).collect();
+            (!missing.is_empty()).then(|| Skipped { platform: p.name.clone(), missing })
+        })
+        .collect()
+}
+
+/// The error for platforms that had to be built but lack tools: nothing was built.
+fn missing_tools_error(skipped: &[Skipped], why: &str) -> CliError {
+    let mut lines = Vec::new();
+    for s in skipped {
+        lines.extend(s.tool_lines().into_iter().map(|l| format!("platform {}: {l}", s.platform)));
     }
-    let hint = if automatic { "\n(or run `rbuild toolchain install <platform>`)" } else { "" };
-    Err(CliError(format!("missing tools (nothing was built):\n  {}{hint}", missing.join("\n  "))))
+    let commands: Vec<String> = skipped.iter().filter_map(Skipped::install_command).collect();
+    let hint = if commands.is_empty() { String::new() } else { format!("\n(or run `{}`)", commands.join("` and `")) };
+    CliError(format!("missing tools (nothing was built; {why}):\n  {}{hint}", lines.join("\n  ")))
+}
+
+/// How `rbuild <recipe>` treats platforms whose tools are missing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Only plan: print the steps and what is cached.
+    pub dry_run: bool,
+    /// Fail when any platform of the recipe would be skipped (CI: every expected platform
+    /// must be built).
+    pub strict: bool,
+}
+
+/// What a build left out.
+#[derive(Debug, Default)]
+pub struct Built {
+    pub skipped: Vec<Skipped>,
+}
+
+/// Drops the platforms that lack tools from `loaded` and returns them, or fails (before any
+/// work) when a missing platform was asked for by name, when `strict`, or when no platform
+/// is left to build.
+fn leave_out_unbuildable(project: &Project, loaded: &mut Loaded, overrides: &[String], strict: bool) -> CliResult<Vec<Skipped>> {
+    let skipped = missing_tools(&loaded.platforms, project.probes());
+    if skipped.is_empty() {
+        return Ok(skipped);
+    }
+    // `platform=…` names exactly what the user wants built: leaving it out would be a lie.
+    if overrides.iter().any(|w| w.starts_with("platform=")) {
+        return Err(missing_tools_error(&skipped, "the platform was asked for by name"));
+    }
+    if strict {
+        return Err(missing_tools_error(&skipped, "--strict builds every platform of the recipe or none"));
+    }
+    if skipped.len() == loaded.platforms.len() {
+        return Err(missing_tools_error(&skipped, "no platform of the recipe can be built here"));
+    }
+    loaded.platforms.retain(|p| !skipped.iter().any(|s| s.platform == p.name));
+    Ok(skipped)
+}
+
+fn print_skipped(skipped: &[Skipped]) {
+    for s in skipped {
+        eprintln!("{}", s.notice());
+    }
 }
 
 fn print_summary(s: &Summary, total: f64) {
@@ -105,10 +193,14 @@ fn print_summary(s: &Summary, total: f64) {
     eprintln!("{} steps: {} ran, {} cached, {total:.3}s", s.steps.len(), s.ran(), s.cached());
 }
 
-/// Builds (or, with `dry_run`, plans) a recipe.
-pub fn build(project: &Project, name: &str, overrides: &[String], dry_run: bool) -> CliResult {
+/// Builds (or, with `dry_run`, plans) a recipe on every platform whose tools are present.
+pub fn build(project: &Project, name: &str, overrides: &[String], options: Options) -> CliResult<Built> {
     let t0 = Instant::now();
-    let loaded = load(project, name, overrides)?;
+    let mut loaded = load(project, name, overrides)?;
+    let skipped = leave_out_unbuildable(project, &mut loaded, overrides, options.strict)?;
+    // Said before the work too, so a long build does not hide it until the end.
+    print_skipped(&skipped);
+    let dry_run = options.dry_run;
     let out = project.out_dir();
     let mut hashes = FileHashes::load(&out.join(".cache/file-hashes.json"));
     let mut dag = Dag::new(Cache::new(&out.join(".cache/steps")));
@@ -130,10 +222,7 @@ pub fn build(project: &Project, name: &str, overrides: &[String], dry_run: bool)
             }
         }
         println!("{} steps: {} cached, {} would run", plan.steps.len(), plan.cached(), plan.steps.len() - plan.cached());
-        return Ok(());
-    }
-    if plan.cached() < plan.steps.len() {
-        check_toolchains(&loaded.platforms)?;
+        return Ok(Built { skipped });
     }
     let bar = indicatif::ProgressBar::new_spinner();
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
@@ -153,7 +242,8 @@ pub fn build(project: &Project, name: &str, overrides: &[String], dry_run: bool)
             }
             int8_quality::print(&program);
             steps::print_artifacts(&artifacts);
-            Ok(())
+            print_skipped(&skipped);
+            Ok(Built { skipped })
         }
         Err((summary, e)) => {
             print_summary(&summary, t0.elapsed().as_secs_f64());

@@ -21,13 +21,12 @@ fn tool_version() -> String {
 }
 
 /// The Rust toolchain that compiles runners (`rustc -vV`): a new compiler rebuilds them.
-fn rustc_version() -> String {
-    std::process::Command::new("rustc")
-        .arg("-vV")
-        .output()
+fn rustc_version(probes: &rbuild_recipe::Probes) -> String {
+    probes
+        .run(Path::new("rustc"), &["-vV".to_string()])
         .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("release") || l.starts_with("commit-hash")).collect::<Vec<_>>().join(" "))
+        .filter(|o| o.success)
+        .map(|o| o.stdout.lines().filter(|l| l.starts_with("release") || l.starts_with("commit-hash")).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|| "unknown".into())
 }
 
@@ -118,7 +117,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
     let template = project.template_dir(&r.runner.template);
     let template_hash = dir_hash(&template, hashes)?;
     let runner_bin = rbuild_selective::bin_name(&template).map_err(CliError)?;
-    let rustc = rustc_version();
+    let rustc = rustc_version(project.probes());
     let mut files = vec![program.clone(), kernels_json.clone()];
     let mut runners = Vec::new();
     for p in &l.platforms {
@@ -176,6 +175,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                 dag,
                 r,
                 p,
+                project.probes(),
                 super::bundle_step::Inputs {
                     platform_dir: dir.clone(),
                     artifact: elf,
@@ -345,6 +345,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             dag,
             r,
             p,
+            project.probes(),
             super::bundle_step::Inputs {
                 platform_dir: dir.clone(),
                 artifact: bin.clone(),
@@ -398,7 +399,7 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
             if r.model.quantize != Quantize::Int8 {
                 return Err(CliError(format!("{}: backend ethos-u runs int8 programs: the model needs `quantize \"int8\"`", r.name)));
             }
-            Some(super::ethosu::NpuExport::resolve(&project.root, o, r.backend.fallback).map_err(|e| CliError(format!("{}: {e}", r.name)))?)
+            Some(super::ethosu::NpuExport::resolve(project, o, r.backend.fallback).map_err(|e| CliError(format!("{}: {e}", r.name)))?)
         }
         None => None,
     };

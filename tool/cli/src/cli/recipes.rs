@@ -28,22 +28,23 @@ pub fn doctor() -> CliResult {
     let mut ok = true;
     for p in build::platforms(&project)? {
         println!("{} — {}", p.name, p.description);
-        for s in p.check() {
+        for s in p.check_with(project.probes()) {
             match &s.found {
                 Some((path, version)) => println!("  ok       {:<24} {} ({version})", s.tool, path.display()),
                 None => {
                     ok = false;
+                    // A tool whose executable exists but whose required files do not says which.
+                    let why = if s.missing_files.is_empty() { String::new() } else { format!("{}; ", s.why_missing().unwrap_or_default()) };
                     // Manual steps are instructions ("install Xcode …"), automatic ones commands.
-                    let manual = s.steps.iter().all(|step| matches!(step, rbuild_recipe::InstallStep::Manual(_)));
-                    let how = if manual { "needs:" } else { "install:" };
-                    println!("  missing  {:<24} {how} {}", s.tool, s.install_hint.replace('\n', "; "));
+                    let how = if s.needs_a_person() { "needs:" } else { "install:" };
+                    println!("  missing  {:<24} {why}{how} {}", s.tool, s.install_hint.replace('\n', "; "));
                 }
             }
         }
     }
     // The compilers of delegate backends (not tied to one platform).
     println!("backend ethos-u — Arm's Vela compiler for the Ethos-U NPU");
-    match rbuild_ethosu::vela::Vela::locate(&[&project.root]) {
+    match build::ethosu::locate_vela(&project) {
         Ok(v) => println!("  ok       {:<24} {} ({})", "vela", v.path.display(), v.version),
         Err(e) => {
             ok = false;
@@ -99,34 +100,37 @@ pub fn matrix(json: bool) -> CliResult {
     Ok(())
 }
 
-/// `rbuild all [-j N]`: builds every combination whose toolchain is present, `jobs` at a
-/// time, then verifies each built one that has a runner here; prints a table and fails when a
-/// build or a verification failed.
-pub fn all(jobs: usize) -> CliResult {
+/// `rbuild all [-j N] [--strict]`: builds every combination whose toolchain is present, `jobs`
+/// at a time, then verifies each built one that has a runner here; prints a table, then each
+/// skipped platform with its missing tools and install command. Fails when a build or a
+/// verification failed, and with `strict` when a combination was skipped for missing tools.
+pub fn all(jobs: usize, strict: bool) -> CliResult {
     let project = Project::find()?;
     let platforms = build::platforms(&project)?;
     let combos = combinations(&project)?;
     let next = std::sync::atomic::AtomicUsize::new(0);
     let rows = std::sync::Mutex::new(Vec::new());
+    // Platforms skipped for missing tools, to say once each how to install them.
+    let notices = std::sync::Mutex::new(Vec::<build::Skipped>::new());
     std::thread::scope(|s| {
         for _ in 0..jobs.max(1).min(combos.len().max(1)) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some((recipe, platform)) = combos.get(i) else { break };
-                let p = platforms.iter().find(|p| &p.name == platform);
-                let mut missing: Vec<String> =
-                    p.map(|p| p.check().into_iter().filter(|s| s.found.is_none()).map(|s| s.tool).collect()).unwrap_or_default();
+                let skipped = build::missing_tools(platforms.iter().filter(|p| &p.name == platform).cloned().collect::<Vec<_>>().as_slice(), project.probes());
+                let mut missing: Vec<String> = skipped.iter().map(build::Skipped::tool_names).collect();
                 // An NPU recipe also needs the NPU's compiler.
                 let npu = build::load(&project, recipe, &[]).is_ok_and(|l| l.recipe.backend.npu.is_some());
-                if npu && rbuild_ethosu::vela::Vela::locate(&[&project.root]).is_err() {
+                if npu && build::ethosu::locate_vela(&project).is_err() {
                     missing.push("vela".into());
                 }
                 let words = [format!("platform={platform}")];
                 let (built, verified) = if !missing.is_empty() {
+                    notices.lock().unwrap_or_else(|e| e.into_inner()).extend(skipped);
                     (format!("skipped: missing {}", missing.join(", ")), "-".to_string())
                 } else {
-                    match build::build(&project, recipe, &words, false) {
-                        Ok(()) => ("ok".to_string(), verify_one(&project, recipe, &words)),
+                    match build::build(&project, recipe, &words, build::Options::default()) {
+                        Ok(_) => ("ok".to_string(), verify_one(&project, recipe, &words)),
                         Err(e) => (format!("FAILED: {}", e.0.lines().next().unwrap_or("")), "-".to_string()),
                     }
                 };
@@ -150,8 +154,18 @@ pub fn all(jobs: usize) -> CliResult {
         rows.len(),
         count(&|r| r.3.starts_with("skipped"))
     );
+    let mut notices = notices.into_inner().unwrap_or_else(|e| e.into_inner());
+    notices.sort_by(|a, b| a.platform.cmp(&b.platform));
+    notices.dedup_by(|a, b| a.platform == b.platform);
+    for s in &notices {
+        println!("{}", s.notice());
+    }
     if failed > 0 {
         bail!("some builds or verifications failed");
+    }
+    let skipped = count(&|r| r.3.starts_with("skipped"));
+    if strict && skipped > 0 {
+        bail!("--strict: {skipped} combination(s) skipped for missing tools (listed above)");
     }
     Ok(())
 }
@@ -189,16 +203,23 @@ pub fn clean() -> CliResult {
     Ok(())
 }
 
-/// `rbuild <recipe> [key=value …]`.
+/// `rbuild <recipe> [key=value …] [--strict]`. The words come unparsed (an external
+/// subcommand), so `--strict` is picked out here, anywhere after the recipe.
 pub fn build_recipe(words: &[String]) -> CliResult {
     let project = Project::find()?;
-    let (name, overrides) = words.split_first().ok_or_else(|| CliError("no recipe given".into()))?;
-    build::build(&project, name, overrides, false)
+    let (name, rest) = words.split_first().ok_or_else(|| CliError("no recipe given".into()))?;
+    let strict = rest.iter().any(|w| w == "--strict");
+    let overrides: Vec<String> = rest.iter().filter(|w| *w != "--strict").cloned().collect();
+    if let Some(flag) = overrides.iter().find(|w| w.starts_with('-')) {
+        bail!("unknown option `{flag}` for `rbuild {name}` (options: --strict; settings are key=value words)");
+    }
+    build::build(&project, name, &overrides, build::Options { dry_run: false, strict }).map(drop)
 }
 
-/// `rbuild plan <recipe> [key=value …]`: the DAG and what is cached; runs nothing.
-pub fn plan(words: &[String]) -> CliResult {
+/// `rbuild plan <recipe> [key=value …] [--strict]`: the DAG and what is cached; runs nothing.
+/// It leaves out (or, when strict, fails on) the platforms a build would skip.
+pub fn plan(words: &[String], strict: bool) -> CliResult {
     let project = Project::find()?;
     let (name, overrides) = words.split_first().ok_or_else(|| CliError("no recipe given".into()))?;
-    build::build(&project, name, overrides, true)
+    build::build(&project, name, overrides, build::Options { dry_run: true, strict }).map(drop)
 }

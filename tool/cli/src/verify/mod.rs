@@ -238,16 +238,26 @@ pub fn verify_loaded(project: &Project, l: &Loaded) -> CliResult<Vec<Row>> {
     Ok(l.platforms.iter().map(|p| verify_platform(project, l, p, &reference)).collect())
 }
 
-/// `rbuild verify RECIPE [key=value …]`.
-pub fn verify(words: &[String]) -> CliResult {
+/// `rbuild verify RECIPE [key=value …] [--strict]`: platforms the build skipped for missing
+/// tools get a "skipped" row (a failure only where the build itself fails for them).
+pub fn verify(words: &[String], strict: bool) -> CliResult {
     let project = Project::find()?;
     let (name, overrides) = words.split_first().ok_or_else(|| CliError("no recipe given".into()))?;
-    let loaded = crate::build::load(&project, name, overrides)?;
+    let mut loaded = crate::build::load(&project, name, overrides)?;
     if let Some(why) = unsupported(&loaded) {
         return Err(CliError(format!("{name}: cannot verify: {why}")));
     }
-    crate::build::build(&project, name, overrides, false)?;
-    let rows = verify_loaded(&project, &loaded)?;
+    let built = crate::build::build(&project, name, overrides, crate::build::Options { dry_run: false, strict })?;
+    let order: Vec<String> = loaded.platforms.iter().map(|p| p.name.clone()).collect();
+    loaded.platforms.retain(|p| !built.skipped.iter().any(|s| s.platform == p.name));
+    let mut rows = verify_loaded(&project, &loaded)?;
+    for s in &built.skipped {
+        let install = s.install_command().map(|c| format!("; {c}")).unwrap_or_default();
+        let why = format!("not built: missing {}{install}", s.tool_names());
+        rows.push(Row { platform: s.platform.clone(), how: "-".into(), outcome: Outcome::Skipped(why) });
+    }
+    // The recipe's platform order, whatever was skipped.
+    rows.sort_by_key(|r| order.iter().position(|p| p == &r.platform));
     let (atol, rtol) = loaded.recipe.verify.tolerance(&loaded.recipe.model);
     if loaded.recipe.backend.npu.is_some() {
         println!(
