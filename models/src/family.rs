@@ -96,6 +96,19 @@ pub trait Family: Sync {
     fn demo_tokenizer_json(&self) -> Option<String> {
         None
     }
+    /// Whether the program's input is audio (PCM) rather than token ids.
+    fn takes_audio(&self) -> bool {
+        false
+    }
+    /// Whether the runner needs a tokenizer (a speech runner without one prints token ids).
+    fn tokenizer_required(&self) -> bool {
+        true
+    }
+    /// Files the runner's output folder gets beside the program (name, bytes): e.g. a demo
+    /// input.
+    fn runner_files(&self) -> Vec<(&'static str, Vec<u8>)> {
+        Vec::new()
+    }
 }
 
 /// The registered families.

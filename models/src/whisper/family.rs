@@ -84,6 +84,18 @@ impl Family for Whisper {
         Ok(FamilyProgram { methods, getters: getters(&c, cache_len, max_samples, o.core_aten), description, notes })
     }
 
+    fn tokenizer_required(&self) -> bool {
+        false
+    }
+
+    fn takes_audio(&self) -> bool {
+        true
+    }
+
+    fn runner_files(&self) -> Vec<(&'static str, Vec<u8>)> {
+        vec![("demo.wav", super::demo_audio::demo_wav())]
+    }
+
     fn demo_tokenizer_json(&self) -> Option<String> {
         let c = demo_config();
         let mut names = vec![String::new(); c.vocab_size - 256];

@@ -7,6 +7,7 @@
 //! - [`family`]: the [`crate::family::Family`] entry: program layout, getters, the demo.
 
 pub mod config;
+pub mod demo_audio;
 pub mod family;
 pub mod features;
 pub mod graph;

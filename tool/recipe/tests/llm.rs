@@ -50,7 +50,7 @@ fn llm_recipe_decodes() {
     let llm = r.model.llm.unwrap();
     assert_eq!(
         llm,
-        LlmSpec { max_seq_len: 128, group_size: 32, embedding_quantize: EmbeddingQuantize::Int8, tokenizer: None, full_logits: false }
+        LlmSpec { max_seq_len: 128, group_size: 32, embedding_quantize: EmbeddingQuantize::Int8, tokenizer: None, full_logits: false, max_audio_seconds: None }
     );
     assert_eq!(r.runner.template, "llm");
 }
@@ -204,6 +204,7 @@ fn good_llm_overrides_apply() {
             embedding_quantize: EmbeddingQuantize::Int4,
             tokenizer: Some("tests/cases/hf-llama/tokenizer.json".into()),
             full_logits: true,
+            max_audio_seconds: None,
         }
     );
     r.apply_overrides(&["seed=11", "quantize=8da4w"], &catalog()).unwrap();

@@ -276,7 +276,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
         let (pte_from, pt, mf, kj, rb, ab) = (program.clone(), pte_to.clone(), manifest.clone(), kernels_json.clone(), bin.clone(), all_bin.clone());
         // Tokenizer files (language models) sit next to the program.
         let extras: Vec<(PathBuf, PathBuf)> =
-            extra_files.iter().filter_map(|f| f.file_name().map(|n| (f.clone(), dir.join(n)))).collect();
+            extra_files.iter().filter_map(|(f, _)| f.file_name().map(|n| (f.clone(), dir.join(n)))).collect();
         let info = serde_json::json!({
             "recipe": r.name,
             "description": r.description,
@@ -299,8 +299,10 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             "rbuild": env!("CARGO_PKG_VERSION"),
         });
         let mut deps = vec!["export".to_string(), "select".into(), format!("runner:{}", p.name), format!("baseline:{}", p.name)];
-        if !extras.is_empty() {
-            deps.push("tokenizer".into());
+        for (_, step) in &extra_files {
+            if !deps.iter().any(|d| d == step) {
+                deps.push(step.to_string());
+            }
         }
         let mut outputs = vec![pte_to.clone(), manifest.clone()];
         outputs.extend(extras.iter().map(|(_, to)| to.clone()));
@@ -512,7 +514,7 @@ fn checkpoint_files(dir: &Path) -> Vec<PathBuf> {
 
 /// The export and tokenizer steps of a language model; returns the tokenizer files the
 /// runner needs next to the program.
-fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path, dir: &Path) -> CliResult<Vec<PathBuf>> {
+fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path, dir: &Path) -> CliResult<Vec<(PathBuf, &'static str)>> {
     let llm = r.model.llm.clone().ok_or_else(|| CliError(format!("{}: not a language model", r.name)))?;
     let mut key = KeyHasher::new();
     key.add("tool", version).add("model", &r.model.arch).add("llm", &format!("{llm:?}")).add("quantize", &format!("{:?}", r.model.quantize));
@@ -559,17 +561,46 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     })
     .map_err(CliError)?;
 
+    // Files the family's runner gets beside the program (the speech demo's WAV).
+    let mut outputs = Vec::new();
+    let runner_files = family.runner_files();
+    if !runner_files.is_empty() {
+        let mut key = KeyHasher::new();
+        key.add("tool", version).add("family", family.name());
+        let paths: Vec<PathBuf> = runner_files.iter().map(|(name, _)| dir.join(name)).collect();
+        let names: Vec<&str> = runner_files.iter().map(|(name, _)| *name).collect();
+        let label = format!("runner files: {}", names.join(", "));
+        let to = paths.clone();
+        dag.add(StepSpec { id: "runner-files".into(), label, deps: vec![], key, outputs: paths.clone() }, move |_| {
+            for ((_, bytes), path) in runner_files.iter().zip(&to) {
+                write_atomic(path, bytes).map_err(step_err)?;
+            }
+            Ok(())
+        })
+        .map_err(CliError)?;
+        outputs.extend(paths.into_iter().map(|p| (p, "runner-files")));
+    }
+
     // tokenizer: the recipe's file, else the checkpoint's tokenizer.json, else the demo's
     // byte-level one; tokenizer_config.json (chat template) travels with it when present.
     let tokenizer_source = llm.tokenizer.clone().or_else(|| checkpoint.as_ref().map(|d| d.join("tokenizer.json")).filter(|p| p.is_file()));
     if checkpoint.is_some() && tokenizer_source.is_none() {
+        if !family.tokenizer_required() {
+            eprintln!("note: {}: {} has no tokenizer.json (give one with tokenizer=PATH); the runner will print token ids", r.name, r.model.weights);
+            return Ok(outputs);
+        }
         return Err(CliError(format!(
             "{}: {} has no tokenizer.json; give one with tokenizer=PATH",
             r.name,
             r.model.weights
         )));
     }
-    let tok_out = dir.join("tokenizer.json");
+    // Whisper's tiktoken vocabularies keep their names (the runner tells them by extension).
+    let tok_name = match tokenizer_source.as_ref().and_then(|s| s.file_name()).and_then(|n| n.to_str()) {
+        Some(n) if n.ends_with(".tiktoken") => n.to_string(),
+        _ => "tokenizer.json".to_string(),
+    };
+    let tok_out = dir.join(tok_name);
     let cfg_out = dir.join("tokenizer_config.json");
     let cfg_in = tokenizer_source.as_ref().and_then(|s| s.parent().map(|p| p.join("tokenizer_config.json"))).filter(|p| p.is_file());
     let mut key = KeyHasher::new();
@@ -578,16 +609,17 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
         let h = hashes.hash(f).map_err(|e| CliError(format!("{}: {}: {e}", r.name, f.display())))?;
         key.add(&f.display().to_string(), &h);
     }
-    let mut outputs = vec![tok_out.clone()];
+    let mut tokenizer_outputs = vec![tok_out.clone()];
     if cfg_in.is_some() {
-        outputs.push(cfg_out.clone());
+        tokenizer_outputs.push(cfg_out.clone());
     }
+    outputs.extend(tokenizer_outputs.iter().map(|p| (p.clone(), "tokenizer")));
     let label = match &tokenizer_source {
         Some(s) => format!("tokenizer from {}", s.display()),
         None => "demo byte-level tokenizer".into(),
     };
     let (to, co) = (tok_out.clone(), cfg_out.clone());
-    dag.add(StepSpec { id: "tokenizer".into(), label, deps: vec![], key, outputs: outputs.clone() }, move |_| {
+    dag.add(StepSpec { id: "tokenizer".into(), label, deps: vec![], key, outputs: tokenizer_outputs }, move |_| {
         match &tokenizer_source {
             Some(s) => copy_atomic(s, &to)?,
             None => {

@@ -17,7 +17,7 @@ pub const FILE: &str = "verify-input.safetensors";
 /// file it writes.
 pub fn add(dag: &mut Dag<'_>, r: &Recipe, hashes: &mut FileHashes, version: &str, program: &Path) -> CliResult<Option<PathBuf>> {
     if r.model.is_language_model() {
-        return Ok(None);
+        return add_audio(dag, r, version, program);
     }
     let out = program.with_file_name(FILE);
     let mut key = KeyHasher::new();
@@ -102,4 +102,32 @@ fn make_inputs(program_path: &Path, input: &VerifyInput) -> Result<Vec<HostTenso
                 .collect()
         }
     }
+}
+
+/// Speech models: `input.0` is 2.5 s of 16 kHz PCM, the demo voice plus seeded noise, which
+/// the runner's `--verify-input` mode transcribes. Token-id models have no verify input yet.
+fn add_audio(dag: &mut Dag<'_>, r: &Recipe, version: &str, program: &Path) -> CliResult<Option<PathBuf>> {
+    if !rbuild_models::family::family(&r.model.arch).is_some_and(|f| f.takes_audio()) {
+        return Ok(None);
+    }
+    let seed = match &r.verify.input {
+        VerifyInput::Random(seed) => *seed,
+        VerifyInput::Image(p) => {
+            return Err(CliError(format!("{}: verify input {}: {} takes audio; use `seed N` in the verify block", r.name, p.display(), r.model.arch)))
+        }
+    };
+    let out = program.with_file_name(FILE);
+    let mut key = KeyHasher::new();
+    key.add("tool", version).add("audio seed", &seed.to_string());
+    let to = out.clone();
+    let label = format!("verify input: 2.5 s of demo voice + noise (seed {seed})");
+    dag.add(StepSpec { id: "verify-input".into(), label, deps: vec![], key, outputs: vec![out.clone()] }, move |_| {
+        let mut rng = SplitMix(seed);
+        let pcm: Vec<f32> = rbuild_models::whisper::demo_audio::demo_samples(2.5).into_iter().map(|s| s + 0.01 * rng.unit()).collect();
+        let data = pcm.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let t = HostTensor { dtype: ScalarType::Float, shape: vec![pcm.len()], data };
+        write_safetensors(&to, &[("input.0".to_string(), t)]).map_err(|e| e.0)
+    })
+    .map_err(CliError)?;
+    Ok(Some(out))
 }
