@@ -44,6 +44,23 @@ impl Vocab {
         self.lang_ids.iter().position(|&l| l == id).map(|i| self.lang_codes[i].as_str())
     }
 
+    /// The language token for a `--language` code: None means detect it (multilingual) or
+    /// no language token at all (English-only models, whose prompts have none).
+    pub fn resolve_language(&self, code: &str) -> Result<Option<u32>, String> {
+        if !self.multilingual {
+            return match code {
+                "en" | "auto" => Ok(None),
+                other => Err(format!("--language {other}: this is an English-only model (use en or auto)")),
+            };
+        }
+        if code == "auto" {
+            return Ok(None);
+        }
+        self.lang_id(code).map(Some).ok_or_else(|| {
+            format!("--language {code}: unknown language; the model knows {}, or auto", self.lang_codes.join(", "))
+        })
+    }
+
     pub fn is_timestamp(&self, t: u32) -> bool {
         self.timestamp_begin.is_some_and(|b| t >= b)
     }

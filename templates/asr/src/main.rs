@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use rbuild_asr_runner::decode::{self, DecodeOptions, Rng, Task, Vocab};
+use rbuild_asr_runner::decode::{self, DecodeOptions, Rng, Task};
 use rbuild_asr_runner::output::{self, Format};
 use rbuild_asr_runner::program::WhisperProgram;
 use rbuild_asr_runner::stats::Stats;
@@ -199,22 +199,6 @@ fn check_args(a: &Args) -> Outcome {
     Ok(())
 }
 
-/// The language token for `--language` (None: detect, or none for English-only models).
-fn resolve_language(code: &str, vocab: &Vocab) -> Result<Option<u32>, String> {
-    if !vocab.multilingual {
-        return match code {
-            "en" | "auto" => Ok(None),
-            other => Err(format!("--language {other}: this is an English-only model (use en or auto)")),
-        };
-    }
-    if code == "auto" {
-        return Ok(None);
-    }
-    vocab.lang_id(code).map(Some).ok_or_else(|| {
-        format!("--language {code}: unknown language; the model knows: {}, or auto", vocab.lang_codes.join(", "))
-    })
-}
-
 fn emit(out: &mut impl Write, text: &str) -> Result<(), String> {
     out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|e| format!("stdout: {e}"))
 }
@@ -254,7 +238,7 @@ fn run(a: Args) -> Outcome {
     let registry = kernels::registry();
     let mut model = in_file(WhisperProgram::load(&prog, &registry, a.threads), &model_name)?;
     let vocab = model.meta.vocab.clone();
-    let language = in_file(resolve_language(&a.language, &vocab), &model_name)?;
+    let language = in_file(vocab.resolve_language(&a.language), &model_name)?;
     let task = if a.task == "translate" { Task::Translate } else { Task::Transcribe };
     if a.timestamps && vocab.timestamp_begin.is_none() {
         return Err(Failure(format!(
@@ -270,7 +254,7 @@ fn run(a: Args) -> Outcome {
     let tok = match &a.tokenizer {
         Some(p) => {
             let t = tokenizer::load(p).map_err(Failure)?;
-            tokenizer::check_matches(t.as_ref(), vocab.vocab_size, vocab.eot)
+            tokenizer::check_matches(t.as_ref(), &vocab)
                 .map_err(|e| Failure(format!("{} and {}: {e}", p.display(), model_name.display())))?;
             Some(t)
         }

@@ -7,6 +7,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::decode::Vocab;
+
 pub trait Tokenizer {
     /// Text of `ids` (lossy UTF-8); every id must be a text token.
     fn decode(&self, ids: &[u32]) -> Result<String, String>;
@@ -111,7 +113,29 @@ pub fn load(path: &Path) -> Result<Box<dyn Tokenizer>, String> {
 /// Checks that `tok` belongs to a program with this vocabulary: a HF tokenizer counts every
 /// id (added tokens included); a tiktoken file holds the text tokens, whose count is the
 /// end-of-text id (the specials follow it).
-pub fn check_matches(tok: &dyn Tokenizer, vocab_size: usize, eot: u32) -> Result<(), String> {
+pub fn check_matches(tok: &dyn Tokenizer, vocab: &Vocab) -> Result<(), String> {
+    let (vocab_size, eot) = (vocab.vocab_size, vocab.eot);
+    if tok.kind() == "huggingface" {
+        // Its added tokens name the specials: they must sit where the program says.
+        let mut named: Vec<(String, u32)> = vec![
+            ("<|endoftext|>".into(), vocab.eot),
+            ("<|startoftranscript|>".into(), vocab.sot),
+            ("<|startofprev|>".into(), vocab.sot_prev),
+            ("<|notimestamps|>".into(), vocab.no_timestamps),
+            ("<|transcribe|>".into(), vocab.transcribe),
+            ("<|translate|>".into(), vocab.translate),
+        ];
+        named.extend(vocab.lang_codes.iter().zip(&vocab.lang_ids).map(|(c, &id)| (format!("<|{c}|>"), id)));
+        for (name, id) in named {
+            if let Some(t) = tok.token_to_id(&name) {
+                if t != id {
+                    return Err(format!(
+                        "the tokenizer has {name} at id {t}, the program at {id}: tokenizer and program do not match"
+                    ));
+                }
+            }
+        }
+    }
     match tok.kind() {
         "tiktoken" if tok.vocab_size() != eot as usize => Err(format!(
             "the tiktoken file has {} ranks but the program's end-of-text id is {eot} (it should equal the number \
