@@ -1,11 +1,15 @@
 //! Model definitions: Rust functions that describe a model on a [`GraphBuilder`] from a
 //! state dict ([`Weights`]), and a registry building them by name.
 
+pub mod family;
+pub mod hf_checkpoint;
 pub mod llama;
 pub mod mobilenet_v2;
 pub mod mobilenet_v3;
 pub mod params;
 pub mod random;
+pub mod tokenizer_json;
+pub mod whisper;
 
 pub use rbuild_export::weights::Weights;
 pub use rbuild_export::GraphBuilder;
@@ -53,7 +57,7 @@ pub fn model(name: &str) -> Result<&'static Model> {
         .find(|m| m.name == name)
         .ok_or_else(|| {
             if language_models().contains(&name) {
-                return ExportError::Invalid(format!("'{name}' takes token ids, not an image: build it with build_llama"));
+                return ExportError::Invalid(format!("'{name}' is a sequence-model family, not an image model: export it through rbuild_models::family"));
             }
             ExportError::Invalid(format!(
                 "unknown model '{name}'; known models: {}, {}",
@@ -80,9 +84,9 @@ pub fn build(name: &str, w: &Weights, input_shape: &[usize]) -> Result<Graph> {
     Ok(b.finish())
 }
 
-/// Token-id models, built with their own entry points ([`build_llama`]).
+/// Sequence-model families (token ids, audio), exported through [`family`].
 pub fn language_models() -> &'static [&'static str] {
-    &["llama"]
+    &["llama", "whisper"]
 }
 
 /// Builds a Llama-family checkpoint folder as the Core-ATen full-sequence forward: int64 ids

@@ -83,6 +83,17 @@ impl Params {
         b.constant(name, ScalarType::Float, shape, data)
     }
 
+    /// A generated parameter whose values the model computes itself (e.g. sinusoidal
+    /// positions), recorded like a drawn one so the random weights can be saved.
+    pub fn insert_f32(&mut self, b: &mut GraphBuilder, name: &str, shape: &[usize], values: &[f32]) -> Result<ValueId> {
+        if !self.weights.contains(name) {
+            self.weights.insert(name, ScalarType::Float, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect());
+        }
+        let data = self.weights.get_f32(name, shape)?;
+        self.used.insert(name.to_string());
+        b.constant(name, ScalarType::Float, shape, data)
+    }
+
     /// Tensors in the file that the model never read; `num_batches_tracked` (training-only
     /// BatchNorm state) does not count.
     pub fn unused(&self) -> Vec<&str> {

@@ -7,12 +7,14 @@
 //! (std builds only).
 
 
+pub mod act_norm;
 pub mod conv;
 pub mod cortex_m;
 pub mod depthwise;
 pub mod gemm;
 pub mod linalg;
 pub mod llm;
+pub mod whisper;
 
 rbuild_runtime::kernel_table! {
     "aten::mm.out" => linalg::mm_out,
@@ -28,6 +30,10 @@ rbuild_runtime::kernel_table! {
     "rbuild::rms_norm.out" => llm::norm::rms_norm_out,
     "rbuild::rope.out" => llm::norm::rope_out,
     "rbuild::silu_mul.out" => llm::norm::silu_mul_out,
+    "aten::gelu.out" => act_norm::gelu_out,
+    "aten::native_layer_norm.out" => act_norm::native_layer_norm_out,
+    "rbuild::log_mel_spectrogram.out" => whisper::log_mel_spectrogram_out,
+    "rbuild::cross_attention.out" => whisper::cross_attention_out,
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod reduce;
 pub mod shape;
 pub mod unary;
 pub mod util;
+pub mod whisper;
 
 /// Every portable module's table.
 pub const KERNEL_SETS: &[&[KernelEntry]] = &[
@@ -34,6 +35,7 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     llm::KERNELS,
     quant_linear::KERNELS,
     qint8::KERNELS,
+    whisper::KERNELS,
 ];
 
 /// Every portable module's op → kernel path list, in the order of `KERNEL_SETS`.
@@ -52,4 +54,5 @@ pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
     llm::KERNEL_PATHS,
     quant_linear::KERNEL_PATHS,
     qint8::KERNEL_PATHS,
+    whisper::KERNEL_PATHS,
 ];

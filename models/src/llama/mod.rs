@@ -11,6 +11,7 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod family;
 pub mod full_sequence;
 pub mod kv_cache;
 pub mod rope;

@@ -6,7 +6,7 @@ mod cli;
 mod error;
 mod io;
 mod calibration;
-mod llm;
+mod family;
 mod project;
 mod verify;
 

@@ -47,6 +47,9 @@ struct Emitter<'g> {
     none: Option<i32>,
 }
 
+/// Every string argument value an op schema here takes.
+static STRING_ARGS: [&str; 2] = ["none", "tanh"];
+
 static DIM_ORDERS: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 
 impl<'g> Emitter<'g> {
@@ -154,7 +157,14 @@ impl<'g> Emitter<'g> {
             Arg::Float(d) | Arg::Scalar(Scalar::Double(d)) => self.push(KernelTypes::Double(fb::Double { double_val: *d })),
             Arg::Bool(b) | Arg::Scalar(Scalar::Bool(b)) => self.push(KernelTypes::Bool(fb::Bool { bool_val: *b })),
             Arg::ScalarType(t) => self.int(t.code() as i64),
-            Arg::Str(_) => return Err(ExportError::Invalid("string arguments are not emitted yet".into())),
+            Arg::Str(text) => {
+                // Values live as long as the program; the string arguments ops take come from
+                // small fixed vocabularies (gelu's `approximate`), so they are static too.
+                let Some(&s) = STRING_ARGS.iter().find(|&&k| k == text) else {
+                    return Err(ExportError::Invalid(format!("string argument \"{text}\" is not one rbuild emits ({})", STRING_ARGS.join(", "))));
+                };
+                self.push(KernelTypes::String(fb::StringValue { string_val: Some(s) }))
+            }
             Arg::None => self.none(),
         })
     }

@@ -180,6 +180,36 @@ const SCHEMAS: &[(&str, &str)] = &[
         "rbuild::qavg_pool2d(Tensor input, int[] kernel_size, int[] stride, int[] padding, int input_zero_point, int output_zero_point, int multiplier, int shift, int activation_min, int activation_max) -> Tensor",
         "rbuild::qavg_pool2d.out(Tensor input, int[] kernel_size, int[] stride, int[] padding, int input_zero_point, int output_zero_point, int multiplier, int shift, int activation_min, int activation_max, *, Tensor(a!) out) -> Tensor(a!)",
     ),
+    // Core ATen ops of the Whisper-style encoders and decoders.
+    (
+        "aten::gelu(Tensor self, *, str approximate=\"none\") -> Tensor",
+        "aten::gelu.out(Tensor self, *, str approximate=\"none\", Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
+        "aten::native_layer_norm.out(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))",
+    ),
+    // ExecuTorch's LLM custom op: SDPA over already-filled key/value tensors (non-causal over
+    // `start_pos + S` keys, or causal). Whisper's encoder self-attention uses it.
+    (
+        "llama::custom_sdpa(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None) -> Tensor",
+        "llama::custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // rbuild's speech ops (kernels/src/portable/speech.rs): the log-mel front end, decoder
+    // positions from the cache position, cross-attention whose keys/values are projected once
+    // per audio window into state.
+    (
+        "rbuild::log_mel_spectrogram(Tensor pcm, Tensor window, Tensor mel_filters, int hop_length) -> Tensor",
+        "rbuild::log_mel_spectrogram.out(Tensor pcm, Tensor window, Tensor mel_filters, int hop_length, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::add_positions(Tensor input, Tensor table, SymInt start_pos) -> Tensor",
+        "rbuild::add_positions.out(Tensor input, Tensor table, SymInt start_pos, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::cross_attention(Tensor query, Tensor memory, Tensor k_weight, Tensor? k_bias, Tensor v_weight, Tensor? v_bias, Tensor(a!) key_cache, Tensor(b!) value_cache, SymInt start_pos) -> Tensor",
+        "rbuild::cross_attention.out(Tensor query, Tensor memory, Tensor k_weight, Tensor? k_bias, Tensor v_weight, Tensor? v_bias, Tensor(a!) key_cache, Tensor(b!) value_cache, SymInt start_pos, *, Tensor(c!) out) -> Tensor(c!)",
+    ),
     // rbuild's fused LLM ops (kernels/src/portable/llm.rs and quant_linear.rs define them).
     (
         "rbuild::rms_norm(Tensor input, Tensor weight, float eps) -> Tensor",

@@ -412,6 +412,102 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
         }
         "rbuild::qconv2d" | "rbuild::qlinear" | "rbuild::qadd" | "rbuild::qmul" | "rbuild::qmean_hw" | "rbuild::qlookup"
         | "rbuild::qmax_pool2d" | "rbuild::qavg_pool2d" => crate::shape_qint8::infer(g, op, args),
+        "aten::gelu" => {
+            match args.get(1) {
+                Some(Arg::Str(a)) if a == "none" || a == "tanh" => {}
+                other => return Err(shape_err(op, format!("approximate must be \"none\" or \"tanh\", got {other:?}"))),
+            }
+            same(0)
+        }
+        "aten::native_layer_norm" => {
+            let x = tensor(g, op, args, 0)?;
+            let ns = ints(op, args, 1)?;
+            let r = x.rank();
+            let fits = ns.len() <= r
+                && ns.iter().zip(&x.shape[r - ns.len()..]).all(|(&n, &d)| n >= 0 && d == Dim::Fixed(n as usize));
+            if ns.is_empty() || !fits || x.dtype != ScalarType::Float {
+                return Err(shape_err(op, format!("normalized_shape {ns:?} must be the trailing (fixed) dims of float input {:?}", x.shape)));
+            }
+            for i in [2, 3] {
+                if let Some(Arg::Tensor(w)) = args.get(i) {
+                    if g.meta(*w).shape.iter().map(|&d| g.dim_max(d) as i64).collect::<Vec<_>>() != *ns {
+                        return Err(shape_err(op, format!("weight/bias {:?} must have shape {ns:?}", g.meta(*w).shape)));
+                    }
+                }
+            }
+            // mean and rstd keep the leading dims with the normalized ones set to 1.
+            let mut stat = x.shape.clone();
+            for d in &mut stat[r - ns.len()..] {
+                *d = Dim::Fixed(1);
+            }
+            Ok(vec![x.clone(), TensorMeta::new(ScalarType::Float, stat.clone()), TensorMeta::new(ScalarType::Float, stat)])
+        }
+        "llama::custom_sdpa" => {
+            let (q, k, v) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);
+            let ok = q.rank() == 4
+                && k.rank() == 4
+                && k.shape == v.shape
+                && q.shape[0] == k.shape[0]
+                && q.shape[3] == k.shape[3]
+                && [q, k, v].iter().all(|m| m.dtype == ScalarType::Float);
+            if !ok {
+                return Err(shape_err(op, format!("needs float q [B,S,H,D] {:?} and k/v [B,L,KVH,D] {:?}/{:?}", q.shape, k.shape, v.shape)));
+            }
+            if !matches!(args.get(3), Some(Arg::Int(_) | Arg::SymInt(_))) {
+                return Err(shape_err(op, format!("start_pos must be an int, got {:?}", args.get(3))));
+            }
+            Ok(vec![q.clone()])
+        }
+        "rbuild::log_mel_spectrogram" => {
+            let (pcm, win, filt) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);
+            let hop = int(op, args, 3)?;
+            let (ws, fs) = (fixed(op, win)?, fixed(op, filt)?);
+            let ok = pcm.rank() == 1
+                && ws.len() == 1
+                && fs.len() == 2
+                && fs[1] == ws[0] / 2 + 1
+                && hop > 0
+                && [pcm, win, filt].iter().all(|m| m.dtype == ScalarType::Float);
+            if !ok {
+                return Err(shape_err(op, format!("needs float pcm [N] {:?}, window [n_fft] {:?}, mel_filters [n_mels, n_fft/2+1] {:?}, hop > 0 ({hop})", pcm.shape, win.shape, filt.shape)));
+            }
+            // A dynamic N gives frames up to max(N) / hop; the model builder names that symbol.
+            let frames = match pcm.shape[0] {
+                Dim::Fixed(n) => Dim::Fixed(n / hop as usize),
+                d => Dim::Fixed(g.dim_max(d) / hop as usize),
+            };
+            Ok(vec![TensorMeta::new(ScalarType::Float, vec![Dim::Fixed(1), Dim::Fixed(fs[0]), frames])])
+        }
+        "rbuild::add_positions" => {
+            let (x, t) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            if x.rank() != 3 || t.rank() != 2 || x.shape[2] != t.shape[1] || x.dtype != ScalarType::Float || t.dtype != x.dtype {
+                return Err(shape_err(op, format!("input {:?} must be [B,S,E] float and table {:?} [P,E]", x.shape, t.shape)));
+            }
+            Ok(vec![x.clone()])
+        }
+        "rbuild::cross_attention" => {
+            let (q, mem) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            let (wk, wv) = (tensor(g, op, args, 2)?, tensor(g, op, args, 4)?);
+            let (kc, vc) = (tensor(g, op, args, 6)?, tensor(g, op, args, 7)?);
+            let (hd, e) = (q.shape.get(2).map(|&d| g.dim_max(d)).unwrap_or(0) * q.shape.get(3).map(|&d| g.dim_max(d)).unwrap_or(0), mem.shape.get(2).map(|&d| g.dim_max(d)).unwrap_or(0));
+            let ok = q.rank() == 4
+                && mem.rank() == 3
+                && kc.rank() == 4
+                && kc.shape == vc.shape
+                && kc.shape[1] == mem.shape[1]
+                && kc.shape[2] == q.shape[2]
+                && kc.shape[3] == q.shape[3]
+                && wk.shape == [Dim::Fixed(hd), Dim::Fixed(e)]
+                && wv.shape == wk.shape
+                && [q, mem, wk, wv, kc, vc].iter().all(|m| m.dtype == ScalarType::Float);
+            if !ok {
+                return Err(shape_err(
+                    op,
+                    format!("needs float q [1,S,H,D] {:?}, memory [1,T,E] {:?}, weights [H*D,E] {:?}/{:?}, caches [1,T,H,D] {:?}/{:?}", q.shape, mem.shape, wk.shape, wv.shape, kc.shape, vc.shape),
+                ));
+            }
+            Ok(vec![q.clone()])
+        }
         "rbuild::rms_norm" => {
             let (x, w) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
             if x.rank() == 0 || w.shape != [x.shape[x.rank() - 1]] || x.dtype != ScalarType::Float || w.dtype != x.dtype {

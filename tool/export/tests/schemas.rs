@@ -45,6 +45,9 @@ fn emitted_schemas_match_the_spec_files() {
 /// The `quantized_decomposed` out variants are registered by ExecuTorch's quantized kernel
 /// library (kernels/quantized/quantized.yaml); the spec lists only their functional forms.
 const NOT_IN_SPEC: &[&str] = &[
+    // ExecuTorch's extension/llm/custom_ops schema, not in the spec's list.
+    "llama::custom_sdpa(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None) -> Tensor",
+    "llama::custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None, *, Tensor(a!) out) -> Tensor(a!)",
     "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
     "aten::linear.out(Tensor input, Tensor weight, Tensor? bias=None, *, Tensor(a!) out) -> Tensor(a!)",
     "quantized_decomposed::quantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)",

@@ -33,6 +33,7 @@ pub const OVERRIDE_KEYS: &[&str] = &[
     "embedding-quantize",
     "tokenizer",
     "full-logits",
+    "max-audio-seconds",
     "atol",
     "rtol",
 ];
@@ -183,7 +184,7 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
                 recipe.verify.rtol = Some(tolerance);
             }
         }
-        "max-seq-len" | "group-size" | "embedding-quantize" | "tokenizer" | "full-logits" => {
+        "max-seq-len" | "group-size" | "embedding-quantize" | "tokenizer" | "full-logits" | "max-audio-seconds" => {
             // Checked above: the recipe is a language model.
             let Some(llm) = recipe.model.llm.as_mut() else { return Ok(()) };
             apply_llm(llm, w, value)?;
@@ -215,6 +216,10 @@ fn apply_llm(llm: &mut LlmSpec, w: &Word, value: &str) -> Result<(), Problem> {
             llm.tokenizer = Some(path);
         }
         "full-logits" => llm.full_logits = boolean(w, value)?,
+        "max-audio-seconds" => match value.parse::<u32>() {
+            Ok(n) if (1..=LlmSpec::MAX_AUDIO_SECONDS).contains(&n) => llm.max_audio_seconds = Some(n),
+            _ => return Err(w.bad(0, value, "not from 1 to 86400", "seconds from 1 to 86400, e.g. `max-audio-seconds=600`")),
+        },
         _ => unreachable!("apply() routes only language-model keys here"),
     }
     Ok(())

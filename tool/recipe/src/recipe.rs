@@ -69,6 +69,9 @@ pub struct LlmSpec {
     pub embedding_quantize: EmbeddingQuantize,
     /// A tokenizer file for the runner (resolved like weights paths).
     pub tokenizer: Option<PathBuf>,
+    /// Speech models: the longest audio (seconds) the program's front end accepts; None = the
+    /// family's default.
+    pub max_audio_seconds: Option<u32>,
     /// Return logits for every position instead of only the last one.
     pub full_logits: bool,
 }
@@ -78,6 +81,8 @@ impl LlmSpec {
     pub const GROUP_SIZES: &'static [usize] = &[32, 64, 128, 256];
     pub const DEFAULT_GROUP_SIZE: usize = 32;
     pub const MAX_SEQ_LEN: usize = 1_000_000;
+    /// The longest `max-audio-seconds` (24 hours).
+    pub const MAX_AUDIO_SECONDS: u32 = 86_400;
 }
 
 /// Where the model's parameters come from.
@@ -308,9 +313,10 @@ const MODEL: &[&str] = &[
     "embedding-quantize",
     "tokenizer",
     "full-logits",
+    "max-audio-seconds",
 ];
 /// The `model` fields only language models take.
-pub(crate) const LLM_ONLY: &[&str] = &["max-seq-len", "group-size", "embedding-quantize", "tokenizer", "full-logits"];
+pub(crate) const LLM_ONLY: &[&str] = &["max-seq-len", "group-size", "embedding-quantize", "tokenizer", "full-logits", "max-audio-seconds"];
 const BACKEND: &[&str] = &["fallback", "accelerator", "system-config", "memory-mode"];
 const RUNNER: &[&str] = &["embed-program", "top"];
 
@@ -575,7 +581,12 @@ fn llm(d: &mut Decoder, node: &KdlNode, fields: &Fields, base: &Path) -> Option<
         Some(n) => d.boolean(n),
         None => Some(false),
     };
+    let max_audio_seconds = match fields.get("max-audio-seconds") {
+        Some(n) => d.int(n, 1, i128::from(LlmSpec::MAX_AUDIO_SECONDS)).map(|n| Some(n.value as u32)),
+        None => Some(None),
+    };
     Some(LlmSpec {
+        max_audio_seconds: max_audio_seconds?,
         max_seq_len: max_seq_len?,
         group_size: group_size?,
         embedding_quantize: embedding_quantize?,

@@ -1,6 +1,11 @@
 //! Fused attention over the KV cache: per (batch, query row, head), scores against every
 //! visible cached key, max-subtracted softmax, weighted sum of cached values; no [S, L]
 //! intermediate. Units split over the pool when there is enough work.
+//!
+//! Long non-causal unmasked attention (an encoder's self-attention: Whisper's is 1500 × 1500)
+//! runs blocked instead ([`use_blocked`]): per head and block of query rows, the score block
+//! `Q_blk · Kᵀ` and the output block `P · V` are packed sgemms, with a row softmax between;
+//! threads take runs of query rows (all heads).
 
 use alloc::vec::Vec;
 
@@ -8,10 +13,17 @@ use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
 
 use super::pool;
 use super::simd::{self, Isa};
+use crate::optimized::gemm::{sgemm, Mat};
 use crate::portable::llm::{run_custom_sdpa, run_sdpa_with_kv_cache, Attn};
 
 /// Below this many multiply-adds, one thread is faster than waking another.
 const PAR_MIN_WORK: usize = 1 << 15;
+
+/// From this many query rows and keys on, non-causal unmasked attention runs blocked.
+pub(crate) const BLOCKED_MIN_SEQ: usize = 32;
+
+/// Query rows per block of the blocked path.
+const QBLOCK: usize = 64;
 
 pub fn sdpa_with_kv_cache_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     run_sdpa_with_kv_cache(ctx, args, attend)
@@ -25,7 +37,87 @@ fn attend(ctx: &KernelContext, a: &Attn<'_>, out: &mut [f32]) {
     attend_with(simd::isa(), ctx.threads, a, out)
 }
 
+/// The shape query choosing the blocked path: many query rows against many keys, with no
+/// per-row key range (causal) or mask to honour.
+pub(crate) fn use_blocked(a: &Attn<'_>) -> bool {
+    !a.causal && a.mask.is_none() && a.seq >= BLOCKED_MIN_SEQ && a.keys(0) >= BLOCKED_MIN_SEQ
+}
+
+/// Attention on the path [`use_blocked`] picks.
 pub(crate) fn attend_with(isa: Isa, threads: usize, a: &Attn<'_>, out: &mut [f32]) {
+    if use_blocked(a) {
+        attend_blocked(isa, threads, a, out)
+    } else {
+        attend_rows(isa, threads, a, out)
+    }
+}
+
+/// Blocked attention for [`use_blocked`] shapes (every row sees keys `0..keys(0)`, no mask).
+pub(crate) fn attend_blocked(isa: Isa, threads: usize, a: &Attn<'_>, out: &mut [f32]) {
+    let (h, dv, n) = (a.heads, a.v_dim, a.keys(0));
+    let row = h * dv;
+    if row == 0 || out.is_empty() {
+        return;
+    }
+    let group = a.heads / a.kv_heads;
+    let work = (a.batch * a.seq * h).saturating_mul(n).saturating_mul(a.dim + dv);
+    let threads = if work < PAR_MIN_WORK { 1 } else { threads };
+    pool::for_chunks(threads, out, row, &|first, chunk| {
+        let mut scores: Vec<f32> = Vec::new();
+        let mut acc: Vec<f32> = Vec::new();
+        let mut sums = [0.0f32; QBLOCK];
+        let rows = chunk.len() / row;
+        let mut r = 0;
+        while r < rows {
+            let (b, i0) = ((first + r) / a.seq, (first + r) % a.seq);
+            let qb = (rows - r).min(a.seq - i0).min(QBLOCK);
+            scores.resize(qb * n, 0.0);
+            acc.resize(qb * dv, 0.0);
+            for hh in 0..h {
+                let kh = hh / group;
+                let q = Mat { data: &a.q[((b * a.seq + i0) * h + hh) * a.dim..], rows: qb, cols: a.dim, row_stride: h * a.dim, col_stride: 1 };
+                let kt = Mat { data: &a.k[a.kv_at(b, 0, kh, a.dim)..], rows: a.dim, cols: n, row_stride: 1, col_stride: a.kv_heads * a.dim };
+                let v = Mat { data: &a.v[a.kv_at(b, 0, kh, dv)..], rows: n, cols: dv, row_stride: a.kv_heads * dv, col_stride: 1 };
+                let ok = sgemm(a.scale, q, kt, 0.0, &mut scores[..qb * n]).is_ok() && {
+                    for (s, sum) in scores[..qb * n].chunks_exact_mut(n).zip(sums.iter_mut()) {
+                        *sum = softmax(isa, s);
+                    }
+                    sgemm(1.0, Mat::row_major(&scores[..qb * n], qb, n), v, 0.0, &mut acc[..qb * dv]).is_ok()
+                };
+                for (k, (ar, &sum)) in acc[..qb * dv].chunks_exact(dv).zip(&sums).enumerate() {
+                    let o = &mut chunk[(r + k) * row + hh * dv..][..dv];
+                    // Unreachable failure (every view is sized from the checked problem): NaN.
+                    let inv = if ok { 1.0 / sum } else { f32::NAN };
+                    for (ov, &x) in o.iter_mut().zip(ar) {
+                        *ov = x * inv;
+                    }
+                }
+            }
+            r += qb;
+        }
+    });
+}
+
+/// `s ← exp(s − max s)` in place; returns the sum.
+fn softmax(isa: Isa, s: &mut [f32]) -> f32 {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: Isa::Avx2 means AVX2/FMA are present; the function only touches `s`.
+        Isa::Avx2 => unsafe { softmax_avx2(s) },
+        _ => {
+            let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0;
+            for v in s.iter_mut() {
+                *v = libm::expf(*v - m);
+                sum += *v;
+            }
+            sum
+        }
+    }
+}
+
+/// The fused per-row path: one (batch, row, head) unit at a time.
+pub(crate) fn attend_rows(isa: Isa, threads: usize, a: &Attn<'_>, out: &mut [f32]) {
     let units = a.batch * a.seq * a.heads;
     if units == 0 || a.v_dim == 0 {
         return;
@@ -175,6 +267,53 @@ mod tests {
                         super::attend_with(isa, threads, &a, &mut got);
                         assert_close(&got, &want, 1e-5, &format!("case {ci} mask={with_mask} {isa:?} threads={threads}"));
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn blocked_attention_matches_reference() {
+        // (batch, seq, heads, kv_heads, dim, v_dim, cache_len, start): odd sizes, GQA, a
+        // block remainder, start_pos > 0, several batches.
+        let cases = [
+            (1, 32, 1, 1, 8, 8, 32, 0),
+            (1, 100, 6, 6, 64, 64, 100, 0),
+            (2, 67, 4, 2, 9, 7, 80, 5),
+            (1, 130, 3, 1, 33, 16, 140, 1),
+        ];
+        for (ci, &(b, s, h, kvh, d, dv, cl, start)) in cases.iter().enumerate() {
+            let mut r = Lcg::new(ci as u64 + 40);
+            let q = r.vec(b * s * h * d);
+            let k = r.vec(b * cl * kvh * d).into_iter().map(|v| v * 3.0).collect::<vec::Vec<_>>();
+            let v = r.vec(b * cl * kvh * dv);
+            let a = Attn {
+                q: &q,
+                k: &k,
+                v: &v,
+                batch: b,
+                seq: s,
+                heads: h,
+                kv_heads: kvh,
+                dim: d,
+                v_dim: dv,
+                cache_len: cl,
+                start,
+                causal: false,
+                mask: None,
+                scale: 1.0 / (d as f32).sqrt(),
+            };
+            assert!(super::use_blocked(&a));
+            let mut want = vec![0.0; b * s * h * dv];
+            reference::attend_reference(&Default::default(), &a, &mut want);
+            for isa in simd::all() {
+                for threads in [1, 2, 3] {
+                    let mut got = vec![f32::NAN; want.len()];
+                    super::attend_with(isa, threads, &a, &mut got);
+                    assert_close(&got, &want, 1e-5, &format!("blocked case {ci} {isa:?} threads={threads}"));
+                    let mut rows = vec![f32::NAN; want.len()];
+                    super::attend_rows(isa, threads, &a, &mut rows);
+                    assert_close(&rows, &want, 1e-5, &format!("rows case {ci} {isa:?} threads={threads}"));
                 }
             }
         }

@@ -6,6 +6,7 @@ use rbuild_export::weights::Weights;
 use rbuild_export::{emit, passes, plan};
 use rbuild_planner::cache::write_atomic;
 use rbuild_planner::{Dag, FileHashes, KeyHasher, StepSpec};
+use rbuild_models::family::{ExportOptions, Source};
 use rbuild_recipe::{Choice, Dtype, Quantize, WeightsSource};
 
 use super::{Artifacts, Loaded};
@@ -530,19 +531,25 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     // The recipe's names are the export's names (one table: the recipe crate's choices).
     let linear = r.model.quantize.name();
     let embedding = llm.embedding_quantize.name();
-    let spec = crate::llm::LlmExport {
-        checkpoint: checkpoint.clone(),
-        seed: if let WeightsSource::Random(s) = r.model.weights { s } else { 0 },
-        max_seq_len: llm.max_seq_len,
-        full_logits: llm.full_logits,
-        linear: crate::llm::parse_linear_quant(linear, llm.group_size)?,
-        embedding: crate::llm::parse_embedding_quant(embedding, llm.group_size)?,
-        core_aten: false,
+    let source = match (&checkpoint, &r.model.weights) {
+        (Some(d), _) => Source::Checkpoint(d.clone()),
+        (None, WeightsSource::Random(seed)) => Source::Demo { seed: *seed },
+        (None, _) => Source::Demo { seed: 0 },
     };
+    let options = ExportOptions {
+        max_seq_len: Some(llm.max_seq_len),
+        full_logits: llm.full_logits,
+        max_audio_seconds: llm.max_audio_seconds.map(f64::from),
+        linear: crate::family::parse_linear_quant(linear, llm.group_size)?,
+        embedding: crate::family::parse_embedding_quant(embedding, llm.group_size)?,
+        ..ExportOptions::default()
+    };
+    let family = crate::family::family(&r.model.arch)?;
+    let arch = r.model.arch.clone();
     let program_out = program.to_path_buf();
     let label = format!("export {} ({}, {linear}, max_seq_len {})", r.model.arch, r.model.weights, llm.max_seq_len);
     dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs: vec![program.to_path_buf()] }, move |_| {
-        let (bytes, report) = crate::llm::export_llm(&spec).map_err(|e| e.0)?;
+        let (bytes, report) = crate::family::export(&arch, &source, &options).map_err(|e| e.0)?;
         for n in &report.notes {
             eprintln!("note: {n}");
         }
@@ -552,8 +559,8 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
 
     // tokenizer: the recipe's file, else the checkpoint's tokenizer.json, else the demo's
     // byte-level one; tokenizer_config.json (chat template) travels with it when present.
-    let source = llm.tokenizer.clone().or_else(|| checkpoint.as_ref().map(|d| d.join("tokenizer.json")).filter(|p| p.is_file()));
-    if checkpoint.is_some() && source.is_none() {
+    let tokenizer_source = llm.tokenizer.clone().or_else(|| checkpoint.as_ref().map(|d| d.join("tokenizer.json")).filter(|p| p.is_file()));
+    if checkpoint.is_some() && tokenizer_source.is_none() {
         return Err(CliError(format!(
             "{}: {} has no tokenizer.json; give one with tokenizer=PATH",
             r.name,
@@ -562,10 +569,10 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     }
     let tok_out = dir.join("tokenizer.json");
     let cfg_out = dir.join("tokenizer_config.json");
-    let cfg_in = source.as_ref().and_then(|s| s.parent().map(|p| p.join("tokenizer_config.json"))).filter(|p| p.is_file());
+    let cfg_in = tokenizer_source.as_ref().and_then(|s| s.parent().map(|p| p.join("tokenizer_config.json"))).filter(|p| p.is_file());
     let mut key = KeyHasher::new();
     key.add("tool", version);
-    for f in source.iter().chain(cfg_in.iter()) {
+    for f in tokenizer_source.iter().chain(cfg_in.iter()) {
         let h = hashes.hash(f).map_err(|e| CliError(format!("{}: {}: {e}", r.name, f.display())))?;
         key.add(&f.display().to_string(), &h);
     }
@@ -573,15 +580,18 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     if cfg_in.is_some() {
         outputs.push(cfg_out.clone());
     }
-    let label = match &source {
+    let label = match &tokenizer_source {
         Some(s) => format!("tokenizer from {}", s.display()),
         None => "demo byte-level tokenizer".into(),
     };
     let (to, co) = (tok_out.clone(), cfg_out.clone());
     dag.add(StepSpec { id: "tokenizer".into(), label, deps: vec![], key, outputs: outputs.clone() }, move |_| {
-        match &source {
+        match &tokenizer_source {
             Some(s) => copy_atomic(s, &to)?,
-            None => write_atomic(&to, crate::llm::demo_tokenizer_json().as_bytes()).map_err(step_err)?,
+            None => {
+                let demo = family.demo_tokenizer_json().ok_or_else(|| format!("{arch}: the demo model has no tokenizer; give one with tokenizer=PATH"))?;
+                write_atomic(&to, demo.as_bytes()).map_err(step_err)?
+            }
         }
         if let Some(c) = &cfg_in {
             copy_atomic(c, &co)?;

@@ -8,6 +8,7 @@ use rbuild_export::{emit, passes, plan};
 
 use crate::error::{bail, CliError, CliResult};
 use crate::io::write_atomic;
+use rbuild_models::family::{ExportOptions, Source};
 
 #[derive(clap::Args)]
 pub struct ExportArgs {
@@ -27,9 +28,22 @@ pub struct ExportArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,3,224,224")]
     pub input_shape: Vec<usize>,
     /// Language models (`--model llama`; `--weights` is the Hugging Face folder, or
-    /// `--random-weights SEED` for the built-in demo): the longest prompt + generation.
-    #[arg(long, alias = "seq-len", default_value_t = 128)]
-    pub max_seq_len: usize,
+    /// `--random-weights SEED` for the built-in demo): the longest prompt + generation
+    /// (default 128). Speech models: the decoder's cache length (default: the model's
+    /// max_target_positions).
+    #[arg(long, alias = "seq-len")]
+    pub max_seq_len: Option<usize>,
+    /// Speech models: the longest audio the program's preprocessor accepts, in seconds
+    /// (default 600).
+    #[arg(long, value_name = "SECONDS")]
+    pub max_audio_seconds: Option<f64>,
+    /// Model families: write only these methods (repeatable), e.g. `--methods preprocessor`.
+    #[arg(long = "methods", value_name = "METHOD")]
+    pub methods: Vec<String>,
+    /// With one `--methods` entry: name it `forward` (ExecuTorch's separate preprocessor
+    /// program).
+    #[arg(long)]
+    pub as_forward: bool,
     /// Language models: linear weights as fp32, int8 (per channel), int4 (groupwise) or 8da4w.
     /// Image models: fp32, or int8 (static: calibrated int8 activations, per-channel int8
     /// weights, fused into rbuild's int8 kernels).
@@ -79,30 +93,35 @@ pub fn export(a: ExportArgs) -> CliResult {
         for m in rbuild_models::names() {
             println!("{m}");
         }
-        for m in rbuild_models::language_models() {
-            println!("{m} (Llama, Mistral, Qwen2, Qwen3; --weights HF_FOLDER or --random-weights SEED, --max-seq-len N, --quant …)");
+        for f in rbuild_models::family::FAMILIES {
+            println!("{} ({})", f.name(), f.summary());
         }
         return Ok(());
     }
     let (Some(model), Some(_)) = (a.model.as_deref(), a.out.as_ref()) else { bail!("--model and --out are required") };
     let t0 = Instant::now();
-    if rbuild_models::language_models().contains(&model) {
+    if rbuild_models::family::family(model).is_some() {
         if a.calibration.is_some() || a.reference_only || a.sensitivity.is_some() || !a.keep_float.is_empty() {
             bail!("--calibration, --reference-only, --sensitivity and --keep-float are for static int8 of image models; --model {model} quantizes weights without calibration");
         }
         if a.weights.is_none() && a.random_weights.is_none() {
             bail!("--model {model} needs --weights HF_FOLDER (config.json + *.safetensors), or --random-weights SEED for the demo model");
         }
-        let spec = crate::llm::LlmExport {
-            checkpoint: a.weights.clone(),
-            seed: a.random_weights.unwrap_or(0),
+        let source = match (&a.weights, a.random_weights) {
+            (Some(dir), _) => Source::Checkpoint(dir.clone()),
+            (None, seed) => Source::Demo { seed: seed.unwrap_or(0) },
+        };
+        let options = ExportOptions {
             max_seq_len: a.max_seq_len,
             full_logits: a.full_logits,
-            linear: crate::llm::parse_linear_quant(&a.quant, a.group_size)?,
-            embedding: crate::llm::parse_embedding_quant(&a.embedding_quant, a.group_size)?,
             core_aten: a.core_aten,
+            max_audio_seconds: a.max_audio_seconds,
+            only_methods: (!a.methods.is_empty()).then(|| a.methods.clone()),
+            as_forward: a.as_forward,
+            linear: crate::family::parse_linear_quant(&a.quant, a.group_size)?,
+            embedding: crate::family::parse_embedding_quant(&a.embedding_quant, a.group_size)?,
         };
-        let (bytes, report) = crate::llm::export_llm(&spec)?;
+        let (bytes, report) = crate::family::export(model, &source, &options)?;
         let out = a.out.as_ref().expect("checked above");
         write_atomic(out, &bytes)?;
         report.print(out);
