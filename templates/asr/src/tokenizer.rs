@@ -116,6 +116,9 @@ pub fn load(path: &Path) -> Result<Box<dyn Tokenizer>, String> {
 pub fn check_matches(tok: &dyn Tokenizer, vocab: &Vocab) -> Result<(), String> {
     let (vocab_size, eot) = (vocab.vocab_size, vocab.eot);
     if tok.kind() == "huggingface" {
+        if tok.token_to_id("<|startoftranscript|>").is_none() {
+            return Err("the tokenizer has no <|startoftranscript|> token: not a Whisper tokenizer".into());
+        }
         // Its added tokens name the specials: they must sit where the program says.
         let mut named: Vec<(String, u32)> = vec![
             ("<|endoftext|>".into(), vocab.eot),
