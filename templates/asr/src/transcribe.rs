@@ -171,7 +171,8 @@ pub fn transcribe(
             let start = start.clamp(last_end, geo.duration());
             let end = end.min(window_end).clamp(start, geo.duration());
             let body = text.text(&tokens)?;
-            if end <= start || text.text_tokens(&tokens).is_empty() {
+            // Instantaneous or textless segments are dropped (openai-whisper clears them).
+            if end <= start || body.trim().is_empty() {
                 continue;
             }
             let seg = Segment {

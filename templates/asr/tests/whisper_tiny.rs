@@ -215,3 +215,53 @@ fn clean_failures() {
     let p = variant(&d, "long.wav", &vec![0.0; 61 * 16000], 16000, 1, 16, false);
     fails_with(&run(&["--audio", p.to_str().unwrap()]), &["long.wav", "61.00 s", "at most 60.00 s"]);
 }
+
+/// rbuild's demo Whisper (random weights, with timestamp tokens) and its byte-level
+/// tokenizer.json.
+fn demo() -> &'static (PathBuf, PathBuf) {
+    static P: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    P.get_or_init(|| {
+        let f = family::family("whisper").unwrap();
+        let o = ExportOptions { max_audio_seconds: Some(30.0), ..ExportOptions::default() };
+        let (bytes, _) = family::export(f, &Source::Demo { seed: 7 }, &o).unwrap();
+        let d = temp_dir("e2e-demo");
+        let (p, t) = (d.join("demo.pte"), d.join("tokenizer.json"));
+        std::fs::write(&p, bytes).unwrap();
+        std::fs::write(&t, f.demo_tokenizer_json().unwrap()).unwrap();
+        (p, t)
+    })
+}
+
+#[test]
+fn timestamps_on_a_model_that_has_them() {
+    let (model, tok) = demo();
+    let d = temp_dir("e2e-demo-ts");
+    let x = samples();
+    let mut long = x.clone();
+    long.extend_from_slice(&x);
+    let wav = variant(&d, "fox2.wav", &long, 16000, 1, 16, false);
+    let srt = d.join("fox2.srt");
+    let o = Command::new(BIN)
+        .args(["--model", model.to_str().unwrap(), "--tokenizer", tok.to_str().unwrap(), "--audio", wav.to_str().unwrap()])
+        .args(["--timestamps", "--language", "auto", "-osrt", "--output", srt.to_str().unwrap(), "--json", "--seed", "3"])
+        .output()
+        .unwrap();
+    let j = json(&o);
+    let dur = long.len() as f64 / 16000.0;
+    let segs = j["segments"].as_array().unwrap();
+    assert!(!segs.is_empty(), "{j}");
+    assert!(stderr(&o).contains("[window 1/2] 00:00.000 / 00:05.810"), "{}", stderr(&o));
+    let mut prev_end = 0.0;
+    for s in segs {
+        let (a, b) = (s["start"].as_f64().unwrap(), s["end"].as_f64().unwrap());
+        assert!(a >= prev_end && b > a && b <= dur + 1e-9, "{segs:?}");
+        assert!(!s["text"].as_str().unwrap().trim().is_empty(), "{s}");
+        prev_end = b;
+        // Timestamp tokens open each segment (the demo's first timestamp id is 267).
+        assert!(s["tokens"][0].as_u64().unwrap() >= 267, "{s}");
+    }
+    // The detected language is one of the demo's.
+    assert!(["en", "de", "fr", "es"].contains(&j["language"].as_str().unwrap()), "{}", j["language"]);
+    let parsed = SubRipSubtitle::from_str(&std::fs::read_to_string(&srt).unwrap()).unwrap();
+    assert_eq!(parsed.events().len(), segs.len());
+}
