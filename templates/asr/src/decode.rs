@@ -324,7 +324,7 @@ pub fn decode_window(
         hit_eot: false,
         prompt: prompt.clone(),
     };
-    while max_new > 0 {
+    for step in 0..max_new {
         check_len(&logits, vocab)?;
         apply_filters(&mut logits, &out.tokens, vocab, opts);
         let tok = sample(&logits, opts.temperature, rng);
@@ -339,7 +339,7 @@ pub fn decode_window(
             break;
         }
         out.tokens.push(tok);
-        if out.tokens.len() >= max_new {
+        if step + 1 == max_new {
             break;
         }
         logits = model.logits(&[tok], prompt.len() + out.tokens.len() - 1)?;

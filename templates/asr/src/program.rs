@@ -68,13 +68,16 @@ pub fn getter(program: &Program<'_>, name: &str, kernels: &KernelRegistry) -> Re
     Ok(Some(out))
 }
 
+/// A getter's outputs by method name (None: the program lacks it).
+pub type GetterFn<'a> = dyn Fn(&str) -> Result<Option<Vec<Value>>, String> + 'a;
+
 /// Reads the getters through `get` (the program's, or a table in tests).
 pub struct Getters<'a> {
-    get: &'a dyn Fn(&str) -> Result<Option<Vec<Value>>, String>,
+    get: &'a GetterFn<'a>,
 }
 
 impl<'a> Getters<'a> {
-    pub fn new(get: &'a dyn Fn(&str) -> Result<Option<Vec<Value>>, String>) -> Getters<'a> {
+    pub fn new(get: &'a GetterFn<'a>) -> Getters<'a> {
         Getters { get }
     }
 

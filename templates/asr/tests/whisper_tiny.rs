@@ -177,7 +177,8 @@ fn long_audio_runs_window_by_window() {
         assert!(a >= prev_end && b > a && b <= dur, "{segs:?}");
         prev_end = b;
     }
-    assert_eq!(j["stats"]["windows"].as_u64().unwrap() as usize >= 3, true, "{}", j["stats"]);
+    // Without timestamps each window covers a whole 3 s: 8.72 s take three.
+    assert_eq!(j["stats"]["windows"], 3, "{}", j["stats"]);
 }
 
 #[test]

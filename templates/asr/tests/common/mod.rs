@@ -65,10 +65,13 @@ pub struct Ctx<'a> {
     pub sampled: Option<&'a [u32]>,
 }
 
+/// Logits from what the fake sees.
+pub type LogitsFn = Box<dyn Fn(&Ctx) -> Vec<f32>>;
+
 /// A decoder whose logits come from a closure, checking that positions are consistent with
 /// what it was fed (a real KV cache would silently compute garbage otherwise).
 pub struct Fake {
-    pub f: Box<dyn Fn(&Ctx) -> Vec<f32>>,
+    pub f: LogitsFn,
     pub seq: Vec<u32>,
     pub window: Option<usize>,
     pub attempts: usize,
