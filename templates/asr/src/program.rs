@@ -348,8 +348,10 @@ impl<'p> WhisperProgram<'p> {
             return Err(format!("method 'encoder' returns {} {dims:?}, expected float32 [1, T, d_model]", t_out.dtype));
         }
         let bytes = self.enc.output_bytes(0).ok_or("method 'encoder': output 0 has no data")?;
+        let n = dims.iter().product::<usize>() * 4;
+        let bytes = bytes.get(..n).ok_or_else(|| format!("method 'encoder': output {dims:?} holds only {} bytes", bytes.len()))?;
         self.hidden.clear();
-        self.hidden.extend_from_slice(&bytes[..dims.iter().product::<usize>() * 4]);
+        self.hidden.extend_from_slice(bytes);
         self.hidden_shape = dims;
         self.timing.encoder += t.elapsed();
         self.timing.encoder_calls += 1;

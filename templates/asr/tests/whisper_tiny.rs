@@ -266,3 +266,21 @@ fn timestamps_on_a_model_that_has_them() {
     let parsed = SubRipSubtitle::from_str(&std::fs::read_to_string(&srt).unwrap()).unwrap();
     assert_eq!(parsed.events().len(), segs.len());
 }
+
+#[test]
+fn sampling_is_seeded_and_text_files_are_whole() {
+    let f = fox();
+    let fx = f.to_str().unwrap();
+    let tokens = |seed: &str| ids(&json(&run(&["--audio", fx, "--temperature", "1", "--seed", seed, "--json"]))["tokens"]);
+    assert_eq!(tokens("5"), tokens("5"));
+    assert_ne!(tokens("5"), tokens("6"));
+    // -otxt with --output: the same text in the file as on stdout.
+    let d = temp_dir("e2e-txt");
+    let txt = d.join("fox.txt");
+    let o = run(&["--audio", fx, "--no-fallback", "--max-new-tokens", "16", "-otxt", "--output", txt.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want = "72 291 401 400 401 262 262 78 243 276 78 78 401 401 72 264\n";
+    assert_eq!(String::from_utf8_lossy(&o.stdout), want);
+    assert_eq!(std::fs::read_to_string(&txt).unwrap(), want);
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "no temporary file left");
+}
