@@ -370,29 +370,11 @@ fn verify_run(
     let bytes = in_file(std::fs::read(path), path)?;
     let pcm = in_file(verify::read_pcm(&bytes), path)?;
     let t = Instant::now();
-    in_file(model.compute_features(&pcm), path)?;
-    let window = in_file(model.window(0), model_name)?;
-    in_file(model.set_window(0), model_name)?;
-    let (hidden_shape, hidden) = model.hidden();
-    let vocab = model.meta.vocab.clone();
-    // Detection would make the prompt depend on the logits; verify a fixed prompt instead.
-    let language = language.or_else(|| vocab.lang_id("en")).or_else(|| vocab.lang_ids.first().copied());
-    let opts = DecodeOptions {
-        task,
-        language,
-        timestamps: false,
-        temperature: 0.0,
-        max_new_tokens: Some(8),
-        max_initial_timestamp: None,
-    };
-    let res = in_file(decode::decode_window(model, &vocab, &opts, &[], &mut Rng::new(0)), model_name)?;
+    let outputs = in_file(verify::outputs(model, &pcm, language, task), model_name)?;
     let elapsed_us = t.elapsed().as_micros();
-    let f32_bytes = |x: &[f32]| x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
-    let m = &model.meta;
-    println!("{}", verify::output_line(0, "float32", &[1, m.n_mels, m.frames_per_window], &f32_bytes(&window)));
-    println!("{}", verify::output_line(1, "float32", &hidden_shape, &f32_bytes(&hidden)));
-    let ids: Vec<u8> = res.tokens.iter().flat_map(|&t| (t as i64).to_le_bytes()).collect();
-    println!("{}", verify::output_line(2, "int64", &[res.tokens.len()], &ids));
+    for o in &outputs {
+        println!("{}", verify::output_line(o.index, o.dtype, &o.shape, &o.bytes));
+    }
     println!("RBUILD_STATS elapsed_us={elapsed_us} threads={}", threads.max(1));
     Ok(())
 }

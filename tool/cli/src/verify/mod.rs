@@ -74,7 +74,34 @@ impl Row {
 
 /// Why a loaded recipe cannot be verified at all (before running anything), if so.
 pub fn unsupported(l: &Loaded) -> Option<String> {
-    l.recipe.model.is_language_model().then(|| "language-model runners have no verify mode yet".to_string())
+    (l.recipe.model.is_language_model() && !takes_audio(l)).then(|| "language-model runners have no verify mode yet".to_string())
+}
+
+/// Speech models: the program's input is audio, verified through the runner's pipeline.
+fn takes_audio(l: &Loaded) -> bool {
+    rbuild_models::family::family(&l.recipe.model.arch).is_some_and(|f| f.takes_audio())
+}
+
+/// A speech program's reference: the asr runner's verify pipeline (features, encoder output,
+/// greedy tokens) run in-process on all of rbuild's kernels.
+fn speech_reference(program_path: &std::path::Path, input: PathBuf) -> CliResult<Reference> {
+    use rbuild_asr_runner::{decode::Task, program::WhisperProgram, verify};
+    let fail = |e: String| CliError(format!("{}: {e}", program_path.display()));
+    let bytes = crate::io::program::read_program(program_path)?;
+    let program = Program::load(bytes.as_slice()).map_err(|e| fail(e.to_string()))?;
+    let kernels = rbuild_kernels::registry();
+    let mut model = WhisperProgram::load(&program, &kernels, 1).map_err(fail)?;
+    let data = std::fs::read(&input).map_err(|e| CliError(format!("{}: {e}", input.display())))?;
+    let pcm = verify::read_pcm(&data).map_err(|e| CliError(format!("{}: {e}", input.display())))?;
+    let outputs = verify::outputs(&mut model, &pcm, None, Task::Transcribe).map_err(fail)?;
+    let outputs = outputs
+        .into_iter()
+        .map(|o| {
+            let dtype = if o.dtype == "int64" { rbuild_runtime::ScalarType::Long } else { rbuild_runtime::ScalarType::Float };
+            Printed { index: o.index, dtype, shape: o.shape, data: o.bytes }
+        })
+        .collect();
+    Ok(Reference { input, outputs })
 }
 
 /// The verify input and host reference outputs of a built recipe.
@@ -89,6 +116,9 @@ pub fn host_reference(project: &Project, l: &Loaded) -> CliResult<Reference> {
     // An NPU program's reference is its CPU lowering (no NPU here).
     let pte = if l.recipe.backend.npu.is_some() { "model-cpu-lowering.pte" } else { "model.pte" };
     let (program_path, input) = (dir.join(pte), dir.join(crate::build::VERIFY_INPUT));
+    if takes_audio(l) {
+        return speech_reference(&program_path, input);
+    }
     let bytes = crate::io::program::read_program(&program_path)?;
     let program = Program::load(bytes.as_slice()).map_err(|e| CliError(format!("{}: {e}", program_path.display())))?;
     let kernels = rbuild_kernels::registry();
