@@ -9,8 +9,11 @@ multilingual ids) and model.safetensors (float32, output projection tied to
 model.decoder.embed_tokens.weight, so no proj_out tensor).
 
 The weights are "well conditioned": projections N(0, 1/fan_in) so activations keep unit scale
-through the layers, layer-norm gains near 1 (not exactly 1, so a skipped gain shows), small
-biases, sinusoidal encoder positions as in Whisper. The rows of embed_tokens for the special
+through the layers (queries and keys x2, so attention is not uniform), layer-norm gains near 1
+(not exactly 1, so a skipped gain shows), small biases, sinusoidal encoder positions as in
+Whisper, token embeddings N(0, 0.25^2) and text positions N(0, 2^2), so that greedy decoding
+yields varied tokens that depend on the audio (checked: fox_16k and silence decode differently)
+rather than one token repeated. The rows of embed_tokens for the special
 tokens (ids >= 50257: eot, sot, languages, tasks, timestamps) are scaled by 0.1: their logits
 (tied projection) stay far below the best regular token's, so greedy decoding never ends early
 on <|endoftext|> and never picks a special token, whatever suppression rules an engine applies.
@@ -148,7 +151,9 @@ def random_weights(size, seed=0):
 
     def attn(w, prefix):
         for p in ("q", "k", "v", "out"):
-            w[f"{prefix}.{p}_proj.weight"] = proj(d, d)
+            # gain 2 on queries and keys: attention scores with std ~4 rather than ~1, so the
+            # decoder attends to particular frames and tokens instead of averaging them all
+            w[f"{prefix}.{p}_proj.weight"] = proj(d, d, gain=2.0 if p in ("q", "k") else 1.0)
             if p != "k":  # Whisper's key projections have no bias
                 w[f"{prefix}.{p}_proj.bias"] = bias(d)
 
@@ -174,10 +179,13 @@ def random_weights(size, seed=0):
         ln(w, p + ".final_layer_norm")
     ln(w, "model.encoder.layer_norm")
 
-    emb = normal(VOCAB, d)
+    # Token embeddings small next to the positions and the layers' outputs: with the tied output
+    # projection a large embedding is copied to the logits and greedy decoding repeats one token
+    # forever; at 0.25 (and positions at 2) the tokens vary and depend on the audio.
+    emb = normal(VOCAB, d, scale=0.25)
     emb[EOT:] *= np.float32(0.1)  # specials never win greedy argmax (see the module docstring)
     w["model.decoder.embed_tokens.weight"] = emb
-    w["model.decoder.embed_positions.weight"] = normal(MAX_TARGET, d, scale=0.5)
+    w["model.decoder.embed_positions.weight"] = normal(MAX_TARGET, d, scale=2.0)
     for i in range(cfg["decoder_layers"]):
         p = f"model.decoder.layers.{i}"
         attn(w, p + ".self_attn")
