@@ -154,7 +154,7 @@ def whispercpp_cell(ggml, wav, threads, max_new_tokens, repeat, flash_attn=True)
         "decode_ms_per_token": dec[2],
         "decode_tok_s": 1e3 / dec[2],
         "decode_runs": dec[1] // repeat,
-        "sample_ms_per_token": sample[2],
+        "sample_ms": sample[0] / repeat,  # per window (whisper.cpp counts sampling runs per window)
         "prompt_ms": (t["batchd"][0] + t["prompt"][0]) / repeat,
         "mel_ms": t["mel"][0] / repeat,
         "rtf": statistics.median(j["walls_s"]) / AUDIO_S,
@@ -356,8 +356,7 @@ def run(a):
                     rows[(s, q, n)] = {"whisper.cpp": c}
                     shares.append(c["cpu_share"])
                     print(f"  whisper.cpp {s} {PAIRS[q][0]:4s} {n}T: encoder {c['encoder_ms']:7.1f} ms/window, decode "
-                          f"{c['decode_ms_per_token']:5.2f} ms/token ({c['decode_tok_s']:6.1f} tok/s; +{c['sample_ms_per_token']:.2f} "
-                          f"ms sampling), {c['decode_runs']} decode runs + prompt {c['prompt_ms']:.1f} ms, mel {c['mel_ms']:.0f} ms, "
+                          f"{c['decode_ms_per_token']:5.2f} ms/token ({c['decode_tok_s']:6.1f} tok/s), sampling {c['sample_ms']:.0f} ms, {c['decode_runs']} decode runs + prompt {c['prompt_ms']:.1f} ms, mel {c['mel_ms']:.0f} ms, "
                           f"RTF {c['rtf']:.3f}, fallbacks {c['fallbacks']}, CPU share {c['cpu_share']:.0%}")
         first = next(iter(rows.values()))["whisper.cpp"]
         print(f"  whisper.cpp: flash attention {'on' if first['flash_attn'] else 'off'} in the timed runs (its default: "
@@ -407,12 +406,12 @@ def run(a):
         print()
         print("every ratio: > 1 means rbuild is faster (encoder and RTF: whisper.cpp / rbuild, lower is better; "
               "decode: rbuild / whisper.cpp)")
-        print("size precision      thr | encoder ms per window      | decode tok/s               | real-time factor")
-        print("     rbuild whisper.cpp | rbuild whisper.cpp  ratio  | rbuild whisper.cpp  ratio  | rbuild whisper.cpp  ratio")
+        print("size precision           thr | encoder ms per window      | decode tok/s               | real-time factor")
+        print("     rbuild whisper.cpp      | rbuild whisper.cpp  ratio  | rbuild whisper.cpp  ratio  | rbuild whisper.cpp  ratio")
         for (s, q, n), r in rows.items():
             c, o = r["whisper.cpp"], r.get("rbuild", {})
             oe, od, orf = o.get("encoder_ms"), o.get("decode_tok_s"), o.get("rtf")
-            print(f"{s:4s} {q:6s} {PAIRS[q][0]:11s} {n:1d} | {fmt(oe)} {fmt(c['encoder_ms'], 10)} "
+            print(f"{s:4s} {q:6s} {PAIRS[q][0]:11s} {n:3d} | {fmt(oe)} {fmt(c['encoder_ms'], 10)} "
                   f"{fmt(oe and c['encoder_ms'] / oe, 6, 2)}  | {fmt(od)} {fmt(c['decode_tok_s'], 10)} "
                   f"{fmt(od and od / c['decode_tok_s'], 6, 2)}  | {fmt(orf, 7, 3)} {fmt(c['rtf'], 10, 3)} "
                   f"{fmt(orf and c['rtf'] / orf, 6, 2)}")
