@@ -9,7 +9,9 @@ no fallback, no timestamps, language en, no previous-text prompt, the same numbe
 tokens. Figures: encoder ms per 30 s window, decoder tokens/s, whole-file real-time factor.
 whisper.cpp's come from its own whisper_print_timings (encode ms per run; decode ms per
 single-token run); its real-time factor is whisper_full's wall time (mel + encode + decode) over
-the audio length. Pairs: rbuild fp32 vs whisper.cpp f16, rbuild int8 vs whisper.cpp q8_0.
+the audio length. whisper.cpp runs with its default flash attention (on in 1.8; --whisper-flash-attn
+off for the exact path); rbuild's greedy tokens are compared with whisper.cpp's exact path
+(flash attention off), which the check shows to give the numpy reference's tokens. Pairs: rbuild fp32 vs whisper.cpp f16, rbuild int8 vs whisper.cpp q8_0.
 
 Why f16 and not f32 for whisper.cpp: whisper.cpp 1.8.5 cannot run an f32 model on the CPU. An
 f32 file makes the loader expect f32 conv kernels, and ggml_conv_1d always asks im2col for f16,

@@ -11,7 +11,8 @@ the openai-whisper sdist's mel_filters.npz); vocab (int32 50257, then per token 
 its bytes, from multilingual.tiktoken; the loader synthesises the specials); then each tensor:
 int32 n_dims, int32 name length, int32 type (0 f32, 1 f16, 8 q8_0), dims innermost first, name,
 data. Tensor names are openai's. Types follow what the loader expects for a file's ftype:
-f32 file -> everything f32; f16 file -> 2-D weights and conv kernels f16; q8_0 file (ftype
+f32 file -> everything f32 (it loads, but whisper.cpp 1.8.5 then aborts at the first
+convolution: ggml_conv_1d's im2col is f16-only, whisper.cpp issue #2557); f16 file -> 2-D weights and conv kernels f16; q8_0 file (ftype
 7 + 1000 x GGML_QNT_VERSION 2) -> 2-D weights q8_0 (blocks of 32: f16 scale amax/127, 32 int8
 rounded half away from zero, as ggml's quantize_row_q8_0_ref), conv kernels f16 (the loader's
 "vtype"); biases, layer norms and positional embeddings always f32.

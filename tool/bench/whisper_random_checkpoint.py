@@ -17,8 +17,8 @@ rather than one token repeated. The rows of embed_tokens for the special
 tokens (ids >= 50257: eot, sot, languages, tasks, timestamps) are scaled by 0.1: their logits
 (tied projection) stay far below the best regular token's, so greedy decoding never ends early
 on <|endoftext|> and never picks a special token, whatever suppression rules an engine applies.
-Every engine then decodes exactly --max-new-tokens tokens and the same ones, which is what a
-benchmark at equal work needs. Uses numpy and safetensors only.
+Every engine then decodes exactly --max-new-tokens tokens (the same ones where the arithmetic
+agrees), which is what a benchmark at equal work needs. Uses numpy and safetensors only.
 """
 
 import argparse
