@@ -6,12 +6,20 @@
 # `setup.sh --llama-bench` also installs what tool/bench/llama.sh needs (not CI): llama.cpp through
 # the llama-cpp-python PyPI package, compiled from source for this CPU (15+ minutes on 2 cores),
 # and the gguf writer. Pinned so benchmark figures stay comparable between runs.
+#
+# `setup.sh --whisper-bench` installs what tool/bench/whisper.sh needs (not CI): whisper.cpp 1.8.x
+# through the pywhispercpp 1.5.1 PyPI sdist, compiled from source for this CPU (-DGGML_NATIVE=ON;
+# several minutes on 2 cores; cmake and ninja come as wheels through pip's build isolation, g++
+# from apt when missing), and the openai-whisper sdist's tokenizer/mel assets (multilingual.tiktoken,
+# mel_filters.npz), extracted into .venv/share/whisper-assets (never committed).
 set -euo pipefail
 LLAMA_BENCH=0
+WHISPER_BENCH=0
 for arg in "$@"; do
   case "$arg" in
     --llama-bench) LLAMA_BENCH=1 ;;
-    *) echo "error: setup.sh: unknown argument '$arg' (known: --llama-bench)" >&2; exit 2 ;;
+    --whisper-bench) WHISPER_BENCH=1 ;;
+    *) echo "error: setup.sh: unknown argument '$arg' (known: --llama-bench, --whisper-bench)" >&2; exit 2 ;;
   esac
 done
 cd "$(dirname "$0")/../.."
@@ -27,6 +35,10 @@ done
 # The aarch64 C runtime and libc (crti.o, -lc) for linking: only a recommendation of
 # gcc-aarch64-linux-gnu, which --no-install-recommends drops.
 [ -f /usr/aarch64-linux-gnu/lib/crti.o ] || missing_pkgs+=(libc6-dev-arm64-cross)
+# whisper.cpp's build (--whisper-bench) needs a C++ compiler; cmake/ninja come from PyPI wheels.
+if [ "$WHISPER_BENCH" = 1 ]; then
+  command -v g++ >/dev/null 2>&1 || missing_pkgs+=(g++)
+fi
 if [ "${#missing_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=(); elif command -v sudo >/dev/null 2>&1; then SUDO=(sudo); else SUDO=(none); fi
   if [ "${SUDO[*]}" = none ]; then
@@ -78,5 +90,32 @@ if [ "$LLAMA_BENCH" = 1 ] && ! .venv/bin/python -c 'import llama_cpp, gguf' 2>/d
   echo "setup: building llama-cpp-python (llama.cpp from source, -DGGML_NATIVE=ON); this takes a while" >&2
   CMAKE_ARGS="-DGGML_NATIVE=ON" .venv/bin/pip install --quiet --disable-pip-version-check --no-cache-dir \
     llama-cpp-python==0.3.36 gguf==0.19.0
+fi
+WHISPER_ASSETS=.venv/share/whisper-assets
+if [ "$WHISPER_BENCH" = 1 ]; then
+  if ! .venv/bin/python -c 'import importlib.metadata as m; assert m.version("pywhispercpp") == "1.5.1"; import _pywhispercpp' 2>/dev/null; then
+    echo "setup: building pywhispercpp 1.5.1 (whisper.cpp from source, -DGGML_NATIVE=ON); this takes a while" >&2
+    .venv/bin/pip uninstall --quiet --disable-pip-version-check -y pywhispercpp 2>/dev/null || true
+    # Only pywhispercpp from its sdist: --no-binary :all: would also build its build
+    # requirements (cmake itself) from source. Its setup.py sets the $ORIGIN rpath only for
+    # editable installs (wheels get theirs from auditwheel), so without these two the
+    # libraries would look for each other in pip's deleted build folder.
+    CMAKE_ARGS="-DGGML_NATIVE=ON -DCMAKE_INSTALL_RPATH=\$ORIGIN -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON" \
+      CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+      .venv/bin/pip install --quiet --disable-pip-version-check --no-cache-dir \
+      --no-binary pywhispercpp pywhispercpp==1.5.1
+  fi
+  if [ ! -f "$WHISPER_ASSETS/multilingual.tiktoken" ] || [ ! -f "$WHISPER_ASSETS/mel_filters.npz" ] || [ ! -f "$WHISPER_ASSETS/gpt2.tiktoken" ]; then
+    dl=$(mktemp -d)
+    # The sdist is only unpacked for its assets; its metadata step needs no build.
+    .venv/bin/pip download --quiet --disable-pip-version-check --no-deps --no-binary openai-whisper \
+      openai-whisper==20250625 -d "$dl"
+    mkdir -p "$WHISPER_ASSETS"
+    tar -xzf "$dl"/openai*whisper-20250625.tar.gz -C "$dl"
+    cp "$dl"/openai*whisper-20250625/whisper/assets/multilingual.tiktoken \
+       "$dl"/openai*whisper-20250625/whisper/assets/mel_filters.npz \
+       "$dl"/openai*whisper-20250625/whisper/assets/gpt2.tiktoken "$WHISPER_ASSETS"/
+    rm -rf "$dl"
+  fi
 fi
 echo "setup: rust targets and .venv ($(.venv/bin/python --version)) ready"
