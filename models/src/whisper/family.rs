@@ -167,7 +167,9 @@ pub fn demo_config() -> WhisperConfig {
             transcribe: Some(transcribe),
             translate: Some(translate),
             languages,
-            suppress_tokens: Vec::new(),
+            // Random weights would pick any byte, and most byte strings are not UTF-8: the
+            // demo keeps to lowercase letters so its (meaningless) text prints.
+            suppress_tokens: (0..first_special).filter(|&b| !(97..=122).contains(&b)).collect(),
             begin_suppress_tokens: vec![first_special],
             is_multilingual: true,
         },

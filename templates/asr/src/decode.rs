@@ -208,8 +208,16 @@ pub fn apply_filters(logits: &mut [f32], sampled: &[u32], vocab: &Vocab, opts: &
     for t in [vocab.transcribe, vocab.translate, vocab.sot, vocab.sot_prev, vocab.no_speech] {
         ban(t);
     }
-    if let (true, Some(tb)) = (opts.timestamps, vocab.timestamp_begin) {
-        timestamp_rules(logits, sampled, vocab, tb as usize, opts.max_initial_timestamp);
+    match (opts.timestamps, vocab.timestamp_begin) {
+        (true, Some(tb)) => timestamp_rules(logits, sampled, vocab, tb as usize, opts.max_initial_timestamp),
+        // Without timestamps a timestamp token is never wanted (whisper.cpp bans them too):
+        // a trained model rarely picks one after <|notimestamps|>, a random one often does.
+        (false, Some(tb)) => {
+            if let Some(ts) = logits.get_mut(tb as usize..) {
+                ts.fill(f32::NEG_INFINITY);
+            }
+        }
+        (_, None) => {}
     }
 }
 
