@@ -20,7 +20,9 @@ export RBUILD_OUT=${RBUILD_OUT:-$PWD/out}
 cases=${NOOP_CASES:-"mobilenet-cpu platform=host
 mobilenet-cpu
 llama-cpu
-mobilenet-cortex-m"}
+whisper-cpu
+mobilenet-cortex-m
+mobilenet-ethosu"}
 
 printf '%-36s %10s %10s %10s\n' "rbuild …" "median ms" "min ms" "max ms"
 while IFS= read -r case; do

@@ -64,6 +64,15 @@ fn conv1d(b: &mut GraphBuilder, p: &mut Params, x: ValueId, module: &str, cin: u
     )
 }
 
+/// An attention block's projections under `module`: the query from `x`, the key (no bias, as
+/// in every Whisper) and value from `kv` (`x` itself, or the encoder output).
+fn qkv(b: &mut GraphBuilder, p: &mut Params, x: ValueId, kv: ValueId, module: &str, d: usize) -> Result<(ValueId, ValueId, ValueId)> {
+    let q = linear(b, p, x, &format!("{module}.q_proj"), d, d, true)?;
+    let k = linear(b, p, kv, &format!("{module}.k_proj"), d, d, false)?;
+    let v = linear(b, p, kv, &format!("{module}.v_proj"), d, d, true)?;
+    Ok((q, k, v))
+}
+
 /// The pre-LN feed-forward block: `x + fc2(gelu(fc1(LN(x))))`.
 fn mlp(b: &mut GraphBuilder, p: &mut Params, x: ValueId, prefix: &str, d: usize, ffn: usize) -> Result<ValueId> {
     let y = layer_norm(b, p, x, &format!("{prefix}.final_layer_norm"), d)?;
@@ -143,9 +152,7 @@ pub fn encoder(c: &WhisperConfig, p: &mut Params, ops: Ops) -> Result<Graph> {
         let prefix = format!("model.encoder.layers.{l}");
         let y = layer_norm(&mut b, p, x, &format!("{prefix}.self_attn_layer_norm"), d)?;
         let a = format!("{prefix}.self_attn");
-        let q = linear(&mut b, p, y, &format!("{a}.q_proj"), d, d, true)?;
-        let k = linear(&mut b, p, y, &format!("{a}.k_proj"), d, d, false)?;
-        let v = linear(&mut b, p, y, &format!("{a}.v_proj"), d, d, true)?;
+        let (q, k, v) = qkv(&mut b, p, y, y, &a, d)?;
         let o = match ops {
             Ops::CoreAten => attention_core(&mut b, q, k, v, h, None)?,
             Ops::Fused => {
@@ -233,9 +240,7 @@ pub fn decoder_kv(c: &WhisperConfig, p: &mut Params, cache_len: usize) -> Result
         // Causal self-attention over the cache.
         let y = layer_norm(&mut b, p, x, &format!("{prefix}.self_attn_layer_norm"), d)?;
         let a = format!("{prefix}.self_attn");
-        let q = linear(&mut b, p, y, &format!("{a}.q_proj"), d, d, true)?;
-        let k = linear(&mut b, p, y, &format!("{a}.k_proj"), d, d, false)?;
-        let v = linear(&mut b, p, y, &format!("{a}.v_proj"), d, d, true)?;
+        let (q, k, v) = qkv(&mut b, p, y, y, &a, d)?;
         let (q, k, v) = (heads(&mut b, q)?, heads(&mut b, k)?, heads(&mut b, v)?);
         let k_cache = b.state(&format!("k_cache_{l}"), ScalarType::Float, &[1, cache_len, h, hd]);
         let v_cache = b.state(&format!("v_cache_{l}"), ScalarType::Float, &[1, cache_len, h, hd]);
@@ -313,17 +318,13 @@ pub fn decoder_full(c: &WhisperConfig, p: &mut Params, seq_len: usize) -> Result
         let prefix = format!("model.decoder.layers.{l}");
         let y = layer_norm(&mut b, p, x, &format!("{prefix}.self_attn_layer_norm"), d)?;
         let a = format!("{prefix}.self_attn");
-        let q = linear(&mut b, p, y, &format!("{a}.q_proj"), d, d, true)?;
-        let k = linear(&mut b, p, y, &format!("{a}.k_proj"), d, d, false)?;
-        let v = linear(&mut b, p, y, &format!("{a}.v_proj"), d, d, true)?;
+        let (q, k, v) = qkv(&mut b, p, y, y, &a, d)?;
         let o = attention_core(&mut b, q, k, v, h, Some(mask))?;
         let o = linear(&mut b, p, o, &format!("{a}.out_proj"), d, d, true)?;
         x = b.add(x, o)?;
         let y = layer_norm(&mut b, p, x, &format!("{prefix}.encoder_attn_layer_norm"), d)?;
         let a = format!("{prefix}.encoder_attn");
-        let q = linear(&mut b, p, y, &format!("{a}.q_proj"), d, d, true)?;
-        let k = linear(&mut b, p, memory, &format!("{a}.k_proj"), d, d, false)?;
-        let v = linear(&mut b, p, memory, &format!("{a}.v_proj"), d, d, true)?;
+        let (q, k, v) = qkv(&mut b, p, y, memory, &a, d)?;
         let o = attention_core(&mut b, q, k, v, h, None)?;
         let o = linear(&mut b, p, o, &format!("{a}.out_proj"), d, d, true)?;
         x = b.add(x, o)?;

@@ -316,6 +316,12 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                 outputs,
             },
             move |_| {
+                // Files an earlier layout listed that this one does not (a demo's tokenizer
+                // beside a real checkpoint's program) would mislead: they go.
+                let keep: Vec<&Path> = [pt.as_path(), rb.as_path()].into_iter().chain(extras.iter().map(|(_, to)| to.as_path())).collect();
+                for stale in listed_files(&mf).iter().filter(|f| !keep.contains(&f.as_path())) {
+                    let _ = std::fs::remove_file(stale);
+                }
                 copy_atomic(&pte_from, &pt)?;
                 for (from, to) in &extras {
                     copy_atomic(from, to)?;
@@ -634,6 +640,22 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     })
     .map_err(CliError)?;
     Ok(outputs)
+}
+
+/// The files an earlier `manifest.json` at `manifest` lists (beside it); none when absent.
+fn listed_files(manifest: &Path) -> Vec<PathBuf> {
+    let Some(dir) = manifest.parent() else { return Vec::new() };
+    let Ok(text) = std::fs::read_to_string(manifest) else { return Vec::new() };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return Vec::new() };
+    v["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["path"].as_str())
+        // Names only: a manifest never points outside its folder.
+        .filter(|n| !n.contains('/') && !n.contains('\\') && *n != ".." && *n != ".")
+        .map(|n| dir.join(n))
+        .collect()
 }
 
 /// Prints the artifacts with sizes, and each runner next to its all-kernels twin.
