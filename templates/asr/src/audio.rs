@@ -98,7 +98,9 @@ fn collect<T, I>(it: I, declared: usize, conv: impl Fn(T) -> f32) -> Result<Vec<
 where
     I: Iterator<Item = hound::Result<T>>,
 {
-    let mut out = Vec::with_capacity(declared);
+    // The header's count is the file's claim, not a fact: reserve at most ~16 MB up front
+    // (a damaged header declaring 4 G samples must not allocate them before the read fails).
+    let mut out = Vec::with_capacity(declared.min(1 << 22));
     for s in it {
         match s {
             Ok(v) => out.push(conv(v)),

@@ -8,12 +8,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use rbuild_asr_runner::decode::{self, DecodeOptions, Rng, Task};
+use rbuild_asr_runner::decode::Task;
 use rbuild_asr_runner::output::{self, Format};
 use rbuild_asr_runner::program::WhisperProgram;
 use rbuild_asr_runner::stats::Stats;
 use rbuild_asr_runner::tokenizer::{self, Text};
-use rbuild_asr_runner::transcribe::{self, Geometry, Options, WindowModel};
+use rbuild_asr_runner::transcribe::{self, Geometry, Options};
 use rbuild_asr_runner::{audio, kernels, verify};
 use rbuild_runtime::buffer::AlignedBuf;
 use rbuild_runtime::Program;
