@@ -25,7 +25,10 @@ fn banned(l: &[f32]) -> Vec<u32> {
 fn always_suppressed_tokens() {
     let mut l = flat();
     apply_filters(&mut l, &[3], &vocab(), &opts(false));
-    assert_eq!(banned(&l), vec![7, SOT, TRANSLATE, TRANSCRIBE, SOT_PREV, NO_SPEECH]);
+    // Without --timestamps the timestamp tokens are banned too (whisper.cpp's rule).
+    let mut want = vec![7, SOT, TRANSLATE, TRANSCRIBE, SOT_PREV, NO_SPEECH];
+    want.extend(TB..VOCAB as u32);
+    assert_eq!(banned(&l), want);
     // The sot token is banned even when it has the largest logit.
     let mut l = one_hot(SOT, 20.0);
     l[9] = 1.0;
@@ -72,10 +75,11 @@ fn timestamps_pair_up_and_never_decrease() {
     apply_filters(&mut l, &[TB, 3, TB + 10, TB + 10, 4], &v, &opts(true));
     assert!((TB..=TB + 10).all(|t| l[t as usize] == f32::NEG_INFINITY));
     assert_eq!(l[(TB + 11) as usize], 0.0);
-    // Without --timestamps none of this applies.
+    // Without --timestamps none of this applies: no timestamp at all, text stays.
     let mut l = flat();
     apply_filters(&mut l, &[TB, 3, TB + 10, TB + 10], &v, &opts(false));
-    assert_eq!(l[(TB + 20) as usize], 0.0);
+    assert!((TB..VOCAB as u32).all(|t| l[t as usize] == f32::NEG_INFINITY));
+    assert_eq!(l[3], 0.0);
 }
 
 #[test]
@@ -115,8 +119,10 @@ fn greedy_window_positions_and_logprobs() {
     // Each chosen token: logit 10 against VOCAB-1 zeros (some banned); eot included, as
     // openai-whisper sums it and divides by n + 1.
     let lp = |n_allowed: usize| 10.0 - (10f64.exp() + (n_allowed - 1) as f64).ln();
-    let n_allowed = VOCAB - 6; // 7, transcribe, translate, sot, sot_prev, nospeech banned
-    let first = VOCAB - 8; // and the begin-suppressed 0 and eot
+    // 7, transcribe, translate, sot, sot_prev, nospeech and (no --timestamps) every timestamp
+    // banned.
+    let n_allowed = VOCAB - 6 - (VOCAB - TB as usize);
+    let first = n_allowed - 2; // and the begin-suppressed 0 and eot
     let want = lp(first) + 3.0 * lp(n_allowed);
     assert!((r.sum_logprob - want).abs() < 1e-9, "{} vs {want}", r.sum_logprob);
     assert!((r.avg_logprob - want / 4.0).abs() < 1e-9);
