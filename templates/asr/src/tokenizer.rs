@@ -202,8 +202,13 @@ pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
             _ => return None,
         } as u32)
     };
+    if s.is_empty() {
+        return None;
+    }
+    // Padding alone is the empty token: openai's multilingual.tiktoken ends with `= 50256`,
+    // which Python's lenient b64decode reads as b"".
     let s = s.trim_end_matches('=').as_bytes();
-    if s.is_empty() || s.len() % 4 == 1 {
+    if s.len() % 4 == 1 {
         return None;
     }
     let mut out = Vec::with_capacity(s.len() * 3 / 4);

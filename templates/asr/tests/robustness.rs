@@ -107,3 +107,11 @@ fn damaged_tiktoken_files_fail_cleanly() {
         });
     }
 }
+
+#[test]
+fn the_padding_only_token_of_openais_vocabulary_parses() {
+    // multilingual.tiktoken's last line: rank 50256 is the empty byte string.
+    let t = Tiktoken::parse("IQ== 0\n= 1\n").unwrap();
+    assert!(Tiktoken::parse(" 0\n").is_err(), "an empty token field is still malformed");
+    drop(t);
+}
