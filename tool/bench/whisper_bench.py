@@ -11,7 +11,10 @@ whisper.cpp's come from its own whisper_print_timings (encode ms per run; decode
 single-token run); its real-time factor is whisper_full's wall time (mel + encode + decode) over
 the audio length. whisper.cpp runs with its default flash attention (on in 1.8; --whisper-flash-attn
 off for the exact path); rbuild's greedy tokens are compared with whisper.cpp's exact path
-(flash attention off), which the check shows to give the numpy reference's tokens. Pairs: rbuild fp32 vs whisper.cpp f16, rbuild int8 vs whisper.cpp q8_0.
+(flash attention off), which the check shows to give the numpy reference's tokens. Pairs: rbuild fp32
+and fp16 (float16 weights, f32 arithmetic) vs whisper.cpp f16, rbuild int8 vs whisper.cpp q8_0.
+rbuild's decode tok/s counts single-token decoder steps, as whisper.cpp's does (the prompt call,
+which also projects the window's cross-attention keys/values, is reported apart as prompt ms).
 
 Why f16 and not f32 for whisper.cpp: whisper.cpp 1.8.5 cannot run an f32 model on the CPU. An
 f32 file makes the loader expect f32 conv kernels, and ggml_conv_1d always asks im2col for f16,
@@ -49,7 +52,7 @@ import whisper_random_checkpoint  # noqa: E402
 
 SIZES = ("tiny", "base")
 # rbuild precision -> (whisper.cpp ggml type, rbuild export --quant)
-PAIRS = {"fp32": ("f16", "fp32"), "int8": ("q8_0", "int8")}
+PAIRS = {"fp32": ("f16", "fp32"), "fp16": ("f16", "fp16"), "int8": ("q8_0", "int8")}
 AUDIO_S = 30.0
 
 
@@ -442,7 +445,7 @@ def main():
     g.add_argument("--work", default=str(ROOT / "target" / "whisper_bench"))
     g.add_argument("--sizes", default="tiny,base")
     g.add_argument("--threads", default="1,2")
-    g.add_argument("--quants", default="fp32,int8")
+    g.add_argument("--quants", default="fp32,fp16,int8")
     g.add_argument("--max-new-tokens", type=int, default=64)
     g.add_argument("--repeat", type=int, default=3)
     g.add_argument("--seed", type=int, default=0)

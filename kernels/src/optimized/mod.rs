@@ -22,6 +22,7 @@ rbuild_runtime::kernel_table! {
     "aten::addmm.out" => linalg::addmm_out,
     "aten::convolution.out" => conv::convolution_out,
     "aten::linear.out" => llm::linear::linear_out,
+    "rbuild::linear_f16.out" => llm::linear::linear_f16_out,
     "rbuild::linear_q8.out" => llm::linear::linear_q8_out,
     "rbuild::linear_q4.out" => llm::linear::linear_q4_out,
     "rbuild::linear_8da4w.out" => llm::linear::linear_8da4w_out,

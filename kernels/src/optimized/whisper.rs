@@ -1,15 +1,20 @@
 //! Whisper's operators, fast: the log-mel front end on a real FFT (`realfft`, std builds; the
 //! exact DFT of the portable twin without std) split over frames on the pool, and
 //! cross-attention with the projection on the f32 linear (packed sgemm over the pool) and the
-//! attention on the fused / blocked attention of [`super::llm::attention`].
+//! attention on the fused / blocked attention of [`super::llm::attention`] (float16 caches:
+//! F16C dot products over the caches in place).
 
+use alloc::vec;
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
 
 use super::llm::simd::{self, Isa};
-use super::llm::{attention, linear};
+use super::llm::{attention, gemv, linear, pool};
 use crate::portable::llm::Attn;
 use crate::portable::quant_linear::{Linear, Weights};
-use crate::portable::whisper::{run_cross_attention, run_log_mel, CrossAttn, LogMel, Proj};
+use crate::portable::whisper::{run_cross_attention, run_log_mel, Cache, CrossAttn, LogMel, Proj};
 
 pub fn log_mel_spectrogram_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     run_log_mel(ctx, args, |ctx, p, out| log_mel_with(ctx.threads, p, out))
@@ -103,9 +108,27 @@ fn project(ctx: &KernelContext, p: &Proj<'_>, out: &mut [f32]) {
     linear::compute_with(simd::isa(), ctx.threads, &lin, out)
 }
 
-/// Cross-attention as the shared attention kernel: per batch, query rows in runs of at most
-/// T, each an [`Attn`] that sees all T cache positions (non-causal with `start = T - rows`).
+/// Cross-attention: float32 caches go to the shared attention kernel; float16 caches are read
+/// in place by [`cross_attend_f16`] for short query runs (decode), or converted once for long
+/// ones, where the blocked sgemm path pays for the conversion.
 pub(crate) fn cross_attend_with(isa: Isa, threads: usize, a: &CrossAttn<'_>, out: &mut [f32]) {
+    match (a.k, a.v) {
+        (Cache::F32(k), Cache::F32(v)) => cross_attend_f32(isa, threads, a, k, v, out),
+        (Cache::F16(k), Cache::F16(v)) if a.seq >= attention::BLOCKED_MIN_SEQ => {
+            let (mut kf, mut vf) = (vec![0.0f32; k.len()], vec![0.0f32; v.len()]);
+            k.convert_to_f32_slice(&mut kf);
+            v.convert_to_f32_slice(&mut vf);
+            cross_attend_f32(isa, threads, a, &kf, &vf, out)
+        }
+        (Cache::F16(k), Cache::F16(v)) => cross_attend_f16(isa, threads, a, k, v, out),
+        // run_cross_attention checks both caches have one dtype.
+        _ => out.fill(f32::NAN),
+    }
+}
+
+/// Per batch, query rows in runs of at most T, each an [`Attn`] that sees all T cache
+/// positions (non-causal with `start = T - rows`).
+fn cross_attend_f32(isa: Isa, threads: usize, a: &CrossAttn<'_>, k: &[f32], v: &[f32], out: &mut [f32]) {
     let (t, hd) = (a.keys, a.heads * a.dim);
     if t == 0 || hd == 0 {
         return;
@@ -118,8 +141,8 @@ pub(crate) fn cross_attend_with(isa: Isa, threads: usize, a: &CrossAttn<'_>, out
             let rows = (b * a.seq + s0) * hd..(b * a.seq + s0 + c) * hd;
             let at = Attn {
                 q: &a.q[rows.clone()],
-                k: &a.k[kv.clone()],
-                v: &a.v[kv.clone()],
+                k: &k[kv.clone()],
+                v: &v[kv.clone()],
                 batch: 1,
                 seq: c,
                 heads: a.heads,
@@ -138,6 +161,36 @@ pub(crate) fn cross_attend_with(isa: Isa, threads: usize, a: &CrossAttn<'_>, out
     }
 }
 
+/// One (batch, row, head) unit at a time over float16 caches read in place: scores as a
+/// strided float16 GEMV, softmax, then the weighted sum of value rows, all in f32.
+fn cross_attend_f16(isa: Isa, threads: usize, a: &CrossAttn<'_>, k: &[f16], v: &[f16], out: &mut [f32]) {
+    let (t, h, d) = (a.keys, a.heads, a.dim);
+    if t == 0 || d == 0 {
+        return;
+    }
+    let threads = if a.batch * a.seq * h * t * d < (1 << 15) { 1 } else { threads };
+    pool::for_chunks(threads, out, d, &|first, chunk| {
+        let mut scores = vec![0.0f32; t];
+        for (u, o) in chunk.chunks_exact_mut(d).enumerate() {
+            let u = first + u;
+            let (hh, b) = (u % h, u / (h * a.seq));
+            let q = &a.q[u * d..(u + 1) * d];
+            // This head's keys and values: rows of D, H·D apart.
+            let base = (b * t * h + hh) * d;
+            gemv::rows_f16_strided(isa, &k[base..], h * d, d, q, &mut scores);
+            for s in scores.iter_mut() {
+                *s *= a.scale;
+            }
+            let sum = attention::softmax(isa, &mut scores);
+            gemv::weighted_rows_f16(isa, &scores, &v[base..], h * d, o);
+            let inv = 1.0 / sum;
+            for x in o.iter_mut() {
+                *x *= inv;
+            }
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use alloc::format;
@@ -146,7 +199,9 @@ mod tests {
     use super::super::llm::simd;
     use crate::optimized::test_util::{assert_close, Lcg};
     use crate::portable::whisper::tests::{fox_inputs, run_cross, run_log_mel};
-    use crate::portable::whisper::{self as reference, CrossAttn};
+    use half::f16;
+
+    use crate::portable::whisper::{self as reference, Cache, CrossAttn};
 
     #[test]
     fn log_mel_matches_portable_over_shapes() {
@@ -193,15 +248,20 @@ mod tests {
         .iter()
         .enumerate()
         {
-            let (want, wk, wv) = run_cross(reference::cross_attention_out, 1, dims, bias, 0, ci as u64, None);
-            for threads in [1, 2] {
-                let what = format!("case {ci} threads {threads}");
-                let (got, gk, gv) = run_cross(super::cross_attention_out, threads, dims, bias, 0, ci as u64, None);
-                assert_close(&gk, &wk, 1e-5, &what);
-                assert_close(&gv, &wv, 1e-5, &what);
-                assert_close(&got, &want, 1e-5, &what);
-                let (got, ..) = run_cross(super::cross_attention_out, threads, dims, bias, 2, ci as u64, Some((&wk, &wv)));
-                assert_close(&got, &want, 1e-5, &format!("{what} from cache"));
+            for half in [false, true] {
+                let (want, wk, wv) = run_cross(reference::cross_attention_out, 1, dims, bias, 0, ci as u64, None, half);
+                // float16 caches: the two projections (f32 sgemm, f64 sums) may round to
+                // neighbouring halves (2^-11 relative); from the same caches, 1e-5 again.
+                let tol = if half { 2e-3 } else { 1e-5 };
+                for threads in [1, 2] {
+                    let what = format!("case {ci} threads {threads} half {half}");
+                    let (got, gk, gv) = run_cross(super::cross_attention_out, threads, dims, bias, 0, ci as u64, None, half);
+                    assert_close(&gk, &wk, tol, &what);
+                    assert_close(&gv, &wv, tol, &what);
+                    assert_close(&got, &want, tol, &what);
+                    let (got, ..) = run_cross(super::cross_attention_out, threads, dims, bias, 2, ci as u64, Some((&wk, &wv)), half);
+                    assert_close(&got, &want, 1e-5, &format!("{what} from cache"));
+                }
             }
         }
     }
@@ -210,14 +270,21 @@ mod tests {
     fn cross_attend_over_isas() {
         let (b, s, h, d, t) = (1, 5, 3, 12, 70);
         let mut r = Lcg::new(99);
-        let (q, k, v) = (r.vec(b * s * h * d), r.vec(b * t * h * d), r.vec(b * t * h * d));
-        let a = CrossAttn { q: &q, k: &k, v: &v, batch: b, seq: s, heads: h, dim: d, keys: t, scale: 0.3 };
-        let mut want = alloc::vec![0.0; q.len()];
-        reference::cross_attend_reference(&Default::default(), &a, &mut want);
-        for isa in simd::all() {
-            let mut got = alloc::vec![f32::NAN; q.len()];
-            super::cross_attend_with(isa, 2, &a, &mut got);
-            assert_close(&got, &want, 1e-5, &format!("{isa:?}"));
+        let (q, k, v) = (r.vec(b * 40 * h * d), r.vec(b * t * h * d), r.vec(b * t * h * d));
+        let (kh, vh): (Vec<f16>, Vec<f16>) = (k.iter().map(|&x| f16::from_f32(x)).collect(), v.iter().map(|&x| f16::from_f32(x)).collect());
+        for (k, v) in [(Cache::F32(&k), Cache::F32(&v)), (Cache::F16(&kh), Cache::F16(&vh))] {
+            // s = 5 takes the fused float16 path; 40 query rows the converted blocked one.
+            for s in [s, 40] {
+                let q = &q[..b * s * h * d];
+                let a = CrossAttn { q, k, v, batch: b, seq: s, heads: h, dim: d, keys: t, scale: 0.3 };
+                let mut want = alloc::vec![0.0; q.len()];
+                reference::cross_attend_reference(&Default::default(), &a, &mut want);
+                for isa in simd::all() {
+                    let mut got = alloc::vec![f32::NAN; q.len()];
+                    super::cross_attend_with(isa, 2, &a, &mut got);
+                    assert_close(&got, &want, 1e-5, &format!("{isa:?} s={s} half={}", matches!(k, Cache::F16(_))));
+                }
+            }
         }
     }
 

@@ -2,6 +2,8 @@
 //! weight formats of rbuild's LLM quantization, plus ExecuTorch's quantized embedding lookups.
 //!
 //! - `aten::linear.out`: f32.
+//! - `rbuild::linear_f16.out`: float16 weights (half the bytes of f32 in memory-bound decode),
+//!   f32 activations, sums and output.
 //! - `rbuild::linear_q8.out`: int8 weights, one f32 scale per output channel.
 //! - `rbuild::linear_q4.out`: int4 weights packed two per byte (element `k` in byte `k/2`, low
 //!   nibble for even `k`; value = nibble − 8), one scale (Float or Half) per `group_size`
@@ -25,6 +27,7 @@ use super::llm::{f32_arg, f32_out, require_rank};
 
 rbuild_runtime::kernel_table! {
     "aten::linear.out" => linear_out,
+    "rbuild::linear_f16.out" => linear_f16_out,
     "rbuild::linear_q8.out" => linear_q8_out,
     "rbuild::linear_q4.out" => linear_q4_out,
     "rbuild::linear_8da4w.out" => linear_8da4w_out,
@@ -39,6 +42,7 @@ pub const GROUP_SIZES: [usize; 4] = [32, 64, 128, 256];
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     F32,
+    F16,
     Q8,
     Q4,
     Da4w,
@@ -48,6 +52,7 @@ impl Kind {
     pub fn op(self) -> &'static str {
         match self {
             Kind::F32 => "aten::linear",
+            Kind::F16 => "rbuild::linear_f16",
             Kind::Q8 => "rbuild::linear_q8",
             Kind::Q4 => "rbuild::linear_q4",
             Kind::Da4w => "rbuild::linear_8da4w",
@@ -76,6 +81,7 @@ impl Scales<'_> {
 #[derive(Clone, Copy)]
 pub(crate) enum Weights<'a> {
     F32(&'a [f32]),
+    F16(&'a [f16]),
     Q8 { w: &'a [i8], scales: &'a [f32] },
     /// `da` = quantize activations (8da4w) rather than weight-only.
     Q4 { w: &'a [u8], scales: Scales<'a>, group: usize, da: bool },
@@ -93,7 +99,7 @@ pub(crate) struct Linear<'a> {
 }
 
 /// Checks a linear op's arguments and runs `f` on them with the resized output. Argument
-/// layout: f32 [input, weight, bias, out, out]; q8 [input, weight, weight_scales, bias, out,
+/// layout: f32 and f16 [input, weight, bias, out, out]; q8 [input, weight, weight_scales, bias, out,
 /// out]; q4/8da4w [input, weight, weight_scales, bias, group_size, out, out].
 pub(crate) fn run_linear(ctx: &KernelContext, args: &KernelArgs<'_>, kind: Kind, f: fn(&KernelContext, &Linear<'_>, &mut [f32])) -> KernelResult {
     let op = kind.op();
@@ -108,7 +114,7 @@ pub(crate) fn run_linear(ctx: &KernelContext, args: &KernelArgs<'_>, kind: Kind,
     }
     let n = wt.sizes()[0];
     let (bias_at, out_at) = match kind {
-        Kind::F32 => (2, 3),
+        Kind::F32 | Kind::F16 => (2, 3),
         Kind::Q8 => (3, 4),
         Kind::Q4 | Kind::Da4w => (3, 5),
     };
@@ -118,6 +124,15 @@ pub(crate) fn run_linear(ctx: &KernelContext, args: &KernelArgs<'_>, kind: Kind,
                 return Err(kerr!("{op}: weight {:?} does not match input {:?} (in_features {k})", wt.sizes(), x.sizes()));
             }
             Weights::F32(f32_arg(&wt, op, "weight")?)
+        }
+        Kind::F16 => {
+            if wt.dtype != ScalarType::Half {
+                return Err(kerr!("{op}: weight must be Half (float16), got {}", wt.dtype));
+            }
+            if wt.sizes()[1] != k {
+                return Err(kerr!("{op}: weight {:?} does not match input {:?} (in_features {k})", wt.sizes(), x.sizes()));
+            }
+            Weights::F16(wt.data::<f16>()?)
         }
         Kind::Q8 => {
             if wt.dtype != ScalarType::Char {
@@ -222,6 +237,7 @@ pub(crate) fn linear_reference(_: &KernelContext, p: &Linear<'_>, out: &mut [f32
         for j in 0..n {
             let acc: f64 = match p.w {
                 Weights::F32(w) => x.iter().zip(&w[j * k..(j + 1) * k]).map(|(&a, &b)| a as f64 * b as f64).sum(),
+                Weights::F16(w) => x.iter().zip(&w[j * k..(j + 1) * k]).map(|(&a, &b)| a as f64 * b.to_f64()).sum(),
                 Weights::Q8 { w, scales } => {
                     let s: f64 = x.iter().zip(&w[j * k..(j + 1) * k]).map(|(&a, &b)| a as f64 * b as f64).sum();
                     s * scales[j] as f64
@@ -251,6 +267,11 @@ pub(crate) fn linear_reference(_: &KernelContext, p: &Linear<'_>, out: &mut [f32
 /// `linear.out(Tensor input, Tensor weight, Tensor? bias=None, *, Tensor(a!) out)`.
 pub fn linear_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     run_linear(ctx, args, Kind::F32, linear_reference)
+}
+
+/// `linear_f16.out(Tensor input, Tensor weight, Tensor? bias, *, Tensor(a!) out)`: weight Half.
+pub fn linear_f16_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    run_linear(ctx, args, Kind::F16, linear_reference)
 }
 
 /// `linear_q8.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, *, Tensor(a!) out)`.

@@ -9,8 +9,9 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use rbuild_runtime::kerr;
-use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
+use half::f16;
+use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult, TensorMut};
+use rbuild_runtime::{kerr, ScalarType};
 
 use super::llm::{f32_arg, f32_out, require_rank, usize_arg};
 
@@ -175,12 +176,29 @@ pub(crate) struct Proj<'a> {
     pub bias: Option<&'a [f32]>,
 }
 
+/// A cross-attention cache: float32, or float16 (half the bytes every decoder step reads).
+#[derive(Clone, Copy)]
+pub(crate) enum Cache<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+}
+
+impl Cache<'_> {
+    #[inline]
+    pub fn at(&self, i: usize) -> f32 {
+        match self {
+            Cache::F32(c) => c[i],
+            Cache::F16(c) => c[i].to_f32(),
+        }
+    }
+}
+
 /// Attention of queries `[B, S, H, D]` over all `keys` positions of caches `[B, keys, H, D]`.
 #[derive(Clone, Copy)]
 pub(crate) struct CrossAttn<'a> {
     pub q: &'a [f32],
-    pub k: &'a [f32],
-    pub v: &'a [f32],
+    pub k: Cache<'a>,
+    pub v: Cache<'a>,
     pub batch: usize,
     pub seq: usize,
     pub heads: usize,
@@ -231,8 +249,12 @@ pub(crate) fn run_cross_attention(
     let [b, s, h, d] = [q.sizes()[0], q.sizes()[1], q.sizes()[2], q.sizes()[3]];
     let mut kc = args.out(6)?;
     let mut vc = args.out(7)?;
-    f32_out(&kc, OP, "key_cache")?;
-    f32_out(&vc, OP, "value_cache")?;
+    let half = kc.dtype == ScalarType::Half;
+    for (c, name) in [(&kc, "key_cache"), (&vc, "value_cache")] {
+        if !(c.dtype == ScalarType::Float || c.dtype == ScalarType::Half) || c.dtype != kc.dtype || !c.dim_order.is_contiguous() {
+            return Err(kerr!("{OP}: key_cache and value_cache must both be contiguous Float or Half, got {name} {} {:?}", c.dtype, c.dim_order));
+        }
+    }
     require_rank(kc.sizes(), 4, OP, "key_cache")?;
     let t = kc.sizes()[1];
     if kc.sizes() != [b, t, h, d] || vc.sizes() != kc.sizes() {
@@ -270,13 +292,23 @@ pub(crate) fn run_cross_attention(
     out.resize(&[b, s, h, d])?;
     if let Some((md, e)) = m {
         let rows = b * t;
-        project(ctx, &Proj { x: md, rows, k: e, n: hd, w: kw, bias: kb }, kc.data_mut()?);
-        project(ctx, &Proj { x: md, rows, k: e, n: hd, w: vw, bias: vb }, vc.data_mut()?);
+        let mut f32_rows = if half { vec![0.0f32; rows * hd] } else { Vec::new() };
+        for (cache, w, bias) in [(&mut kc, kw, kb), (&mut vc, vw, vb)] {
+            let p = Proj { x: md, rows, k: e, n: hd, w, bias };
+            if half {
+                project(ctx, &p, &mut f32_rows);
+                for (h, &x) in cache.data_mut::<f16>()?.iter_mut().zip(&f32_rows) {
+                    *h = f16::from_f32(x);
+                }
+            } else {
+                project(ctx, &p, cache.data_mut()?);
+            }
+        }
     }
     let a = CrossAttn {
         q: qd,
-        k: kc.data::<f32>()?,
-        v: vc.data::<f32>()?,
+        k: cache_of(&kc, half)?,
+        v: cache_of(&vc, half)?,
         batch: b,
         seq: s,
         heads: h,
@@ -286,6 +318,10 @@ pub(crate) fn run_cross_attention(
     };
     attend(ctx, &a, out.data_mut()?);
     Ok(())
+}
+
+fn cache_of<'t>(c: &'t TensorMut<'_>, half: bool) -> KernelResult<Cache<'t>> {
+    Ok(if half { Cache::F16(c.data::<f16>()?) } else { Cache::F32(c.data::<f32>()?) })
 }
 
 /// Plain projection with f64 sums.
@@ -318,8 +354,7 @@ pub(crate) fn cross_attend_reference(_: &KernelContext, a: &CrossAttn<'_>, out: 
                 let q = &a.q[qo..qo + d];
                 let kv = |j: usize| ((b * a.keys + j) * h + hh) * d;
                 for (j, pj) in p.iter_mut().enumerate() {
-                    let k = &a.k[kv(j)..kv(j) + d];
-                    *pj = q.iter().zip(k).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() * a.scale as f64;
+                    *pj = q.iter().enumerate().map(|(c, &x)| x as f64 * a.k.at(kv(j) + c) as f64).sum::<f64>() * a.scale as f64;
                 }
                 let mx = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 let mut sum = 0.0;
@@ -328,7 +363,7 @@ pub(crate) fn cross_attend_reference(_: &KernelContext, a: &CrossAttn<'_>, out: 
                     sum += *pj;
                 }
                 for (c, o) in out[qo..qo + d].iter_mut().enumerate() {
-                    let acc: f64 = p.iter().enumerate().map(|(j, &w)| w * a.v[kv(j) + c] as f64).sum();
+                    let acc: f64 = p.iter().enumerate().map(|(j, &w)| w * a.v.at(kv(j) + c) as f64).sum();
                     *o = (acc / sum) as f32;
                 }
             }
@@ -382,6 +417,7 @@ pub fn add_positions_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Kernel
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use half::f16;
     use alloc::vec;
     use alloc::vec::Vec;
 
@@ -516,6 +552,7 @@ pub(crate) mod tests {
         start: i64,
         seed: u64,
         caches: Option<(&[f32], &[f32])>,
+        half: bool,
     ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         let mut hs = OpHarness::new();
         hs.ctx.threads = threads;
@@ -526,13 +563,21 @@ pub(crate) mod tests {
         let vw = hs.f32(&[h * d, e], &r.vec(h * d * e));
         let (kb, vb) = if bias { (hs.f32(&[h * d], &r.vec(h * d)), hs.f32(&[h * d], &r.vec(h * d))) } else { (hs.none(), hs.none()) };
         let (kc0, vc0) = caches.map_or_else(|| (vec![f32::NAN; b * t * h * d], vec![f32::NAN; b * t * h * d]), |(k, v)| (k.to_vec(), v.to_vec()));
-        let kc = hs.f32(&[b, t, h, d], &kc0);
-        let vc = hs.f32(&[b, t, h, d], &vc0);
+        let cache = |hs: &mut OpHarness, v: &[f32]| {
+            if half {
+                let h16: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
+                hs.tensor::<f16>(ScalarType::Half, &[b, t, h, d], &h16)
+            } else {
+                hs.f32(&[b, t, h, d], v)
+            }
+        };
+        let (kc, vc) = (cache(&mut hs, &kc0), cache(&mut hs, &vc0));
         let sp = hs.int(start);
         let out = hs.out_dynamic(ScalarType::Float, &[b, s + 3, h, d]);
         hs.call(f, &[q, mem, kw, kb, vw, vb, kc, vc, sp, out, out]).unwrap();
         assert_eq!(hs.sizes(out), [b, s, h, d]);
-        (hs.read(out), hs.read(kc), hs.read(vc))
+        let read = |hs: &OpHarness, c| if half { hs.read::<f16>(c).iter().map(|x| x.to_f32()).collect() } else { hs.read::<f32>(c) };
+        (hs.read(out), read(&hs, kc), read(&hs, vc))
     }
 
     #[test]
@@ -573,9 +618,9 @@ pub(crate) mod tests {
     #[test]
     fn cross_attention_decode_reuses_projected_caches() {
         let dims = (2, 3, 2, 4, 5, 6);
-        let (out0, kc, vc) = run_cross(super::cross_attention_out, 1, dims, true, 0, 7, None);
+        let (out0, kc, vc) = run_cross(super::cross_attention_out, 1, dims, true, 0, 7, None, false);
         assert!(kc.iter().chain(&vc).all(|v| v.is_finite()));
-        let (out1, kc1, vc1) = run_cross(super::cross_attention_out, 1, dims, true, 3, 7, Some((&kc, &vc)));
+        let (out1, kc1, vc1) = run_cross(super::cross_attention_out, 1, dims, true, 3, 7, Some((&kc, &vc)), false);
         assert_eq!((out0, kc, vc), (out1, kc1, vc1));
     }
 

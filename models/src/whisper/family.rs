@@ -5,6 +5,7 @@
 //! `templates/asr/README.md`.
 
 use rbuild_export::emit::Getter;
+use rbuild_runtime::ScalarType;
 use rbuild_export::error::Result;
 use rbuild_export::ExportError;
 
@@ -67,7 +68,10 @@ impl Family for Whisper {
             methods.push(MethodGraph { name: "preprocessor".into(), graph: graph::preprocessor(&c, max_samples)? });
         }
         methods.push(MethodGraph { name: "encoder".into(), graph: graph::encoder(&c, &mut p, ops)? });
-        let decoder = if o.core_aten { graph::decoder_full(&c, &mut p, cache_len)? } else { graph::decoder_kv(&c, &mut p, cache_len)? };
+        // Reduced-precision programs keep the cross-attention keys/values in float16 too: each
+        // decoder step reads them all (2 × layers × frames × d_model), as much as the weights.
+        let cross_cache = if o.linear.is_some() { ScalarType::Half } else { ScalarType::Float };
+        let decoder = if o.core_aten { graph::decoder_full(&c, &mut p, cache_len)? } else { graph::decoder_kv(&c, &mut p, cache_len, cross_cache)? };
         methods.push(MethodGraph { name: "text_decoder".into(), graph: decoder });
         if !p.is_random() {
             p.check_all_used("whisper")?;

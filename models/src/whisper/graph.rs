@@ -219,8 +219,9 @@ fn embed(b: &mut GraphBuilder, p: &mut Params, c: &WhisperConfig, tokens: ValueI
 
 /// The decoder a runner drives token by token: `text_decoder(tokens i64 [1, S], encoder_hidden
 /// f32 [1, T, d_model], input_pos i64 [1]) -> logits f32 [1, vocab]` (last position), S dynamic
-/// in `[1, cache_len]`.
-pub fn decoder_kv(c: &WhisperConfig, p: &mut Params, cache_len: usize) -> Result<Graph> {
+/// in `[1, cache_len]`. `cross_cache` is the cross-attention keys/values' dtype (Float, or Half
+/// to halve what every step reads).
+pub fn decoder_kv(c: &WhisperConfig, p: &mut Params, cache_len: usize, cross_cache: ScalarType) -> Result<Graph> {
     let (d, h) = (c.d_model, c.decoder_heads);
     let (hd, t) = (d / h, c.max_source_positions);
     let mut b = GraphBuilder::new();
@@ -271,8 +272,8 @@ pub fn decoder_kv(c: &WhisperConfig, p: &mut Params, cache_len: usize) -> Result
         let wk = p.tensor(&mut b, &format!("{a}.k_proj.weight"), &[d, d], Init::LinearWeight { fan_in: d })?;
         let wv = p.tensor(&mut b, &format!("{a}.v_proj.weight"), &[d, d], Init::LinearWeight { fan_in: d })?;
         let bv = p.tensor(&mut b, &format!("{a}.v_proj.bias"), &[d], Init::LinearBias)?;
-        let ck = b.state(&format!("cross_k_{l}"), ScalarType::Float, &[1, t, h, hd]);
-        let cv = b.state(&format!("cross_v_{l}"), ScalarType::Float, &[1, t, h, hd]);
+        let ck = b.state(&format!("cross_k_{l}"), cross_cache, &[1, t, h, hd]);
+        let cv = b.state(&format!("cross_v_{l}"), cross_cache, &[1, t, h, hd]);
         let o = b.call1(
             "rbuild::cross_attention",
             vec![

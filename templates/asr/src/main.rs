@@ -321,8 +321,7 @@ fn run(a: Args) -> Outcome {
     };
     let result = transcribe::transcribe(&mut model, &vocab, geo, &opts, &text, &mut on_segment, &mut progress);
     let tr = in_file(result, &model_name)?;
-    let t = &model.timing;
-    let stats = Stats::new(load_time, audio_s, t_run.elapsed(), t.encoder, t.encoder_calls, t.decoder, t.decoder_tokens);
+    let stats = Stats::new(load_time, audio_s, t_run.elapsed(), &model.timing);
     let lang = tr.language.and_then(|l| vocab.lang_code(l)).map(str::to_string);
     let mut stats_json = stats.to_json();
     stats_json["fallbacks"] = tr.fallbacks.into();

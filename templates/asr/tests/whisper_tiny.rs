@@ -8,6 +8,7 @@ use std::str::FromStr;
 use std::sync::OnceLock;
 
 use aspasia::{SubRipSubtitle, Subtitle};
+use rbuild_export::passes::quantize::LinearQuant;
 use rbuild_models::family::{self, ExportOptions, Source};
 
 mod common;
@@ -27,6 +28,19 @@ fn program() -> &'static Path {
         let o = ExportOptions { max_audio_seconds: Some(120.0), ..ExportOptions::default() };
         let (bytes, _) = family::export(f, &Source::Checkpoint(testdata("models/whisper_tiny")), &o).unwrap();
         let p = temp_dir("e2e-program").join("whisper_tiny.pte");
+        std::fs::write(&p, bytes).unwrap();
+        p
+    })
+}
+
+/// The same checkpoint with float16 weights and float16 cross-attention keys/values.
+fn program_fp16() -> &'static Path {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        let f = family::family("whisper").unwrap();
+        let o = ExportOptions { linear: Some(LinearQuant::F16), ..ExportOptions::default() };
+        let (bytes, _) = family::export(f, &Source::Checkpoint(testdata("models/whisper_tiny")), &o).unwrap();
+        let p = temp_dir("e2e-program").join("whisper_tiny_fp16.pte");
         std::fs::write(&p, bytes).unwrap();
         p
     })
@@ -98,6 +112,15 @@ fn variant(dir: &Path, name: &str, x: &[f32], rate: u32, channels: u16, bits: u1
 }
 
 #[test]
+fn float16_program_gives_hugging_face_greedy_tokens() {
+    let o = Command::new(BIN)
+        .args(["--model", program_fp16().to_str().unwrap(), "--audio", fox().to_str().unwrap(), "--no-fallback", "--max-new-tokens", "16", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(ids(&json(&o)["tokens"]), HF_GREEDY);
+}
+
+#[test]
 fn fox_gives_hugging_face_greedy_tokens() {
     let j = json(&run(&["--audio", fox().to_str().unwrap(), "--no-fallback", "--max-new-tokens", "16", "--json"]));
     assert_eq!(ids(&j["tokens"]), HF_GREEDY);
@@ -110,6 +133,9 @@ fn fox_gives_hugging_face_greedy_tokens() {
     // Without a tokenizer the text is the ids.
     assert!(j["text"].as_str().unwrap().starts_with(" 72 291 401"));
     assert!(j["stats"]["decoder_tokens"].as_u64().unwrap() >= 16);
+    // The prompt call and the single-token steps are timed apart.
+    assert!(j["stats"]["prompt_ms"].as_f64().unwrap() > 0.0, "{}", j["stats"]);
+    assert!(j["stats"]["decode_tok_s"].as_f64().unwrap() > 0.0, "{}", j["stats"]);
 }
 
 #[test]

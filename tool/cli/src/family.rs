@@ -7,14 +7,15 @@ use rbuild_models::family::{self, ExportOptions, ExportReport, Family, Source};
 
 use crate::error::{CliError, CliResult};
 
-/// Parses a linear quantization mode: `fp32`, `int8`, `int4`, `8da4w` (group size separate).
+/// Parses a linear quantization mode: `fp32`, `fp16`, `int8`, `int4`, `8da4w` (group size separate).
 pub fn parse_linear_quant(mode: &str, group: usize) -> CliResult<Option<LinearQuant>> {
     Ok(match mode {
         "fp32" | "none" => None,
+        "fp16" | "f16" => Some(LinearQuant::F16),
         "int8" => Some(LinearQuant::Int8),
         "int4" => Some(LinearQuant::Int4 { group: check_group(group)? }),
         "8da4w" => Some(LinearQuant::Int8DynInt4 { group: check_group(group)? }),
-        other => return Err(CliError(format!("quantization '{other}' is not known (fp32, int8, int4, 8da4w)"))),
+        other => return Err(CliError(format!("quantization '{other}' is not known (fp32, fp16, int8, int4, 8da4w)"))),
     })
 }
 

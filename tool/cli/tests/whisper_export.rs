@@ -84,11 +84,16 @@ fn preprocessor_as_a_separate_program_and_quantized_exports() {
     assert!(inspect.contains("forward") && !inspect.contains("text_decoder"), "{inspect}");
     assert!(inspect.contains("rbuild::log_mel_spectrogram"), "{inspect}");
 
-    for quant in ["int8", "int4", "8da4w"] {
+    for quant in ["fp16", "int8", "int4", "8da4w"] {
         let pte = tmp.path().join(format!("whisper-{quant}.pte"));
         let report = ok(&["export", "--model", "whisper", "--weights", weights.to_str().unwrap(), "--quant", quant, "--out", pte.to_str().unwrap()]);
         assert!(report.contains(&format!("linears {quant}")), "{report}");
-        let quantized_op = if quant == "int8" { "rbuild::linear_q8" } else if quant == "int4" { "rbuild::linear_q4" } else { "rbuild::linear_8da4w" };
+        let quantized_op = match quant {
+            "fp16" => "rbuild::linear_f16",
+            "int8" => "rbuild::linear_q8",
+            "int4" => "rbuild::linear_q4",
+            _ => "rbuild::linear_8da4w",
+        };
         assert!(report.contains(quantized_op), "{quant}: no {quantized_op} in\n{report}");
         // The encoder stays close to PyTorch's float32 output.
         let io = weights.join("encoder.io.safetensors");
@@ -100,8 +105,14 @@ fn preprocessor_as_a_separate_program_and_quantized_exports() {
         let noise: f64 = got.iter().zip(&want).map(|(&g, &w)| ((g - w) as f64).powi(2)).sum();
         let sqnr = 10.0 * (signal / noise.max(1e-30)).log10();
         eprintln!("{quant}: encoder SQNR {sqnr:.1} dB vs float32 PyTorch");
-        // Random weights: int8 per channel keeps ~38 dB, 4-bit groups ~15 dB; a broken scheme is ~0 dB.
-        assert!(sqnr > if quant == "int8" { 30.0 } else { 10.0 }, "{quant}: encoder SQNR {sqnr:.1} dB");
+        // Random weights: float16 weights keep ~60 dB, int8 per channel ~38 dB, 4-bit groups
+        // ~15 dB; a broken scheme is ~0 dB.
+        let floor = match quant {
+            "fp16" => 50.0,
+            "int8" => 30.0,
+            _ => 10.0,
+        };
+        assert!(sqnr > floor, "{quant}: encoder SQNR {sqnr:.1} dB");
     }
 }
 

@@ -221,6 +221,10 @@ const SCHEMAS: &[(&str, &str)] = &[
     ),
     ("rbuild::silu_mul(Tensor gate, Tensor up) -> Tensor", "rbuild::silu_mul.out(Tensor gate, Tensor up, *, Tensor(a!) out) -> Tensor(a!)"),
     (
+        "rbuild::linear_f16(Tensor input, Tensor weight, Tensor? bias) -> Tensor",
+        "rbuild::linear_f16.out(Tensor input, Tensor weight, Tensor? bias, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
         "rbuild::linear_q8(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias) -> Tensor",
         "rbuild::linear_q8.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, *, Tensor(a!) out) -> Tensor(a!)",
     ),

@@ -499,11 +499,13 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
                 && kc.shape[3] == q.shape[3]
                 && wk.shape == [Dim::Fixed(hd), Dim::Fixed(e)]
                 && wv.shape == wk.shape
-                && [q, mem, wk, wv, kc, vc].iter().all(|m| m.dtype == ScalarType::Float);
+                && [q, mem, wk, wv].iter().all(|m| m.dtype == ScalarType::Float)
+                && matches!(kc.dtype, ScalarType::Float | ScalarType::Half)
+                && vc.dtype == kc.dtype;
             if !ok {
                 return Err(shape_err(
                     op,
-                    format!("needs float q [1,S,H,D] {:?}, memory [1,T,E] {:?}, weights [H*D,E] {:?}/{:?}, caches [1,T,H,D] {:?}/{:?}", q.shape, mem.shape, wk.shape, wv.shape, kc.shape, vc.shape),
+                    format!("needs float q [1,S,H,D] {:?}, memory [1,T,E] {:?}, weights [H*D,E] {:?}/{:?}, Float or Half caches [1,T,H,D] {:?}/{:?}", q.shape, mem.shape, wk.shape, wv.shape, kc.shape, vc.shape),
                 ));
             }
             Ok(vec![q.clone()])
@@ -528,6 +530,20 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
                 return Err(shape_err(op, format!("gate {:?} and up {:?} must match", a.shape, b.shape)));
             }
             Ok(vec![a.clone()])
+        }
+        "rbuild::linear_f16" => {
+            let (x, w) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            let ws = fixed(op, w)?;
+            let k = match x.shape.last() {
+                Some(&d) => g.dim_max(d),
+                None => return Err(shape_err(op, "input must have a last dim")),
+            };
+            if x.dtype != ScalarType::Float || w.dtype != ScalarType::Half || ws.len() != 2 || ws[1] != k {
+                return Err(shape_err(op, format!("input {:?} {} does not match weight {:?} {} (Half [N, K])", x.shape, x.dtype, w.shape, w.dtype)));
+            }
+            let mut shape = x.shape.clone();
+            *shape.last_mut().unwrap() = Dim::Fixed(ws[0]);
+            Ok(vec![TensorMeta::new(ScalarType::Float, shape)])
         }
         "rbuild::linear_q8" | "rbuild::linear_q4" | "rbuild::linear_8da4w" => {
             let (x, w, sc) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);

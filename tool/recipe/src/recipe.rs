@@ -121,6 +121,8 @@ impl Choice for Dtype {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Quantize {
     None,
+    /// float16 weights, float32 arithmetic (language and speech models only).
+    Fp16,
     Int8,
     /// 4-bit groupwise weights (language models only).
     Int4,
@@ -132,6 +134,7 @@ impl Choice for Quantize {
     const WHAT: &'static str = "quantization";
     const ALL: &'static [(&'static str, Self)] = &[
         ("none", Quantize::None),
+        ("fp16", Quantize::Fp16),
         ("int8", Quantize::Int8),
         ("int4", Quantize::Int4),
         ("8da4w", Quantize::Int8DynInt4),
@@ -728,10 +731,10 @@ impl ModelKind {
         }
     }
 
-    /// 4-bit schemes exist only for language models' linears.
+    /// float16 and 4-bit weights exist only for language models' linears.
     pub(crate) fn check_quantize(self, q: Quantize) -> Result<(), Rejection> {
         match (self, q) {
-            (ModelKind::Image, Quantize::Int4 | Quantize::Int8DynInt4) => Err(Rejection {
+            (ModelKind::Image, Quantize::Fp16 | Quantize::Int4 | Quantize::Int8DynInt4) => Err(Rejection {
                 message: format!("`{}` quantization applies to language models only", q.name()),
                 label: "not for image models",
                 help: "image models take `none` or `int8`".into(),

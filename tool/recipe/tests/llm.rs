@@ -74,7 +74,7 @@ fn llm_defaults_and_folder_weights() {
 
 #[test]
 fn every_quantization_and_group_size_is_accepted() {
-    for (q, expected) in [("none", Quantize::None), ("int8", Quantize::Int8), ("int4", Quantize::Int4), ("8da4w", Quantize::Int8DynInt4)] {
+    for (q, expected) in [("none", Quantize::None), ("fp16", Quantize::Fp16), ("int8", Quantize::Int8), ("int4", Quantize::Int4), ("8da4w", Quantize::Int8DynInt4)] {
         for g in LlmSpec::GROUP_SIZES {
             for e in ["none", "int8", "int4"] {
                 let text = LLAMA

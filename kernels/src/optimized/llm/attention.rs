@@ -99,7 +99,7 @@ pub(crate) fn attend_blocked(isa: Isa, threads: usize, a: &Attn<'_>, out: &mut [
 }
 
 /// `s ← exp(s − max s)` in place; returns the sum.
-fn softmax(isa: Isa, s: &mut [f32]) -> f32 {
+pub(crate) fn softmax(isa: Isa, s: &mut [f32]) -> f32 {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: Isa::Avx2 means AVX2/FMA are present; the function only touches `s`.

@@ -4,6 +4,8 @@
 //! Four rows at a time share each load of `x`, with two accumulators per row so eight FMA
 //! chains are in flight.
 
+use half::f16;
+
 use super::simd::Isa;
 
 /// `out[r] = Σ_i w[r*k + i] · x[i]` for `r < out.len()`.
@@ -17,6 +19,62 @@ pub fn rows_f32(isa: Isa, w: &[f32], k: usize, x: &[f32], out: &mut [f32]) {
         // SAFETY: NEON is part of the aarch64 baseline; sizes checked above.
         Isa::Neon => unsafe { neon::rows(w, k, x, out) },
         _ => rows_scalar(w, k, x, out),
+    }
+}
+
+/// `out[r] = Σ_i w[r*k + i] · x[i]` with float16 weights, f32 sums.
+pub fn rows_f16(isa: Isa, w: &[f16], k: usize, x: &[f32], out: &mut [f32]) {
+    rows_f16_strided(isa, w, k, k, x, out)
+}
+
+/// `out[r] = Σ_{i<k} w[r*stride + i] · x[i]`: rows `stride` apart (one head's keys in a
+/// `[T, H, D]` cache), float16, f32 sums.
+pub fn rows_f16_strided(isa: Isa, w: &[f16], stride: usize, k: usize, x: &[f32], out: &mut [f32]) {
+    let n = out.len();
+    assert!(stride >= k && x.len() >= k && (n == 0 || w.len() >= (n - 1) * stride + k), "rows_f16: operand sizes");
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx2 {
+        // SAFETY: Isa::Avx2 is only returned when the CPU has AVX2, FMA and F16C; sizes checked
+        // above.
+        return unsafe { avx2::rows_f16(w, stride, k, x, out) };
+    }
+    rows_f16_converted(isa, w, stride, k, x, out)
+}
+
+/// `out[c] = Σ_r p[r] · w[r*stride + c]` for `c < out.len()`: attention's weighted sum of
+/// float16 value rows.
+pub fn weighted_rows_f16(isa: Isa, p: &[f32], w: &[f16], stride: usize, out: &mut [f32]) {
+    let (n, k) = (p.len(), out.len());
+    assert!(stride >= k && (n == 0 || w.len() >= (n - 1) * stride + k), "weighted_rows_f16: operand sizes");
+    out.fill(0.0);
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx2 {
+        // SAFETY: as above.
+        return unsafe { avx2::weighted_rows_f16(p, w, stride, out) };
+    }
+    let _ = isa;
+    for (r, &pr) in p.iter().enumerate() {
+        for (o, wv) in out.iter_mut().zip(&w[r * stride..r * stride + k]) {
+            *o += pr * wv.to_f32();
+        }
+    }
+}
+
+/// Converts each row in L1-sized chunks and reuses the f32 dot: NEON's float16 vector types
+/// are not stable Rust, and `half` converts slices with the CPU's instructions where it can.
+fn rows_f16_converted(isa: Isa, w: &[f16], stride: usize, k: usize, x: &[f32], out: &mut [f32]) {
+    use half::slice::HalfFloatSliceExt;
+    const CHUNK: usize = 256;
+    let mut buf = [0.0f32; CHUNK];
+    for (r, o) in out.iter_mut().enumerate() {
+        let row = &w[r * stride..r * stride + k];
+        let mut acc = 0.0;
+        for (wc, xc) in row.chunks(CHUNK).zip(x[..k].chunks(CHUNK)) {
+            let b = &mut buf[..wc.len()];
+            wc.convert_to_f32_slice(b);
+            acc += dot(isa, b, xc);
+        }
+        *o = acc;
     }
 }
 
@@ -107,6 +165,90 @@ pub(crate) mod avx2 {
         while r < n {
             out[r] = block::<1>(w.as_ptr().add(r * k), k, x.as_ptr())[0];
             r += 1;
+        }
+    }
+
+    /// [`block`] over float16 weights, converted in registers (F16C).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn block_f16<const R: usize>(w: *const half::f16, stride: usize, k: usize, x: *const f32) -> [f32; R] {
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        let k16 = k & !15;
+        let mut i = 0;
+        while i < k16 {
+            let x0 = _mm256_loadu_ps(x.add(i));
+            let x1 = _mm256_loadu_ps(x.add(i + 8));
+            for (r, a) in acc.iter_mut().enumerate() {
+                let p = w.add(r * stride + i);
+                // As in `block`: the next row block, ahead of the hardware prefetcher.
+                _mm_prefetch::<_MM_HINT_T0>(w.wrapping_add((r + R) * stride + i) as *const i8);
+                let lo = _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
+                let hi = _mm256_cvtph_ps(_mm_loadu_si128(p.add(8) as *const __m128i));
+                a[0] = _mm256_fmadd_ps(lo, x0, a[0]);
+                a[1] = _mm256_fmadd_ps(hi, x1, a[1]);
+            }
+            i += 16;
+        }
+        let mut s = [0.0f32; R];
+        for r in 0..R {
+            s[r] = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
+            for j in k16..k {
+                s[r] += (*w.add(r * stride + j)).to_f32() * *x.add(j);
+            }
+        }
+        s
+    }
+
+    /// # Safety
+    /// AVX2, FMA and F16C must be available; `w` holds `out.len()` rows of `k`, `stride`
+    /// apart; `x` at least `k`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn rows_f16(w: &[half::f16], stride: usize, k: usize, x: &[f32], out: &mut [f32]) {
+        let n = out.len();
+        let mut r = 0;
+        while r + 4 <= n {
+            out[r..r + 4].copy_from_slice(&block_f16::<4>(w.as_ptr().add(r * stride), stride, k, x.as_ptr()));
+            r += 4;
+        }
+        while r < n {
+            out[r] = block_f16::<1>(w.as_ptr().add(r * stride), stride, k, x.as_ptr())[0];
+            r += 1;
+        }
+    }
+
+    /// # Safety
+    /// AVX2, FMA and F16C must be available; `w` holds `p.len()` rows of `out.len()`, `stride`
+    /// apart; `out` is zeroed.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn weighted_rows_f16(p: &[f32], w: &[half::f16], stride: usize, out: &mut [f32]) {
+        let k = out.len();
+        let wp = w.as_ptr();
+        // 64 columns at a time in eight register accumulators, over every row.
+        let mut c = 0;
+        while c + 64 <= k {
+            let mut acc = [_mm256_setzero_ps(); 8];
+            for (r, &pr) in p.iter().enumerate() {
+                let pv = _mm256_set1_ps(pr);
+                let row = wp.add(r * stride + c);
+                for (l, a) in acc.iter_mut().enumerate() {
+                    *a = _mm256_fmadd_ps(pv, _mm256_cvtph_ps(_mm_loadu_si128(row.add(8 * l) as *const __m128i)), *a);
+                }
+            }
+            for (l, a) in acc.iter().enumerate() {
+                _mm256_storeu_ps(out.as_mut_ptr().add(c + 8 * l), *a);
+            }
+            c += 64;
+        }
+        while c + 8 <= k {
+            let mut acc = _mm256_setzero_ps();
+            for (r, &pr) in p.iter().enumerate() {
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(pr), _mm256_cvtph_ps(_mm_loadu_si128(wp.add(r * stride + c) as *const __m128i)), acc);
+            }
+            _mm256_storeu_ps(out.as_mut_ptr().add(c), acc);
+            c += 8;
+        }
+        for (cc, o) in out.iter_mut().enumerate().skip(c) {
+            *o = p.iter().enumerate().map(|(r, &pr)| pr * (*wp.add(r * stride + cc)).to_f32()).sum();
         }
     }
 
@@ -246,6 +388,45 @@ mod tests {
                 let want: alloc::vec::Vec<f32> =
                     (0..n).map(|i| w[i * k..(i + 1) * k].iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() as f32).collect();
                 assert_close(&got, &want, 1e-5, &alloc::format!("{isa:?} {n}x{k}"));
+            }
+        }
+    }
+
+    #[test]
+    fn f16_rows_match_plain_dot_for_odd_sizes() {
+        use half::f16;
+        for isa in simd::all() {
+            for &(n, k) in &[(1, 1), (3, 7), (4, 16), (5, 17), (9, 33), (8, 384), (7, 600)] {
+                let mut r = Lcg::new((n * 1000 + k) as u64);
+                let (w, x) = (r.vec(n * k), r.vec(k));
+                let wh: alloc::vec::Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+                let mut got = alloc::vec![0.0; n];
+                super::rows_f16(isa, &wh, k, &x, &mut got);
+                let want: alloc::vec::Vec<f32> =
+                    (0..n).map(|i| wh[i * k..(i + 1) * k].iter().zip(&x).map(|(a, b)| a.to_f64() * *b as f64).sum::<f64>() as f32).collect();
+                assert_close(&got, &want, 1e-5, &alloc::format!("{isa:?} {n}x{k}"));
+            }
+        }
+    }
+
+    #[test]
+    fn f16_strided_rows_and_weighted_rows_match_plain_loops() {
+        use half::f16;
+        for isa in simd::all() {
+            for &(n, k, stride) in &[(1, 1, 1), (5, 7, 9), (9, 64, 384), (6, 70, 75), (1500, 64, 384), (3, 130, 130)] {
+                let mut r = Lcg::new((n * 31 + k) as u64);
+                let w: alloc::vec::Vec<f16> = r.vec((n - 1) * stride + k).iter().map(|&v| f16::from_f32(v)).collect();
+                let (x, p) = (r.vec(k), r.vec(n));
+                let mut got = alloc::vec![0.0; n];
+                super::rows_f16_strided(isa, &w, stride, k, &x, &mut got);
+                let want: alloc::vec::Vec<f32> =
+                    (0..n).map(|i| (0..k).map(|c| w[i * stride + c].to_f64() * x[c] as f64).sum::<f64>() as f32).collect();
+                assert_close(&got, &want, 1e-5, &alloc::format!("rows {isa:?} {n}x{k}/{stride}"));
+                let mut got = alloc::vec![f32::NAN; k];
+                super::weighted_rows_f16(isa, &p, &w, stride, &mut got);
+                let want: alloc::vec::Vec<f32> =
+                    (0..k).map(|c| (0..n).map(|i| p[i] as f64 * w[i * stride + c].to_f64()).sum::<f64>() as f32).collect();
+                assert_close(&got, &want, 1e-4, &alloc::format!("weighted {isa:?} {n}x{k}/{stride}"));
             }
         }
     }

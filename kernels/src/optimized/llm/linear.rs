@@ -23,6 +23,10 @@ pub fn linear_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResul
     run_linear(ctx, args, Kind::F32, compute)
 }
 
+pub fn linear_f16_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    run_linear(ctx, args, Kind::F16, compute)
+}
+
 pub fn linear_q8_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     run_linear(ctx, args, Kind::Q8, compute)
 }
@@ -60,9 +64,16 @@ pub(crate) fn compute_with(isa: Isa, threads: usize, p: &Linear<'_>, out: &mut [
         }
         return;
     }
-    if let Weights::F32(w) = p.w {
-        if m >= SGEMM_MIN_M {
-            return sgemm_path(threads, p, w, out);
+    if m >= SGEMM_MIN_M {
+        match p.w {
+            Weights::F32(w) => return sgemm_path(threads, p, w, out),
+            // Converted once per call: M rows of sgemm dwarf N·K conversions.
+            Weights::F16(w) => {
+                let mut wf = alloc::vec![0.0f32; w.len()];
+                f16_to_f32(isa, w, &mut wf);
+                return sgemm_path(threads, p, &wf, out);
+            }
+            _ => {}
         }
     }
     let prepared = match p.w {
@@ -83,6 +94,7 @@ pub(crate) fn compute_with(isa: Isa, threads: usize, p: &Linear<'_>, out: &mut [
     // Weight rows per sub-block: ~32 KiB of weights, so M > 1 reuses them from cache.
     let row_bytes = match p.w {
         Weights::F32(_) => 4 * k,
+        Weights::F16(_) => 2 * k,
         Weights::Q8 { .. } => k,
         Weights::Q4 { .. } => k / 2,
     };
@@ -97,6 +109,11 @@ pub(crate) fn compute_with(isa: Isa, threads: usize, p: &Linear<'_>, out: &mut [
                 Weights::F32(w) => {
                     for i in 0..m {
                         super::gemv::rows_f32(isa, &w[nb * k..ne * k], k, &p.x[i * k..(i + 1) * k], &mut blk.row(i)[lo..hi]);
+                    }
+                }
+                Weights::F16(w) => {
+                    for i in 0..m {
+                        super::gemv::rows_f16(isa, &w[nb * k..ne * k], k, &p.x[i * k..(i + 1) * k], &mut blk.row(i)[lo..hi]);
                     }
                 }
                 Weights::Q8 { w, scales } => {
@@ -230,10 +247,12 @@ mod tests {
         let s8: Vec<f32> = (0..n).map(|_| 0.01 + 0.02 * r.next().abs()).collect();
         let (w4, s4) = q4_weights(&mut r, n, k, group);
         let s4h: Vec<f16> = s4.iter().map(|&v| f16::from_f32(v)).collect();
+        let wh: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
         let b = r.vec(n);
         let scales = if half { Scales::F16(&s4h) } else { Scales::F32(&s4) };
         let w = match kind {
             Kind::F32 => Weights::F32(&wf),
+            Kind::F16 => Weights::F16(&wh),
             Kind::Q8 => Weights::Q8 { w: &w8, scales: &s8 },
             Kind::Q4 => Weights::Q4 { w: &w4, scales, group, da: false },
             Kind::Da4w => Weights::Q4 { w: &w4, scales, group, da: true },
@@ -256,7 +275,7 @@ mod tests {
                     }
                 } else {
                     // 8da4w reorders f32 sums of exact integer group sums only.
-                    assert_close(&got, &want, if kind == Kind::F32 { 2e-5 } else { 1e-4 }, &what);
+                    assert_close(&got, &want, if matches!(kind, Kind::F32 | Kind::F16) { 2e-5 } else { 1e-4 }, &what);
                 }
             }
         }
@@ -287,8 +306,8 @@ mod tests {
     }
 
     #[test]
-    fn f32_and_q8_match_reference_over_shapes() {
-        for kind in [Kind::F32, Kind::Q8] {
+    fn f32_f16_and_q8_match_reference_over_shapes() {
+        for kind in [Kind::F32, Kind::F16, Kind::Q8] {
             for &(m, k, n) in &[(1, 1, 1), (1, 7, 5), (1, 16, 4), (1, 33, 9), (2, 64, 13), (3, 100, 37), (1, 768, 67), (17, 40, 23), (20, 129, 50)] {
                 check(kind, m, k, n, 32, n % 2 == 1, false);
             }
@@ -347,8 +366,9 @@ mod tests {
     /// The registered kernels (argument parsing included) against the portable ones.
     #[test]
     fn kernels_match_portable_through_the_harness() {
-        let cases: [(KernelFn, KernelFn, Kind); 4] = [
+        let cases: [(KernelFn, KernelFn, Kind); 5] = [
             (super::linear_out, reference::linear_out, Kind::F32),
+            (super::linear_f16_out, reference::linear_f16_out, Kind::F16),
             (super::linear_q8_out, reference::linear_q8_out, Kind::Q8),
             // The fast int4 weight-only kernel computes exactly what the portable 8da4w one
             // defines (int8 activations per group); against its float-activation reference it
@@ -369,6 +389,11 @@ mod tests {
                     let ids = match kind {
                         Kind::F32 => {
                             let w = h.f32(&[n, k], &r.vec(n * k));
+                            vec![x, w, none, out, out]
+                        }
+                        Kind::F16 => {
+                            let wh: Vec<f16> = r.vec(n * k).iter().map(|&v| f16::from_f32(v)).collect();
+                            let w = h.tensor::<f16>(ScalarType::Half, &[n, k], &wh);
                             vec![x, w, none, out, out]
                         }
                         Kind::Q8 => {

@@ -1,5 +1,7 @@
 //! Weight quantization of linear layers and embedding tables with constant weights.
 //!
+//! - float16 weights (`fp16`): the same values rounded to half precision, f32 arithmetic →
+//!   `rbuild::linear_f16` (half the bytes a memory-bound decoder streams per token);
 //! - int8 weight-only: per output channel, symmetric → `rbuild::linear_q8`;
 //! - int4 weight-only: groups of `group` along K, symmetric → `rbuild::linear_q4`;
 //! - 8da4w: the same int4 weights with activations quantized to int8 at run time →
@@ -22,6 +24,7 @@ use crate::graph::{Arg, ConstData, Graph, Origin, TensorMeta, ValueId};
 /// How linear weights are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinearQuant {
+    F16,
     Int8,
     Int4 { group: usize },
     Int8DynInt4 { group: usize },
@@ -30,6 +33,7 @@ pub enum LinearQuant {
 impl LinearQuant {
     pub fn name(&self) -> String {
         match self {
+            LinearQuant::F16 => "fp16".into(),
             LinearQuant::Int8 => "int8".into(),
             LinearQuant::Int4 { group } => format!("int4-g{group}"),
             LinearQuant::Int8DynInt4 { group } => format!("8da4w-g{group}"),
@@ -123,7 +127,8 @@ fn f16_bytes(v: &[f16]) -> Vec<u8> {
 /// of `mode`. Runs before the out-variant pass (on functional ops).
 pub fn quantize_linears(g: &mut Graph, mode: LinearQuant) -> Result<QuantReport> {
     let mut report = QuantReport::default();
-    let mut cache: std::collections::HashMap<ValueId, (ValueId, ValueId)> = Default::default();
+    // Weight → (stored weight, scales if the format has them): a tied weight is stored once.
+    let mut cache: std::collections::HashMap<ValueId, (ValueId, Option<ValueId>)> = Default::default();
     for i in 0..g.nodes.len() {
         if g.nodes[i].op != "aten::linear" {
             continue;
@@ -136,7 +141,7 @@ pub fn quantize_linears(g: &mut Graph, mode: LinearQuant) -> Result<QuantReport>
         let (n, k) = (sizes[0], sizes[1]);
         let name = g.values[wv].name.clone();
         let group = match mode {
-            LinearQuant::Int8 => None,
+            LinearQuant::F16 | LinearQuant::Int8 => None,
             LinearQuant::Int4 { group } | LinearQuant::Int8DynInt4 { group } => Some(group),
         };
         if let Some(gs) = group {
@@ -149,17 +154,22 @@ pub fn quantize_linears(g: &mut Graph, mode: LinearQuant) -> Result<QuantReport>
             Some(&pair) => pair,
             None => {
                 let pair = match group {
+                    None if mode == LinearQuant::F16 => {
+                        let h: Vec<f16> = w.iter().map(|&x| f16::from_f32(x)).collect();
+                        // No scales: the second slot repeats the weight and is not used.
+                        (add_const(g, format!("{name}.f16"), ScalarType::Half, &[n, k], f16_bytes(&h)), None)
+                    }
                     None => {
                         let (q, s) = quantize_rows_int8(&w, n, k);
                         let q = add_const(g, format!("{name}.q8"), ScalarType::Char, &[n, k], q.iter().map(|&x| x as u8).collect());
                         let s = add_const(g, format!("{name}.scales"), ScalarType::Float, &[n], f32_bytes(&s));
-                        (q, s)
+                        (q, Some(s))
                     }
                     Some(gs) => {
                         let (q, s) = quantize_groups_int4(&w, n, k, gs);
                         let q = add_const(g, format!("{name}.q4"), ScalarType::Byte, &[n, k / 2], pack_linear_int4(&q));
                         let s = add_const(g, format!("{name}.scales"), ScalarType::Half, &[n, k / gs], f16_bytes(&s));
-                        (q, s)
+                        (q, Some(s))
                     }
                 };
                 cache.insert(wv, pair);
@@ -168,11 +178,15 @@ pub fn quantize_linears(g: &mut Graph, mode: LinearQuant) -> Result<QuantReport>
         };
         let x = g.nodes[i].args[0].clone();
         let bias = g.nodes[i].args.get(2).cloned().unwrap_or(Arg::None);
-        let (op, mut args) = match mode {
-            LinearQuant::Int8 => ("rbuild::linear_q8", vec![x, Arg::Tensor(qw), Arg::Tensor(qs), bias]),
-            LinearQuant::Int4 { .. } => ("rbuild::linear_q4", vec![x, Arg::Tensor(qw), Arg::Tensor(qs), bias]),
-            LinearQuant::Int8DynInt4 { .. } => ("rbuild::linear_8da4w", vec![x, Arg::Tensor(qw), Arg::Tensor(qs), bias]),
+        let op = match mode {
+            LinearQuant::F16 => "rbuild::linear_f16",
+            LinearQuant::Int8 => "rbuild::linear_q8",
+            LinearQuant::Int4 { .. } => "rbuild::linear_q4",
+            LinearQuant::Int8DynInt4 { .. } => "rbuild::linear_8da4w",
         };
+        let mut args = vec![x, Arg::Tensor(qw)];
+        args.extend(qs.map(Arg::Tensor));
+        args.push(bias);
         if let Some(gs) = group {
             args.push(Arg::Int(gs as i64));
         }
