@@ -56,6 +56,15 @@ impl<'a> TensorView<'a> {
         if sizes.len() != strides.len() {
             return Err(fail(ErrorKind::Tensor, format!("{} sizes but {} strides", sizes.len(), strides.len())));
         }
+        // Stride-0 (expanded) views may be far larger than their storage; their element
+        // bytes must still be addressable, so that `nbytes` and `contiguous_bytes` cannot overflow.
+        let addressable = sizes
+            .iter()
+            .try_fold(dtype.size(), |bytes, &size| bytes.checked_mul(size))
+            .is_some_and(|bytes| bytes <= isize::MAX as usize);
+        if !addressable {
+            return Err(fail(ErrorKind::Tensor, format!("sizes {sizes:?} of {} exceed the address space", dtype.name())));
+        }
         let view = TensorView {
             name: name.to_string(),
             dtype,
