@@ -16,6 +16,29 @@ use std::collections::BTreeMap;
 use rbuild_runtime::ScalarType;
 use serde::Deserialize;
 
+/// An enum the schema serializes as its variant's position (0, 1, …).
+macro_rules! serial_enum {
+    ($(#[$doc:meta])* $name:ident, $what:literal, [$($variant:ident),+]) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+        #[serde(try_from = "i64")]
+        pub enum $name {
+            $($variant),+
+        }
+
+        impl TryFrom<i64> for $name {
+            type Error = String;
+            fn try_from(v: i64) -> Result<Self, String> {
+                const ALL: &[$name] = &[$($name::$variant),+];
+                usize::try_from(v)
+                    .ok()
+                    .and_then(|i| ALL.get(i).copied())
+                    .ok_or_else(|| format!(concat!("unknown ", $what, " {} (expected 0..={})"), v, ALL.len() - 1))
+            }
+        }
+    };
+}
+
 /// The schema major version this reader understands.
 pub const SUPPORTED_SCHEMA_MAJOR: i64 = 8;
 
@@ -137,24 +160,9 @@ pub struct NamedArgument {
     pub kind: Option<ArgumentKind>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "i64")]
-pub enum ArgumentKind {
-    Unknown,
-    Positional,
-    Keyword,
-}
-
-impl TryFrom<i64> for ArgumentKind {
-    type Error = String;
-    fn try_from(v: i64) -> Result<Self, String> {
-        match v {
-            0 => Ok(ArgumentKind::Unknown),
-            1 => Ok(ArgumentKind::Positional),
-            2 => Ok(ArgumentKind::Keyword),
-            _ => Err(format!("unknown argument kind {v} (expected 0, 1 or 2)")),
-        }
-    }
+serial_enum! {
+    /// Whether a node argument was passed by position or by keyword.
+    ArgumentKind, "argument kind", [Unknown, Positional, Keyword]
 }
 
 /// A node argument or output (schema `Argument`, every kind of schema 8.20).
@@ -513,49 +521,14 @@ impl SerdeDtype {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "i64")]
-pub enum Layout {
-    Unknown,
-    SparseCoo,
-    SparseCsr,
-    SparseCsc,
-    SparseBsr,
-    SparseBsc,
-    Mkldnn,
-    Strided,
+serial_enum! {
+    /// `torch.layout`; `Mkldnn` is the schema's `_mkldnn`.
+    Layout, "layout", [Unknown, SparseCoo, SparseCsr, SparseCsc, SparseBsr, SparseBsc, Mkldnn, Strided]
 }
 
-impl TryFrom<i64> for Layout {
-    type Error = String;
-    fn try_from(v: i64) -> Result<Self, String> {
-        use Layout::*;
-        [Unknown, SparseCoo, SparseCsr, SparseCsc, SparseBsr, SparseBsc, Mkldnn, Strided]
-            .get(usize::try_from(v).unwrap_or(usize::MAX))
-            .copied()
-            .ok_or_else(|| format!("unknown layout {v} (expected 0..=7)"))
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "i64")]
-pub enum MemoryFormat {
-    Unknown,
-    ContiguousFormat,
-    ChannelsLast,
-    ChannelsLast3d,
-    PreserveFormat,
-}
-
-impl TryFrom<i64> for MemoryFormat {
-    type Error = String;
-    fn try_from(v: i64) -> Result<Self, String> {
-        use MemoryFormat::*;
-        [Unknown, ContiguousFormat, ChannelsLast, ChannelsLast3d, PreserveFormat]
-            .get(usize::try_from(v).unwrap_or(usize::MAX))
-            .copied()
-            .ok_or_else(|| format!("unknown memory format {v} (expected 0..=4)"))
-    }
+serial_enum! {
+    /// `torch.memory_format`.
+    MemoryFormat, "memory format", [Unknown, ContiguousFormat, ChannelsLast, ChannelsLast3d, PreserveFormat]
 }
 
 #[derive(Debug, Clone, Deserialize)]

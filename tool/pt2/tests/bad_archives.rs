@@ -176,9 +176,11 @@ fn a_view_past_its_storage_is_named() {
     expect_error(&rows, ErrorKind::Tensor, "data/weights/weight_0", "needs 6240 bytes but the storage has 6144");
     let offset = with_weight_meta("fc1.bias", json!({"storage_offset": {"as_int": 1}}));
     expect_error(&offset, ErrorKind::Tensor, "data/weights/weight_4", "'fc1.bias'");
-    let huge =
-        with_weight_meta("fc1.bias", json!({"strides": [{"as_int": i64::MAX}], "sizes": [{"as_int": i64::MAX}]}));
-    expect_error(&huge, ErrorKind::Tensor, "data/weights/weight_4", "needs");
+    let far = with_weight_meta("fc1.bias", json!({"strides": [{"as_int": i64::MAX}], "sizes": [{"as_int": 2}]}));
+    expect_error(&far, ErrorKind::Tensor, "data/weights/weight_4", "needs 36893488147419103232 bytes");
+    // Stride 0 keeps the storage small, but the elements could not be addressed.
+    let huge = with_weight_meta("fc1.bias", json!({"strides": [{"as_int": 0}], "sizes": [{"as_int": i64::MAX}]}));
+    expect_error(&huge, ErrorKind::Tensor, "data/weights/weight_4", "exceed the address space");
     let negative = with_weight_meta("fc1.bias", json!({"strides": [{"as_int": -1}]}));
     expect_error(&negative, ErrorKind::Tensor, "data/weights/weight_4", "negative");
     let dtype = with_weight_meta("fc1.bias", json!({"dtype": 33}));
@@ -234,6 +236,23 @@ fn strided_and_offset_views_read_the_right_elements() {
     let bytes = view.contiguous_bytes();
     assert!(matches!(bytes, std::borrow::Cow::Borrowed(_)));
     assert_eq!(*bytes, dense[cols * 4..]);
+}
+
+#[test]
+fn expanded_views_repeat_their_storage() {
+    // `bias.expand(3, n)`: stride 0 over the rows, one storage row read three times.
+    let original = Pt2Archive::open(pt2_dir().join(BASE)).unwrap();
+    let model = original.default_model().unwrap();
+    let bias = model.parameters().find(|p| p.0 == "fc1.bias").unwrap().1.contiguous_bytes().into_owned();
+    let n = bias.len() / 4;
+    let expanded = with_weight_meta(
+        "fc1.bias",
+        json!({"sizes": [{"as_int": 3}, {"as_int": n}], "strides": [{"as_int": 0}, {"as_int": 1}]}),
+    );
+    let archive = Pt2Archive::from_bytes(expanded, "expanded.pt2").unwrap();
+    let config = archive.payload_config(PayloadKind::Weights, "model").unwrap();
+    let view = payload_view(&archive, PayloadKind::Weights, "model", "fc1.bias", &config.config["fc1.bias"]).unwrap();
+    assert_eq!(*view.contiguous_bytes(), bias.repeat(3));
 }
 
 #[test]
