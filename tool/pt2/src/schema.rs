@@ -124,7 +124,8 @@ pub struct Graph {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Node {
     pub target: String,
-    /// Arguments by schema name. Arguments equal to the operator's default are omitted.
+    /// Arguments by schema name. Arguments equal to the operator's default are omitted by
+    /// torch and not filled in here: the lowering takes them from the operator schema.
     pub inputs: Vec<NamedArgument>,
     pub outputs: Vec<Argument>,
     #[serde(default)]
@@ -623,4 +624,42 @@ pub struct PayloadMeta {
     /// Absent for custom objects.
     #[serde(default)]
     pub tensor_meta: Option<TensorMeta>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expr(text: &str) -> SymExpr {
+        SymExpr { expr_str: text.to_string(), hint: None }
+    }
+
+    #[test]
+    fn only_a_lone_symbol_is_a_symbol() {
+        assert_eq!(expr("s27").symbol(), Some("s27"));
+        assert_eq!(expr("Symbol('s27', positive=True, integer=True)").symbol(), Some("s27"));
+        assert_eq!(expr("Mul(Integer(100), Symbol('s27', positive=True, integer=True))").symbol(), None);
+        assert_eq!(expr("2*s27").symbol(), None);
+        assert_eq!(expr("s27 + 1").symbol(), None);
+        assert_eq!(expr("Symbol('s1', integer=True) + Symbol('s2')").symbol(), None);
+    }
+
+    #[test]
+    fn floats_accept_torchs_non_finite_spellings() {
+        let args: Vec<Argument> =
+            serde_json::from_str(r#"[{"as_float": "-Infinity"}, {"as_floats": [1.5, "Infinity", "NaN"]}]"#).unwrap();
+        assert_eq!(args[0], Argument::Float(f64::NEG_INFINITY));
+        let Argument::Floats(values) = &args[1] else { panic!("{args:?}") };
+        assert_eq!(values[..2], [1.5, f64::INFINITY]);
+        assert!(values[2].is_nan());
+        assert!(serde_json::from_str::<Argument>(r#"{"as_float": "many"}"#).is_err());
+    }
+
+    #[test]
+    fn serial_enums_reject_numbers_past_their_last_variant() {
+        assert_eq!(Layout::try_from(7), Ok(Layout::Strided));
+        assert_eq!(MemoryFormat::try_from(2), Ok(MemoryFormat::ChannelsLast));
+        assert!(Layout::try_from(8).unwrap_err().contains("unknown layout 8 (expected 0..=7)"));
+        assert!(ArgumentKind::try_from(-1).is_err());
+    }
 }
