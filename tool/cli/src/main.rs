@@ -80,7 +80,8 @@ enum Command {
     /// build only for a platform asked for by name (`platform=…`) or with `--strict`.
     #[command(external_subcommand)]
     Recipe(Vec<String>),
-    /// Describe a .pte program: methods, inputs/outputs, operators, delegates, memory.
+    /// Describe a .pte program (methods, inputs/outputs, operators, delegates, memory) or a
+    /// .pt2 archive (inputs with dynamic dims, weights, state updates, nodes by target).
     Inspect(cli::inspect::InspectArgs),
 }
 

@@ -1,4 +1,4 @@
-//! `rbuild inspect PROGRAM.pte [--json]`.
+//! `rbuild inspect PROGRAM.pte [--json]` (a `.pt2` archive goes to `inspect_pt2`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,6 +20,9 @@ pub struct InspectArgs {
 }
 
 pub fn inspect(a: InspectArgs) -> CliResult {
+    if super::inspect_pt2::is_pt2(&a.program) {
+        return super::inspect_pt2::inspect_pt2(&a.program, a.json);
+    }
     let bytes = read_program(&a.program)?;
     let file = PteFile::parse(bytes.as_slice()).in_file(&a.program)?;
     let report = describe(&file).in_file(&a.program)?;

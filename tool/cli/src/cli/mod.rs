@@ -3,5 +3,6 @@
 pub mod bundle;
 pub mod export;
 pub mod inspect;
+pub mod inspect_pt2;
 pub mod recipes;
 pub mod run;
