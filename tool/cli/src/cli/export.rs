@@ -44,7 +44,8 @@ pub struct ExportArgs {
     /// program).
     #[arg(long)]
     pub as_forward: bool,
-    /// Language models: linear weights as fp32, int8 (per channel), int4 (groupwise) or 8da4w.
+    /// Language and speech models: linear weights as fp32, fp16 (float16 storage, f32
+    /// arithmetic), int8 (per channel), int4 (groupwise) or 8da4w.
     /// Image models: fp32, or int8 (static: calibrated int8 activations, per-channel int8
     /// weights, fused into rbuild's int8 kernels).
     #[arg(long, default_value = "fp32")]
