@@ -180,7 +180,9 @@ fn quantized_variants_stay_close_to_float32() {
     };
     eprintln!("llama_tiny prefill logits, relative RMS error vs float32 (program bytes):");
     eprintln!("  fp32            0        ({fp32_bytes} B)");
-    let cases: [(&str, Option<LinearQuant>, Option<EmbeddingQuant>, f64); 5] = [
+    let cases: [(&str, Option<LinearQuant>, Option<EmbeddingQuant>, f64); 6] = [
+        // float16 weights: 11-bit mantissas, so ~1e-3 relative.
+        ("fp16", Some(LinearQuant::F16), None, 0.005),
         ("int8", Some(LinearQuant::Int8), None, 0.02),
         ("int4-g32", Some(LinearQuant::Int4 { group: 32 }), None, 0.25),
         ("8da4w-g32", Some(LinearQuant::Int8DynInt4 { group: 32 }), None, 0.25),
