@@ -100,7 +100,7 @@ impl Word<'_> {
 }
 
 fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Result<(), Problem> {
-    let kind = if recipe.model.is_language_model() { ModelKind::Language } else { ModelKind::Image };
+    let kind = recipe.model.kind();
     let arch = recipe.model.arch.clone();
     if LLM_ONLY.contains(&w.key) && recipe.model.llm.is_none() {
         return Err(language_only(w.key, &arch, catalog).at(w.source, w.key_span));

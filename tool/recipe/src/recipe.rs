@@ -48,6 +48,8 @@ pub struct ModelSpec {
     pub keep_float: Vec<String>,
     /// The language-model settings; `Some` exactly when `arch` is a language model.
     pub llm: Option<LlmSpec>,
+    /// An imported `torch.export` archive (`model "pt2"`); its path is `weights`' file.
+    pub pt2: Option<Pt2Spec>,
     /// The `model` node's name in the recipe.
     pub span: SourceSpan,
 }
@@ -56,6 +58,40 @@ impl ModelSpec {
     pub fn is_language_model(&self) -> bool {
         self.llm.is_some()
     }
+
+    /// A model imported from a `.pt2` archive rather than built from a definition in rbuild.
+    pub fn is_imported(&self) -> bool {
+        self.pt2.is_some()
+    }
+
+    pub(crate) fn kind(&self) -> ModelKind {
+        if self.is_language_model() {
+            ModelKind::Language
+        } else if self.is_imported() {
+            ModelKind::Imported
+        } else {
+            ModelKind::Image
+        }
+    }
+}
+
+/// The model name that imports a `torch.export.save` archive.
+pub const PT2_MODEL: &str = "pt2";
+
+/// Settings of an imported `.pt2` model: the archive gives inputs, shapes and dtypes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pt2Spec {
+    /// Narrowed upper bounds of dynamic input dims (`dim-max "ids" 1 64`).
+    pub dim_max: Vec<DimMax>,
+}
+
+/// `dim-max INPUT DIM MAX`: input `INPUT`'s dim `DIM` takes at most `MAX` (the archive's
+/// bound, when it has one, must be at least that).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DimMax {
+    pub input: String,
+    pub dim: usize,
+    pub max: usize,
 }
 
 /// Settings of a language model (`Catalog::language_models`).
@@ -306,6 +342,8 @@ const TOP: &[&str] = &["description", "model", "backend", "runner", "platforms",
 const VERIFY: &[&str] = &["atol", "rtol", "input", "seed"];
 const MODEL: &[&str] = &[
     "weights",
+    "archive",
+    "dim-max",
     "input-shape",
     "dtype",
     "quantize",
@@ -319,6 +357,9 @@ const MODEL: &[&str] = &[
     "max-audio-seconds",
 ];
 /// The `model` fields only language models take.
+/// Fields only an imported (`.pt2`) model takes.
+pub(crate) const PT2_ONLY: &[&str] = &["archive", "dim-max"];
+
 pub(crate) const LLM_ONLY: &[&str] = &["max-seq-len", "group-size", "embedding-quantize", "tokenizer", "full-logits", "max-audio-seconds"];
 const BACKEND: &[&str] = &["fallback", "accelerator", "system-config", "memory-mode"];
 const RUNNER: &[&str] = &["embed-program", "top"];
@@ -458,9 +499,17 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
     let kind = name.as_ref().map_or(ModelKind::Image, |n| ModelKind::of(&n.value, catalog));
     let written = name.as_ref().map_or_else(String::new, |n| n.value.clone());
     let arch = name.and_then(|arch| known(d, arch, &catalog.all_models(), "model"));
-    let fields = d.fields(Parent::Node(node), node.children(), MODEL, &[]);
+    let fields = d.fields(Parent::Node(node), node.children(), MODEL, &["dim-max"]);
+    if kind != ModelKind::Imported {
+        for field in fields.iter().filter(|n| PT2_ONLY.contains(&n.name().value())) {
+            d.error(field.name().span(), format!("`{}` is a setting of imported models", field.name().value()), "not for this model", "only `model \"pt2\"` takes an `archive` and `dim-max`");
+        }
+    } else if let Some(w) = fields.get("weights") {
+        d.error(w.name().span(), "an imported model's weights are in its archive", "not for `pt2`", "give the archive: `archive \"model.pt2\"`");
+    }
+    let weights_field = if kind == ModelKind::Imported { "archive" } else { "weights" };
     let weights = d
-        .require(&fields, Parent::Node(node), "weights", kind.weights_example())
+        .require(&fields, Parent::Node(node), weights_field, kind.weights_example())
         .and_then(|n| d.string(n))
         .and_then(|w| match resolve_weights(&w.value, base, kind) {
             Ok(weights) => Some(weights),
@@ -503,6 +552,28 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
             }
             (Some(Vec::new()), llm(d, node, &fields, base).map(Some))
         }
+        ModelKind::Imported => {
+            for field in fields.iter().filter(|n| LLM_ONLY.contains(&n.name().value())) {
+                d.report(language_only(field.name().value(), &written, catalog).at(d.source, field.name().span()));
+            }
+            if let Some(field) = fields.get("input-shape") {
+                d.error(field.name().span(), "an imported model's input shapes come from its archive", "not for `pt2`", "narrow a dynamic dim with `dim-max \"INPUT\" DIM MAX`");
+            }
+            (Some(Vec::new()), Some(None))
+        }
+    };
+    let pt2 = if kind == ModelKind::Imported {
+        let mut bounds = Vec::new();
+        let mut ok = true;
+        for n in fields.all("dim-max") {
+            match dim_max(d, n) {
+                Some(b) => bounds.push(b),
+                None => ok = false,
+            }
+        }
+        ok.then_some(Some(Pt2Spec { dim_max: bounds }))
+    } else {
+        Some(None)
     };
     let calibration = match fields.get("calibration") {
         Some(n) => d.string(n).and_then(|c| {
@@ -511,12 +582,13 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
             } else {
                 Ok(())
             };
+            let resolved = if kind == ModelKind::Imported { resolve_calibration(&c.value, base) } else { resolve_folder(&c.value, base) };
             match checked {
                 Err(r) => {
                     d.report(r.at(d.source, c.span));
                     None
                 }
-                Ok(()) => match resolve_folder(&c.value, base) {
+                Ok(()) => match resolved {
                     Ok(path) => Some(Some(path)),
                     Err(e) => {
                         d.report(e.problem(d.source, c.span, "the recipe's folder", PathUse::Calibration));
@@ -546,8 +618,40 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
         calibration: calibration?,
         keep_float: keep_float?,
         llm: llm?,
+        pt2: pt2?,
         span: node.name().span(),
     })
+}
+
+/// `dim-max "INPUT" DIM MAX`.
+fn dim_max(d: &mut Decoder, node: &KdlNode) -> Option<DimMax> {
+    d.no_children(node);
+    let entries: Vec<&kdl::KdlEntry> = node.entries().iter().collect();
+    let example = "`dim-max \"input_ids\" 1 64` (input, dim index, largest size)";
+    let shape_ok = entries.len() == 3 && entries.iter().all(|e| e.name().is_none());
+    let input = entries.first().and_then(|e| e.value().as_string());
+    let dim = entries.get(1).and_then(|e| e.value().as_integer()).filter(|v| (0..16).contains(v));
+    let max = entries.get(2).and_then(|e| e.value().as_integer()).filter(|v| (1..=i128::from(u32::MAX)).contains(v));
+    match (shape_ok, input, dim, max) {
+        (true, Some(input), Some(dim), Some(max)) => Some(DimMax { input: input.to_string(), dim: dim as usize, max: max as usize }),
+        _ => {
+            d.error(node.name().span(), "`dim-max` takes an input name, a dim index (0–15) and a positive maximum", "bad `dim-max`", example);
+            None
+        }
+    }
+}
+
+/// An imported model's calibration: a folder of images, or a safetensors file of sample
+/// inputs (`input.0`, … with a leading sample dim, or one file per sample in a folder).
+pub(crate) fn resolve_calibration(text: &str, base: &Path) -> Result<PathBuf, PathError> {
+    let path = resolve_path(text, base)?;
+    if path.is_dir() || (path.is_file() && path.extension().is_some_and(|e| e == "safetensors")) {
+        Ok(path)
+    } else if path.exists() {
+        Err(PathError::NotAFolder(path))
+    } else {
+        Err(PathError::Missing(path))
+    }
 }
 
 /// The language-model fields of a `model` block.
@@ -698,6 +802,8 @@ fn known(d: &mut Decoder, value: Spanned<String>, names: &[&str], what: &str) ->
 pub(crate) enum ModelKind {
     Image,
     Language,
+    /// `model "pt2"`: a `torch.export` archive.
+    Imported,
 }
 
 impl ModelKind {
@@ -705,6 +811,9 @@ impl ModelKind {
     /// probably meant to be, so a misspelt `llama` is not also told it lacks an input shape.
     pub(crate) fn of(arch: &str, catalog: &Catalog) -> ModelKind {
         let language = |name: &str| catalog.language_models.contains(&name);
+        if arch == PT2_MODEL {
+            return ModelKind::Imported;
+        }
         if language(arch) {
             return ModelKind::Language;
         }
@@ -713,6 +822,7 @@ impl ModelKind {
         }
         match suggest::closest(arch, catalog.all_models()) {
             Some(best) if language(best) => ModelKind::Language,
+            Some(PT2_MODEL) => ModelKind::Imported,
             _ => ModelKind::Image,
         }
     }
@@ -721,6 +831,7 @@ impl ModelKind {
         match self {
             ModelKind::Image => "`weights \"random:1\"` or `weights \"model.safetensors\"`",
             ModelKind::Language => "`weights \"random:1\"` or `weights \"~/models/Llama-3.2-1B\"`",
+            ModelKind::Imported => "`archive \"model.pt2\"` (torch.export.save's file)",
         }
     }
 
@@ -728,6 +839,7 @@ impl ModelKind {
         match self {
             ModelKind::Image => PathUse::ImageWeights,
             ModelKind::Language => PathUse::LanguageWeights,
+            ModelKind::Imported => PathUse::Archive,
         }
     }
 
@@ -739,6 +851,11 @@ impl ModelKind {
                 label: "not for image models",
                 help: "image models take `none` or `int8`".into(),
             }),
+            (ModelKind::Imported, Quantize::Fp16 | Quantize::Int4 | Quantize::Int8DynInt4) => Err(Rejection {
+                message: format!("`{}` quantization applies to language models only", q.name()),
+                label: "not for imported models",
+                help: "imported (`pt2`) models take `none` or `int8` (static, calibrated)".into(),
+            }),
             _ => Ok(()),
         }
     }
@@ -747,7 +864,7 @@ impl ModelKind {
 impl Catalog<'_> {
     /// Image and language model names together, for lookups and suggestions.
     pub(crate) fn all_models(&self) -> Vec<&str> {
-        self.models.iter().chain(self.language_models).copied().collect()
+        self.models.iter().chain(self.language_models).copied().chain([PT2_MODEL]).collect()
     }
 }
 
@@ -806,6 +923,8 @@ pub(crate) enum PathUse {
     VerifyInput,
     /// A folder of calibration images.
     Calibration,
+    /// A `torch.export.save` archive.
+    Archive,
 }
 
 /// Why a path (or `random:SEED`) setting was rejected.
@@ -834,6 +953,7 @@ impl PathError {
             PathUse::Tokenizer => ("tokenizer", format!("give a tokenizer file path (absolute, ~/…, or relative to {base})")),
             PathUse::VerifyInput => ("verify input", format!("give a PNG or JPEG path (absolute, ~/…, or relative to {base}), or `seed N` for random input")),
             PathUse::Calibration => ("calibration", format!("give a folder of PNG/JPEG images (absolute, ~/…, or relative to {base})")),
+            PathUse::Archive => ("archive", format!("give the .pt2 file torch.export.save wrote (absolute, ~/…, or relative to {base})")),
         };
         match self {
             PathError::BadSeed => source
@@ -866,11 +986,16 @@ impl PathError {
 /// must name an existing file (image models) or a folder holding `config.json` (language
 /// models).
 pub(crate) fn resolve_weights(text: &str, base: &Path, kind: ModelKind) -> Result<WeightsSource, PathError> {
+    // An archive carries its own weights: no `random:` form. Its existence is checked by the
+    // build, so a shipped example recipe loads (and lists) before the user names their file.
+    if kind == ModelKind::Imported {
+        return resolve_path(text, base).map(WeightsSource::File);
+    }
     if let Some(seed) = text.strip_prefix("random:") {
         return seed.trim().parse().map(WeightsSource::Random).map_err(|_| PathError::BadSeed);
     }
     match kind {
-        ModelKind::Image => resolve_file(text, base).map(WeightsSource::File),
+        ModelKind::Image | ModelKind::Imported => resolve_file(text, base).map(WeightsSource::File),
         ModelKind::Language => {
             let path = resolve_path(text, base)?;
             if !path.exists() {
