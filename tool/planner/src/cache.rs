@@ -55,10 +55,14 @@ impl Cache {
         Some(Record { key, outputs })
     }
 
-    /// The record, if it matches `key` and its outputs are untouched.
-    pub fn valid(&self, step: &str, key: &str) -> Option<Record> {
+    /// The record, if it matches `key`, names exactly `outputs`, and they are untouched.
+    pub fn valid(&self, step: &str, key: &str, outputs: &[PathBuf]) -> Option<Record> {
         let r = self.load(step)?;
         if r.key != key {
+            return None;
+        }
+        // Equal keys for other paths (another out folder, a renamed recipe) vouch for nothing here.
+        if r.outputs.len() != outputs.len() || !outputs.iter().all(|p| r.outputs.contains_key(p)) {
             return None;
         }
         for (p, (size, mtime, _)) in &r.outputs {

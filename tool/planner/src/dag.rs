@@ -103,7 +103,7 @@ impl<'r> Dag<'r> {
         for (spec, _) in &self.steps {
             let outcome = match Self::full_key(spec, &records) {
                 None => StepOutcome::WouldRun("an input step will run".into()),
-                Some(key) => match self.cache.valid(&spec.id, &key) {
+                Some(key) => match self.cache.valid(&spec.id, &key, &spec.outputs) {
                     Some(r) => {
                         records.insert(spec.id.clone(), r);
                         StepOutcome::Cached
@@ -128,7 +128,7 @@ impl<'r> Dag<'r> {
         let mut summary = Summary::default();
         for (spec, run) in self.steps {
             let key = Self::full_key(&spec, &records).expect("dependencies ran before");
-            if let Some(r) = self.cache.valid(&spec.id, &key) {
+            if let Some(r) = self.cache.valid(&spec.id, &key, &spec.outputs) {
                 records.insert(spec.id.clone(), r);
                 progress(Event::Done(&spec, &StepOutcome::Cached));
                 summary.steps.push((spec.id, spec.label, StepOutcome::Cached, key));

@@ -69,3 +69,28 @@ fn a_failed_step_leaves_no_record() {
     assert!(matches!(summary.steps[0].2, StepOutcome::Failed(_)));
     assert!(cache.load("boom").is_none());
 }
+
+/// A record with the same key for other output paths (another recipe's step of the same id
+/// sharing the record folder, or a moved out folder) does not make this step cached.
+#[test]
+fn a_record_for_other_outputs_is_not_a_cache_hit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = Cell::new(0);
+    dag(tmp.path(), "same", &runs).run(|_| {}).unwrap();
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    // Same cache folder and keys, different output paths: both steps must run.
+    let mut d = Dag::new(Cache::new(&tmp.path().join("cache")));
+    let mut ka = KeyHasher::new();
+    ka.add("input", "same");
+    let out = elsewhere.join("a.txt");
+    let out2 = out.clone();
+    d.add(StepSpec { id: "a".into(), label: "write".into(), deps: vec![], key: ka, outputs: vec![out.clone()] }, move |_| {
+        write_atomic(&out2, b"same").map_err(|e| e.to_string())
+    })
+    .unwrap();
+    assert!(matches!(d.plan().steps[0].2, StepOutcome::WouldRun(_)));
+    let s = d.run(|_| {}).unwrap();
+    assert_eq!(s.ran(), 1);
+    assert!(out.exists());
+}

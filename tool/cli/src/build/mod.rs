@@ -203,7 +203,8 @@ pub fn build(project: &Project, name: &str, overrides: &[String], options: Optio
     let dry_run = options.dry_run;
     let out = project.out_dir();
     let mut hashes = FileHashes::load(&out.join(".cache/file-hashes.json"));
-    let mut dag = Dag::new(Cache::new(&out.join(".cache/steps")));
+    // Step ids repeat across recipes (`export`, `runner_host`, …): one record folder per recipe.
+    let mut dag = Dag::new(Cache::new(&out.join(".cache/steps").join(&loaded.recipe.name)));
     let artifacts = steps::add_steps(&mut dag, project, &loaded, &mut hashes)?;
     let _ = hashes.save();
     let plan = dag.plan();
