@@ -1,42 +1,100 @@
 //! Shape and dtype inference for each known functional operator.
 
-use rbuild_runtime::ScalarType;
+use rbuild_runtime::{Scalar, ScalarType};
 
 use crate::error::{shape_err, Result};
 use crate::graph::{Arg, Dim, Graph, IntOrSym, TensorMeta};
 
-fn tensor<'a>(g: &'a Graph, op: &str, args: &[Arg], i: usize) -> Result<&'a TensorMeta> {
+pub(crate) fn tensor<'a>(g: &'a Graph, op: &str, args: &[Arg], i: usize) -> Result<&'a TensorMeta> {
     match args.get(i) {
         Some(Arg::Tensor(v)) => Ok(g.meta(*v)),
         other => Err(shape_err(op, format!("argument {i} must be a tensor, got {other:?}"))),
     }
 }
 
-fn ints<'a>(op: &str, args: &'a [Arg], i: usize) -> Result<&'a [i64]> {
+pub(crate) fn ints<'a>(op: &str, args: &'a [Arg], i: usize) -> Result<&'a [i64]> {
     match args.get(i) {
         Some(Arg::Ints(v)) => Ok(v),
         other => Err(shape_err(op, format!("argument {i} must be an int list, got {other:?}"))),
     }
 }
 
-fn int(op: &str, args: &[Arg], i: usize) -> Result<i64> {
+pub(crate) fn int(op: &str, args: &[Arg], i: usize) -> Result<i64> {
     match args.get(i) {
         Some(Arg::Int(v)) => Ok(*v),
         other => Err(shape_err(op, format!("argument {i} must be an int, got {other:?}"))),
     }
 }
 
-fn fixed(op: &str, m: &TensorMeta) -> Result<Vec<usize>> {
+pub(crate) fn fixed(op: &str, m: &TensorMeta) -> Result<Vec<usize>> {
     m.sizes().ok_or_else(|| shape_err(op, format!("needs static sizes, got {:?}", m.shape)))
 }
 
-fn norm_dim(op: &str, d: i64, rank: usize) -> Result<usize> {
+pub(crate) fn norm_dim(op: &str, d: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
     let n = if d < 0 { d + r } else { d };
     if n < 0 || n >= r.max(1) {
         return Err(shape_err(op, format!("dim {d} out of range for rank {rank}")));
     }
     Ok(n as usize)
+}
+
+/// A `Scalar` argument (numbers may also come as plain int/float/bool arguments).
+pub(crate) fn scalar(op: &str, args: &[Arg], i: usize) -> Result<Scalar> {
+    match args.get(i) {
+        Some(Arg::Scalar(s)) => Ok(*s),
+        Some(Arg::Int(v)) => Ok(Scalar::Int(*v)),
+        Some(Arg::Float(v)) => Ok(Scalar::Double(*v)),
+        Some(Arg::Bool(v)) => Ok(Scalar::Bool(*v)),
+        other => Err(shape_err(op, format!("argument {i} must be a number, got {other:?}"))),
+    }
+}
+
+pub(crate) fn flag(op: &str, args: &[Arg], i: usize) -> Result<bool> {
+    match args.get(i) {
+        Some(Arg::Bool(b)) => Ok(*b),
+        other => Err(shape_err(op, format!("argument {i} must be a bool, got {other:?}"))),
+    }
+}
+
+/// An optional `int[]` argument.
+pub(crate) fn opt_ints<'a>(op: &str, args: &'a [Arg], i: usize) -> Result<Option<&'a [i64]>> {
+    match args.get(i) {
+        Some(Arg::None) => Ok(None),
+        _ => ints(op, args, i).map(Some),
+    }
+}
+
+/// An optional `ScalarType` argument.
+pub(crate) fn opt_dtype(op: &str, args: &[Arg], i: usize) -> Result<Option<ScalarType>> {
+    match args.get(i) {
+        Some(Arg::ScalarType(t)) => Ok(Some(*t)),
+        Some(Arg::None) => Ok(None),
+        other => Err(shape_err(op, format!("argument {i} must be a dtype or None, got {other:?}"))),
+    }
+}
+
+/// A size list (`SymInt[]`): fixed sizes, or run-time values of declared symbols.
+pub(crate) fn size_dims(g: &Graph, op: &str, args: &[Arg], i: usize) -> Result<Vec<Dim>> {
+    let dim = |n: i64| usize::try_from(n).map(Dim::Fixed).map_err(|_| shape_err(op, format!("size {n} is negative")));
+    match args.get(i) {
+        Some(Arg::Ints(v)) => v.iter().map(|&n| dim(n)).collect(),
+        Some(Arg::SymInts(items)) => items
+            .iter()
+            .map(|item| match *item {
+                IntOrSym::Int(n) => dim(n),
+                IntOrSym::Sym(v) => sym_of_value(g, v).map(Dim::Sym).ok_or_else(|| {
+                    shape_err(op, format!("size entry {item:?} is a run-time value that is not a known dimension"))
+                }),
+            })
+            .collect(),
+        other => Err(shape_err(op, format!("argument {i} must be a size list, got {other:?}"))),
+    }
+}
+
+/// The symbol whose run-time value is `v` (see `GraphBuilder::sym_size`).
+pub(crate) fn sym_of_value(g: &Graph, v: usize) -> Option<usize> {
+    g.syms.iter().position(|s| s.value == Some(v))
 }
 
 /// NumPy broadcasting over dims (symbols broadcast only with themselves or 1).
@@ -60,10 +118,10 @@ pub fn broadcast(op: &str, a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>> {
 pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
     let same = |i: usize| -> Result<Vec<TensorMeta>> { Ok(vec![tensor(g, op, args, i)?.clone()]) };
     match op {
-        "aten::relu" | "aten::hardtanh" | "aten::clamp" | "aten::sigmoid" | "aten::hardswish" | "aten::hardsigmoid"
-        | "aten::clone" | "aten::dropout" | "aten::add.Scalar" | "aten::mul.Scalar" | "aten::div.Scalar" | "aten::rsqrt"
-        | "aten::neg" | "aten::pow.Tensor_Scalar" => same(0),
-        "aten::_softmax" => {
+        "aten::relu" | "aten::hardtanh" | "aten::hardswish" | "aten::hardsigmoid" | "aten::clone" | "aten::dropout" | "aten::neg" => {
+            same(0)
+        }
+        "aten::_softmax" | "aten::_log_softmax" => {
             let x = tensor(g, op, args, 0)?;
             norm_dim(op, int(op, args, 1)?, x.rank())?;
             require_float(op, x)?;
@@ -133,13 +191,6 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
                 .collect::<Result<Vec<_>>>()?;
             Ok(vec![TensorMeta::new(x.dtype, shape)])
         }
-        "aten::add.Tensor" | "aten::sub.Tensor" | "aten::mul.Tensor" | "aten::div.Tensor" => {
-            let (a, b) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
-            if a.dtype != b.dtype {
-                return Err(shape_err(op, format!("dtypes {} and {} differ (promote explicitly)", a.dtype, b.dtype)));
-            }
-            Ok(vec![TensorMeta::new(a.dtype, broadcast(op, &a.shape, &b.shape)?)])
-        }
         "aten::convolution" => {
             let (x, w) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
             let (xs, ws) = (fixed(op, x)?, fixed(op, w)?);
@@ -199,23 +250,11 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             let empty = TensorMeta::fixed(x.dtype, &[0]);
             Ok(vec![x.clone(), empty.clone(), empty])
         }
-        "aten::mean.dim" => {
-            let x = tensor(g, op, args, 0)?;
-            let keep = matches!(args.get(2), Some(Arg::Bool(true)));
-            let dims: Vec<usize> = match args.get(1) {
-                Some(Arg::Ints(d)) if !d.is_empty() => d.iter().map(|&d| norm_dim(op, d, x.rank())).collect::<Result<_>>()?,
-                _ => (0..x.rank()).collect(),
-            };
-            let shape = (0..x.rank())
-                .filter_map(|i| if dims.contains(&i) { keep.then_some(Dim::Fixed(1)) } else { Some(x.shape[i]) })
-                .collect();
-            Ok(vec![TensorMeta::new(x.dtype, shape)])
-        }
-        "aten::adaptive_avg_pool2d" => {
+        "aten::adaptive_avg_pool2d" | "aten::_adaptive_avg_pool2d" => {
             let x = tensor(g, op, args, 0)?;
             let o = ints(op, args, 1)?;
-            if x.rank() != 4 || o.len() != 2 {
-                return Err(shape_err(op, format!("needs a 4-D input and 2 output sizes, got {:?} and {o:?}", x.shape)));
+            if x.rank() != 4 || o.len() != 2 || o.iter().any(|&n| n <= 0) {
+                return Err(shape_err(op, format!("needs a 4-D input and 2 positive output sizes, got {:?} and {o:?}", x.shape)));
             }
             let mut shape = x.shape[..2].to_vec();
             shape.extend(o.iter().map(|&n| Dim::Fixed(n as usize)));
@@ -563,14 +602,19 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             shape.push(Dim::Fixed(dim));
             Ok(vec![TensorMeta::new(ScalarType::Float, shape)])
         }
-        _ => Err(crate::ExportError::UnknownOp(op.to_string())),
+        _ => crate::shape_elementwise::infer(g, op, args)
+            .or_else(|| crate::shape_create::infer(g, op, args))
+            .or_else(|| crate::shape_reduce::infer(g, op, args))
+            .or_else(|| crate::shape_layout::infer(g, op, args))
+            .or_else(|| crate::shape_spatial::infer(g, op, args))
+            .unwrap_or_else(|| Err(crate::ExportError::UnknownOp(op.to_string()))),
     }
 }
 
 /// `view_copy` to a size list with run-time entries: fixed element counts must agree and the
 /// symbols must be the same on both sides (so the view is valid for every symbol value).
 fn view_sym(g: &Graph, op: &str, from: &[Dim], size: &[IntOrSym]) -> Result<Vec<Dim>> {
-    let sym_of = |v: usize| g.syms.iter().position(|s| s.value == Some(v));
+    let sym_of = |v: usize| sym_of_value(g, v);
     let mut syms_in: Vec<usize> = from.iter().filter_map(|d| if let Dim::Sym(s) = d { Some(*s) } else { None }).collect();
     let fixed_in: usize = from.iter().map(|d| if let Dim::Fixed(n) = d { *n } else { 1 }).product();
     let mut out = Vec::with_capacity(size.len());

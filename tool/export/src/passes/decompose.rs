@@ -130,10 +130,8 @@ fn adaptive_avg_pool2d(g: &mut Graph, n: &Node, renames: &mut Renames) -> Result
         identity(g, n, x, renames)?;
         return Ok(true);
     }
-    Err(ExportError::Invalid(format!(
-        "aten::adaptive_avg_pool2d: output size {size:?} for input {:?} is not decomposed (only [1, 1] or the input size)",
-        m.shape
-    )))
+    append_into(g, "aten::_adaptive_avg_pool2d", vec![Arg::Tensor(x), Arg::Ints(size.to_vec())], &[out])?;
+    Ok(true)
 }
 
 /// Flattening a contiguous tensor is a view to the output sizes.
