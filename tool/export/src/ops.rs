@@ -474,13 +474,10 @@ const SCHEMAS: &[(&str, &str)] = &[
         "aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor",
         "aten::upsample_bilinear2d.vec_out(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors, *, Tensor(a!) out) -> Tensor(a!)",
     ),
-    (
-        "aten::silu(Tensor self) -> Tensor",
-        "aten::silu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
-    ),
     // Not Core ATen: the builder may use these; the decomposition pass rewrites them.
     ("aten::hardswish(Tensor self) -> Tensor", ""),
     ("aten::hardsigmoid(Tensor self) -> Tensor", ""),
+    ("aten::silu(Tensor self) -> Tensor", ""),
     ("aten::adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor", ""),
     ("aten::flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)", ""),
     ("aten::dropout(Tensor input, float p, bool train) -> Tensor", ""),

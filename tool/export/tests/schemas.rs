@@ -62,8 +62,6 @@ const NOT_IN_SPEC: &[&str] = &[
     "aten::ones.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)",
     "aten::zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
     "aten::zeros.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)",
-    "aten::silu(Tensor self) -> Tensor",
-    "aten::silu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
     "aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor",
     "aten::transpose_copy.int_out(Tensor self, int dim0, int dim1, *, Tensor(a!) out) -> Tensor(a!)",
     "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
