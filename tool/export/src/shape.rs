@@ -30,10 +30,20 @@ pub(crate) fn fixed(op: &str, m: &TensorMeta) -> Result<Vec<usize>> {
     m.sizes().ok_or_else(|| shape_err(op, format!("needs static sizes, got {:?}", m.shape)))
 }
 
+/// A dim index in [-rank, rank) naming an existing dim.
 pub(crate) fn norm_dim(op: &str, d: i64, rank: usize) -> Result<usize> {
-    let r = rank as i64;
-    let n = if d < 0 { d + r } else { d };
-    if n < 0 || n >= r.max(1) {
+    match wrap_dim(op, d, rank)? {
+        n if n < rank => Ok(n),
+        _ => Err(shape_err(op, format!("dim {d} out of range for rank {rank}"))),
+    }
+}
+
+/// A dim index in [-rank, rank), where a rank-0 tensor counts as rank 1 (as ATen wraps dims
+/// for reductions and softmax over scalars).
+pub(crate) fn wrap_dim(op: &str, d: i64, rank: usize) -> Result<usize> {
+    let r = rank.max(1) as i64;
+    let n = if d < 0 { d.saturating_add(r) } else { d };
+    if !(0..r).contains(&n) {
         return Err(shape_err(op, format!("dim {d} out of range for rank {rank}")));
     }
     Ok(n as usize)
@@ -116,6 +126,18 @@ pub fn broadcast(op: &str, a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>> {
 
 /// Output metas of `op` (functional key) applied to `args`.
 pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
+    let metas = infer_op(g, op, args)?;
+    // Sizes come from user integers: an output must be addressable in bytes.
+    for m in &metas {
+        let bytes = m.shape.iter().try_fold(m.dtype.size(), |acc, &d| acc.checked_mul(g.dim_max(d)));
+        if !bytes.is_some_and(|b| b <= isize::MAX as usize) {
+            return Err(shape_err(op, format!("output {:?} of {} is too large", m.shape, m.dtype)));
+        }
+    }
+    Ok(metas)
+}
+
+fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
     let same = |i: usize| -> Result<Vec<TensorMeta>> { Ok(vec![tensor(g, op, args, i)?.clone()]) };
     match op {
         "aten::relu" | "aten::hardtanh" | "aten::hardswish" | "aten::hardsigmoid" | "aten::clone" | "aten::dropout" | "aten::neg" => {
@@ -123,7 +145,7 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
         }
         "aten::_softmax" | "aten::_log_softmax" => {
             let x = tensor(g, op, args, 0)?;
-            norm_dim(op, int(op, args, 1)?, x.rank())?;
+            wrap_dim(op, int(op, args, 1)?, x.rank())?;
             require_float(op, x)?;
             Ok(vec![x.clone()])
         }
@@ -163,10 +185,10 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             }
             let n = xs[dim] as i64;
             // PyTorch's clamping: negative indices count from the end, then clamp to [0, n].
-            let clamp = |v: i64| (if v < 0 { v + n } else { v }).clamp(0, n);
+            let clamp = |v: i64| (if v < 0 { v.saturating_add(n) } else { v }).clamp(0, n);
             let start = clamp(opt(2)?.unwrap_or(0));
             let end = clamp(opt(3)?.unwrap_or(n)).max(start);
-            xs[dim] = ((end - start + step - 1) / step) as usize;
+            xs[dim] = if end > start { ((end - start - 1) / step + 1) as usize } else { 0 };
             Ok(vec![TensorMeta::fixed(x.dtype, &xs)])
         }
         "aten::expand_copy" => {
@@ -206,10 +228,11 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             let (stride, padding, dilation) = (list(3)?, list(4)?, list(5)?);
             let transposed = matches!(args.get(6), Some(Arg::Bool(true)));
             // Weights are [out, in/groups, k…], transposed ones [in, out/groups, k…].
-            let (in_channels, out_channels) =
-                if transposed { (ws[0] as i64, ws[1] as i64 * groups) } else { (ws[1] as i64 * groups, ws[0] as i64) };
-            let per_group_ok = ws[0] as i64 % groups.max(1) == 0;
-            if groups <= 0 || xs[1] as i64 != in_channels || !per_group_ok {
+            // i128: sizes times user integers cannot overflow.
+            let (groups, wide) = (groups as i128, |v: usize| v as i128);
+            let (in_channels, out_channels) = if transposed { (wide(ws[0]), wide(ws[1]) * groups) } else { (wide(ws[1]) * groups, wide(ws[0])) };
+            let per_group_ok = wide(ws[0]) % groups.max(1) == 0;
+            if groups <= 0 || wide(xs[1]) != in_channels || !per_group_ok {
                 let rule = if transposed { "in_channels = weight[0]" } else { "in_channels = weight[1] * groups" };
                 return Err(shape_err(op, format!("input {xs:?} does not match weight {ws:?} with groups {groups} ({rule})")));
             }
@@ -225,9 +248,10 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
                 let (Some(&s), Some(&p), Some(&d), Some(&o)) = (s, p, d, o) else {
                     return Err(shape_err(op, "stride/padding/dilation/output_padding lists are too short"));
                 };
-                let eff = d * (ws[2 + k] as i64 - 1) + 1;
-                let n = if transposed { (xs[2 + k] as i64 - 1) * s - 2 * p + eff + o } else { (xs[2 + k] as i64 + 2 * p - eff) / s + 1 };
-                if s <= 0 || d <= 0 || p < 0 || o < 0 || (transposed && o >= s.max(d)) || n <= 0 {
+                let (s, p, d, o) = (s as i128, p as i128, d as i128, o as i128);
+                let eff = d * (wide(ws[2 + k]) - 1) + 1;
+                let n = if transposed { (wide(xs[2 + k]) - 1) * s - 2 * p + eff + o } else { (wide(xs[2 + k]) + 2 * p - eff) / s.max(1) + 1 };
+                if s <= 0 || d <= 0 || p < 0 || o < 0 || (transposed && o >= s.max(d)) || n <= 0 || n > i64::MAX as i128 {
                     return Err(shape_err(
                         op,
                         format!("input {xs:?} too small for weight {ws:?} (stride {s}, padding {p}, dilation {d}, output padding {o})"),
@@ -316,10 +340,10 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             let x = tensor(g, op, args, 0)?;
             let numel: usize = fixed(op, x)?.iter().product();
             let size = ints(op, args, 1)?;
-            let known: i64 = size.iter().filter(|&&d| d != -1).product();
-            if size.iter().filter(|&&d| d == -1).count() > 1 || size.iter().any(|&d| d < -1) {
+            let known = size.iter().filter(|&&d| d != -1).try_fold(1i64, |acc, &d| acc.checked_mul(d));
+            let (Some(known), false) = (known, size.iter().filter(|&&d| d == -1).count() > 1 || size.iter().any(|&d| d < -1)) else {
                 return Err(shape_err(op, format!("invalid size {size:?}")));
-            }
+            };
             let sizes: Vec<usize> = size
                 .iter()
                 .map(|&d| if d == -1 { numel / known.max(1) as usize } else { d as usize })
@@ -332,7 +356,11 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
         "aten::flatten.using_ints" => {
             let x = tensor(g, op, args, 0)?;
             let xs = fixed(op, x)?;
-            let (s, e) = (norm_dim(op, int(op, args, 1)?, xs.len())?, norm_dim(op, int(op, args, 2)?, xs.len())?);
+            let (s, e) = (wrap_dim(op, int(op, args, 1)?, xs.len())?, wrap_dim(op, int(op, args, 2)?, xs.len())?);
+            if xs.is_empty() {
+                // A scalar flattens to one element.
+                return Ok(vec![TensorMeta::fixed(x.dtype, &[1])]);
+            }
             if s > e {
                 return Err(shape_err(op, format!("start_dim {s} after end_dim {e}")));
             }
@@ -628,7 +656,7 @@ fn view_sym(g: &Graph, op: &str, from: &[Dim], size: &[IntOrSym]) -> Result<Vec<
                 out.push(Dim::Fixed(0));
             }
             IntOrSym::Int(n) if n >= 0 => {
-                fixed_out *= n as usize;
+                fixed_out = fixed_out.saturating_mul(n as usize);
                 out.push(Dim::Fixed(n as usize));
             }
             IntOrSym::Sym(v) => {

@@ -112,12 +112,12 @@ fn arange(g: &Graph, op: &str, args: &[Arg], dtype: Option<ScalarType>) -> Resul
         return Err(shape_err(op, format!("range {start} to {end} by {step} is empty or inconsistent with the step's sign")));
     }
     let len = if dtype.is_integral(false) {
-        // ATen counts integer ranges in the output's integer type.
-        let [start, end, step] = bounds.map(|b| b.to_f64() as i64);
-        let sign = step.signum();
-        (end - start + step - sign) / step
+        // ATen counts integer ranges in the output's integer type (i128: no overflow here).
+        let [start, end, step] = bounds.map(|b| b.to_f64() as i64 as i128);
+        (end - start + step - step.signum()) / step
     } else {
-        ((end - start) / step).ceil() as i64
+        ((end - start) / step).ceil() as i128
     };
-    Ok(vec![TensorMeta::fixed(dtype, &[len.max(0) as usize])])
+    let len = usize::try_from(len.max(0)).map_err(|_| shape_err(op, format!("range of {len} elements is too long")))?;
+    Ok(vec![TensorMeta::fixed(dtype, &[len])])
 }

@@ -4,8 +4,7 @@ use rbuild_runtime::ScalarType;
 
 use crate::error::{shape_err, Result};
 use crate::graph::{Arg, Dim, Graph, TensorMeta};
-use crate::shape::{broadcast, int, ints, size_dims, tensor};
-use crate::shape_reduce::wrap_dim;
+use crate::shape::{broadcast, int, ints, size_dims, tensor, wrap_dim};
 
 /// Output metas of the layout/indexing `op`, or None when `op` is not one of them.
 pub(crate) fn infer(g: &Graph, op: &str, args: &[Arg]) -> Option<Result<Vec<TensorMeta>>> {
@@ -75,7 +74,7 @@ fn repeat(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
         .map(|(i, &r)| match (i.checked_sub(lead).map(|j| x.shape[j]), r) {
             (None, r) => Ok(Dim::Fixed(r as usize)),
             (Some(d), 1) => Ok(d),
-            (Some(Dim::Fixed(n)), r) => Ok(Dim::Fixed(n * r as usize)),
+            (Some(Dim::Fixed(n)), r) => n.checked_mul(r as usize).map(Dim::Fixed).ok_or_else(|| shape_err(op, format!("repeats {reps:?} overflow"))),
             (Some(d), r) => Err(shape_err(op, format!("cannot repeat the run-time dim {d:?} {r} times"))),
         })
         .collect::<Result<Vec<_>>>()?;
@@ -90,7 +89,7 @@ fn split_with_sizes(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>
     }
     let d = wrap_dim(op, int(op, args, 2)?, x.rank())?;
     let sizes = size_dims(g, op, args, 1)?;
-    let total: Option<usize> = sizes.iter().map(|s| if let Dim::Fixed(n) = s { Some(*n) } else { None }).sum();
+    let total = sizes.iter().try_fold(0usize, |acc, s| if let Dim::Fixed(n) = s { acc.checked_add(*n) } else { None });
     if total.map(Dim::Fixed) != Some(x.shape[d]) {
         return Err(shape_err(op, format!("sizes {sizes:?} do not add up to dim {d} of {:?}", x.shape)));
     }

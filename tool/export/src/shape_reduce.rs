@@ -4,7 +4,7 @@ use rbuild_runtime::ScalarType;
 
 use crate::error::{shape_err, Result};
 use crate::graph::{Arg, Dim, Graph, TensorMeta};
-use crate::shape::{flag, int, ints, opt_dtype, opt_ints, require_float, tensor};
+use crate::shape::{flag, int, ints, opt_dtype, opt_ints, require_float, tensor, wrap_dim};
 
 /// Output metas of the reduction `op`, or None when `op` is not one of them.
 pub(crate) fn infer(g: &Graph, op: &str, args: &[Arg]) -> Option<Result<Vec<TensorMeta>>> {
@@ -102,16 +102,6 @@ pub(crate) fn reduced_shape(op: &str, shape: &[Dim], dims: Option<&[i64]>, keepd
         .zip(&reduced)
         .filter_map(|(&d, &r)| if r { keepdim.then_some(Dim::Fixed(1)) } else { Some(d) })
         .collect())
-}
-
-/// A dim index in [-rank, rank), where a rank-0 tensor counts as rank 1 (as ATen wraps).
-pub(crate) fn wrap_dim(op: &str, d: i64, rank: usize) -> Result<usize> {
-    let r = rank.max(1) as i64;
-    let n = if d < 0 { d + r } else { d };
-    if !(0..r).contains(&n) {
-        return Err(shape_err(op, format!("dim {d} out of range for rank {rank}")));
-    }
-    Ok(n as usize)
 }
 
 /// `cumsum(self, dim, dtype?)`: same shape; integers and bools accumulate in int64.

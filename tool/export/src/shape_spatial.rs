@@ -62,7 +62,8 @@ fn pool(g: &Graph, op: &str, args: &[Arg], dilation_at: Option<usize>, ceil_at: 
         let Dim::Fixed(n) = x.shape[spatial + k] else {
             return Err(shape_err(op, format!("needs static spatial sizes, got {:?}", x.shape)));
         };
-        let (n, kk, s, p, d) = (n as i64, kernel[k], stride[k], padding[k], dilation[k]);
+        // i128: user integers times sizes cannot overflow.
+        let (n, kk, s, p, d) = (n as i128, kernel[k] as i128, stride[k] as i128, padding[k] as i128, dilation[k] as i128);
         if kk <= 0 || s <= 0 || d <= 0 || p < 0 || p > kk / 2 {
             return Err(shape_err(
                 op,
