@@ -450,3 +450,58 @@ fn imported_program_ops_match_aten_dtypes_and_executorch() {
     let report = common::run_oracle(&python, &manifest, dir.path());
     eprintln!("{}", report.trim());
 }
+
+/// A program over a run-time sequence length (positions, a causal mask, a learned position
+/// table sliced to the length, broadcasting to run-time sizes), run at several lengths from
+/// one program in rbuild and in ExecuTorch.
+#[test]
+fn run_time_lengths_flow_through_sizes_in_rbuild_and_executorch() {
+    use rbuild_export::graph::IntOrSym;
+    let mut b = GraphBuilder::new();
+    let seq = b.sym("seq", 1, 8);
+    let x = b.input("x", TensorMeta::new(Float, vec![rbuild_export::Dim::Fixed(1), seq, rbuild_export::Dim::Fixed(4)]));
+    let n = b.sym_size(x, 1).unwrap();
+    let opts = [none(), none(), none(), none()];
+    let mut arange_args = vec![inum(0), Arg::SymInt(n), inum(1)];
+    arange_args.extend(opts.clone());
+    let pos = call(&mut b, "aten::arange.start_step", arange_args)[0];
+    let table = constant(&mut b, "positions", fill(Float, &[8, 4], F, 5));
+    let rows = call(&mut b, "aten::slice_copy.Tensor", vec![t(table), int(0), int(0), Arg::SymInt(n), int(1)])[0];
+    let y = call(&mut b, "aten::add.Tensor", vec![t(x), t(rows), inum(1)])[0];
+    let (col, row) = (call(&mut b, "aten::unsqueeze_copy", vec![t(pos), int(1)])[0], call(&mut b, "aten::unsqueeze_copy", vec![t(pos), int(0)])[0]);
+    let causal = call(&mut b, "aten::le.Tensor", vec![t(row), t(col)])[0];
+    let mut full_args = vec![Arg::SymInts(vec![IntOrSym::Sym(n), IntOrSym::Sym(n)]), num(-1e9)];
+    full_args.extend(opts);
+    let blocked = call(&mut b, "aten::full", full_args)[0];
+    let zero = call(&mut b, "aten::full_like", vec![t(blocked), num(0.0), none(), none(), none(), none(), none()])[0];
+    let mask = call(&mut b, "aten::where.self", vec![t(causal), t(zero), t(blocked)])[0];
+    let wide = call(&mut b, "aten::expand_copy", vec![t(row), Arg::SymInts(vec![IntOrSym::Int(3), IntOrSym::Sym(n)]), flag(false)])[0];
+    let running = call(&mut b, "aten::cumsum", vec![t(y), int(1), none()])[0];
+    for v in [pos, y, mask, wide, running] {
+        b.output(v);
+    }
+    let mut g = b.finish();
+    passes::optimize(&mut g).unwrap();
+    let program = emit::emit(&g, &plan::plan_memory(&g), "forward").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pte = dir.path().join("dynamic.pte");
+    std::fs::write(&pte, &program).unwrap();
+    let mut manifest = Vec::new();
+    for len in [1usize, 3, 8] {
+        let input = fill(Float, &[1, len, 4], F, len as u64);
+        let ours = run(&program, &rbuild_kernels::portable_registry(), std::slice::from_ref(&input));
+        let sizes: Vec<Vec<usize>> = ours.iter().map(|o| o.1.clone()).collect();
+        assert_eq!(sizes, [vec![len], vec![1, len, 4], vec![len, len], vec![3, len], vec![1, len, 4]], "length {len}");
+        let mask: Vec<f32> = ours[2].2.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let want: Vec<f32> = (0..len * len).map(|k| if k % len <= k / len { 0.0 } else { -1e9 }).collect();
+        assert_eq!(mask, want, "causal mask at length {len}");
+        let io = dir.path().join(format!("dynamic{len}.io.safetensors"));
+        let named: Vec<(String, &HostTensor)> = std::iter::once(("input.0".to_string(), &input)).chain(ours.iter().enumerate().map(|(i, y)| (format!("output.{i}"), y))).collect();
+        let views: Vec<(String, safetensors::tensor::TensorView)> =
+            named.iter().map(|(k, (d, s, bytes))| (k.clone(), safetensors::tensor::TensorView::new(safetensors_dtype(*d), s.clone(), bytes).unwrap())).collect();
+        std::fs::write(&io, safetensors::serialize(views, None).unwrap()).unwrap();
+        manifest.push(serde_json::json!({"label": format!("length {len}"), "pte": pte, "io": io, "atol": 1e-6, "rtol": 1e-6, "outputs": ours.len()}));
+    }
+    let Some(python) = common::oracle_python() else { return };
+    eprintln!("{}", common::run_oracle(&python, &manifest, dir.path()).trim());
+}

@@ -168,51 +168,6 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             }
             Ok(vec![TensorMeta::new(a.dtype, vec![a.shape[0], a.shape[1], b.shape[2]])])
         }
-        "aten::slice_copy.Tensor" => {
-            let x = tensor(g, op, args, 0)?;
-            let mut xs = fixed(op, x)?;
-            let dim = norm_dim(op, int(op, args, 1)?, xs.len())?;
-            let opt = |i: usize| -> Result<Option<i64>> {
-                match args.get(i) {
-                    Some(Arg::Int(v)) => Ok(Some(*v)),
-                    Some(Arg::None) => Ok(None),
-                    other => Err(shape_err(op, format!("argument {i} must be an int or None, got {other:?}"))),
-                }
-            };
-            let step = int(op, args, 4)?;
-            if step <= 0 {
-                return Err(shape_err(op, format!("step must be positive, got {step}")));
-            }
-            let n = xs[dim] as i64;
-            // PyTorch's clamping: negative indices count from the end, then clamp to [0, n].
-            let clamp = |v: i64| (if v < 0 { v.saturating_add(n) } else { v }).clamp(0, n);
-            let start = clamp(opt(2)?.unwrap_or(0));
-            let end = clamp(opt(3)?.unwrap_or(n)).max(start);
-            xs[dim] = if end > start { ((end - start - 1) / step + 1) as usize } else { 0 };
-            Ok(vec![TensorMeta::fixed(x.dtype, &xs)])
-        }
-        "aten::expand_copy" => {
-            let x = tensor(g, op, args, 0)?;
-            let size = ints(op, args, 1)?;
-            if size.len() < x.rank() {
-                return Err(shape_err(op, format!("size {size:?} has fewer dims than the input {:?}", x.shape)));
-            }
-            let lead = size.len() - x.rank();
-            let shape = size
-                .iter()
-                .enumerate()
-                .map(|(i, &s)| {
-                    let src = if i >= lead { Some(x.shape[i - lead]) } else { None };
-                    match (src, s) {
-                        (Some(d), -1) => Ok(d),
-                        (None, s) if s >= 0 => Ok(Dim::Fixed(s as usize)),
-                        (Some(d), s) if s >= 0 && (d == Dim::Fixed(s as usize) || d == Dim::Fixed(1)) => Ok(Dim::Fixed(s as usize)),
-                        _ => Err(shape_err(op, format!("cannot expand {:?} to {size:?}", x.shape))),
-                    }
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Ok(vec![TensorMeta::new(x.dtype, shape)])
-        }
         "aten::convolution" => {
             let (x, w) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
             let (xs, ws) = (fixed(op, x)?, fixed(op, w)?);

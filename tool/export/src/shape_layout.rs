@@ -4,12 +4,15 @@ use rbuild_runtime::ScalarType;
 
 use crate::error::{shape_err, Result};
 use crate::graph::{Arg, Dim, Graph, TensorMeta};
-use crate::shape::{broadcast, int, ints, size_dims, tensor, wrap_dim};
+use crate::graph::IntOrSym;
+use crate::shape::{broadcast, int, ints, norm_dim, size_dims, sym_of_value, tensor, wrap_dim};
 
 /// Output metas of the layout/indexing `op`, or None when `op` is not one of them.
 pub(crate) fn infer(g: &Graph, op: &str, args: &[Arg]) -> Option<Result<Vec<TensorMeta>>> {
     let r = match op {
         "aten::alias_copy" => tensor(g, op, args, 0).map(|x| vec![x.clone()]),
+        "aten::slice_copy.Tensor" => slice(g, op, args),
+        "aten::expand_copy" => expand(g, op, args),
         "aten::transpose_copy.int" => transpose(g, op, args),
         "aten::unsqueeze_copy" => unsqueeze(g, op, args),
         "aten::squeeze_copy.dims" => squeeze(g, op, args),
@@ -20,6 +23,87 @@ pub(crate) fn infer(g: &Graph, op: &str, args: &[Arg]) -> Option<Result<Vec<Tens
         _ => return None,
     };
     Some(r)
+}
+
+/// `slice(self, dim, start?, end?, step)`: PyTorch's clamped bounds on a static dim; a
+/// run-time `end` (a symbol's value) from 0 by 1 gives that symbol's length, and a symbolic
+/// dim can only be kept whole.
+fn slice(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
+    let x = tensor(g, op, args, 0)?;
+    let dim = norm_dim(op, int(op, args, 1)?, x.rank())?;
+    let step = int(op, args, 4)?;
+    if step <= 0 {
+        return Err(shape_err(op, format!("step must be positive, got {step}")));
+    }
+    let bound = |i: usize| -> Result<Option<i64>> {
+        match args.get(i) {
+            Some(Arg::Int(v)) => Ok(Some(*v)),
+            Some(Arg::None) => Ok(None),
+            other => Err(shape_err(op, format!("argument {i} must be an int or None, got {other:?}"))),
+        }
+    };
+    let mut shape = x.shape.clone();
+    shape[dim] = match (x.shape[dim], args.get(3)) {
+        (d, Some(Arg::SymInt(end))) => {
+            let s = sym_of_value(g, *end).ok_or_else(|| shape_err(op, "end is a run-time value that is not a known dimension"))?;
+            let fits = match d {
+                Dim::Fixed(n) => n >= g.syms[s].max,
+                Dim::Sym(t) => t == s,
+            };
+            if !matches!(bound(2)?, None | Some(0)) || step != 1 || !fits {
+                return Err(shape_err(op, format!("a run-time end needs start 0, step 1 and a dim {d:?} of at least {}", g.syms[s].max)));
+            }
+            Dim::Sym(s)
+        }
+        (Dim::Fixed(n), _) => {
+            let n = n as i64;
+            // PyTorch's clamping: negative indices count from the end, then clamp to [0, n].
+            let clamp = |v: i64| (if v < 0 { v.saturating_add(n) } else { v }).clamp(0, n);
+            let start = clamp(bound(2)?.unwrap_or(0));
+            let end = clamp(bound(3)?.unwrap_or(n)).max(start);
+            Dim::Fixed(if end > start { ((end - start - 1) / step + 1) as usize } else { 0 })
+        }
+        (d @ Dim::Sym(_), _) => {
+            let whole = matches!(bound(2)?, None | Some(0)) && step == 1 && bound(3)?.is_none_or(|e| e == i64::MAX);
+            if !whole {
+                return Err(shape_err(op, format!("dim {dim} is a run-time size {d:?}: only the whole of it can be sliced")));
+            }
+            d
+        }
+    };
+    Ok(vec![TensorMeta::new(x.dtype, shape)])
+}
+
+/// `expand(self, size)`: -1 keeps a dim; size-1 dims stretch to fixed sizes or to run-time ones.
+fn expand(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
+    let x = tensor(g, op, args, 0)?;
+    let size: Vec<IntOrSym> = match args.get(1) {
+        Some(Arg::Ints(v)) => v.iter().map(|&n| IntOrSym::Int(n)).collect(),
+        Some(Arg::SymInts(v)) => v.clone(),
+        other => return Err(shape_err(op, format!("argument 1 must be a size list, got {other:?}"))),
+    };
+    if size.len() < x.rank() {
+        return Err(shape_err(op, format!("size {size:?} has fewer dims than the input {:?}", x.shape)));
+    }
+    let lead = size.len() - x.rank();
+    let bad = || shape_err(op, format!("cannot expand {:?} to {size:?}", x.shape));
+    let shape = size
+        .iter()
+        .enumerate()
+        .map(|(i, &item)| {
+            let to = match item {
+                IntOrSym::Int(-1) if i >= lead => return Ok(x.shape[i - lead]),
+                IntOrSym::Int(n) => Dim::Fixed(usize::try_from(n).map_err(|_| bad())?),
+                IntOrSym::Sym(v) => Dim::Sym(sym_of_value(g, v).ok_or_else(bad)?),
+            };
+            match i.checked_sub(lead).map(|j| x.shape[j]) {
+                None => Ok(to),
+                Some(d) if d == to || d == Dim::Fixed(1) => Ok(to),
+                Some(_) => Err(bad()),
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(vec![TensorMeta::new(x.dtype, shape)])
 }
 
 fn transpose(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {

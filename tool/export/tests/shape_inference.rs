@@ -134,6 +134,26 @@ fn sizes_from_run_time_values_become_symbols() {
     assert_eq!(m.shape, vec![Dim::Fixed(1), s]);
     let m = infer(&mut b, "aten::amax", vec![Arg::Tensor(x), Arg::Ints(vec![0]), Arg::Bool(false)]);
     assert_eq!(m.shape, vec![s]);
+    // A table sliced to the run-time length; slices of other dims keep the symbol.
+    let table = input(&mut b, Float, &[64, 8]);
+    let slice = |b: &mut GraphBuilder, x: ValueId, dim: i64, start: Arg, end: Arg| {
+        b.call1("aten::slice_copy.Tensor", vec![Arg::Tensor(x), Arg::Int(dim), start, end, Arg::Int(1)]).map(|v| b.meta(v).shape.clone())
+    };
+    assert_eq!(slice(&mut b, table, 0, Arg::Int(0), Arg::SymInt(n)).unwrap(), vec![s, Dim::Fixed(8)]);
+    let hidden = b.input("h", TensorMeta::new(Float, vec![s, Dim::Fixed(8)]));
+    assert_eq!(slice(&mut b, hidden, -1, Arg::None, Arg::Int(-2)).unwrap(), vec![s, Dim::Fixed(6)]);
+    assert_eq!(slice(&mut b, hidden, 0, Arg::Int(0), Arg::Int(i64::MAX)).unwrap(), vec![s, Dim::Fixed(8)]);
+    let e = slice(&mut b, table, 0, Arg::Int(1), Arg::SymInt(n)).unwrap_err().to_string();
+    assert!(e.contains("start 0"), "{e}");
+    let e = slice(&mut b, hidden, 0, Arg::Int(1), Arg::None).unwrap_err().to_string();
+    assert!(e.contains("run-time size"), "{e}");
+    let short = input(&mut b, Float, &[16, 8]);
+    let e = slice(&mut b, short, 0, Arg::Int(0), Arg::SymInt(n)).unwrap_err().to_string();
+    assert!(e.contains("at least 64"), "{e}");
+    let row = input(&mut b, Long, &[1, 1]);
+    let size = Arg::SymInts(vec![IntOrSym::Int(3), IntOrSym::Sym(n)]);
+    let m = infer(&mut b, "aten::expand_copy", vec![Arg::Tensor(row), size, Arg::Bool(false)]);
+    assert_eq!(m.shape, vec![Dim::Fixed(3), s]);
 }
 
 #[test]
