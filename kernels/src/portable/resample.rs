@@ -82,7 +82,7 @@ fn source_step(r: &Resample<'_>, d: usize, align_corners: bool) -> f32 {
 pub fn upsample_nearest2d_vec_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let mut r = resample_call(args, "upsample_nearest2d", 2, 3)?;
     let step = [source_step(&r, 0, false), source_step(&r, 1, false)];
-    let source = |d: usize, o: usize, len: usize| ((o as f32 * step[d]).floor() as usize).min(len - 1);
+    let source = |d: usize, o: usize, len: usize| (libm::floorf(o as f32 * step[d]) as usize).min(len - 1);
     let rows: Vec<usize> = (0..r.out_hw[0]).map(|o| source(0, o, r.in_hw[0])).collect();
     let cols: Vec<usize> = (0..r.out_hw[1]).map(|o| source(1, o, r.in_hw[1])).collect();
     let [ih, iw] = r.in_hw;
@@ -107,7 +107,7 @@ fn bilinear_taps(step: f32, o: usize, inp: usize, out: usize, align_corners: boo
         return (o, o, 1.0, 0.0);
     }
     let real = if align_corners { step * o as f32 } else { (step * (o as f32 + 0.5) - 0.5).max(0.0) };
-    let i0 = (real.floor() as usize).min(inp - 1);
+    let i0 = (libm::floorf(real) as usize).min(inp - 1);
     let far = (real - i0 as f32).clamp(0.0, 1.0);
     let i1 = if i0 < inp - 1 { i0 + 1 } else { i0 };
     (i0, i1, 1.0 - far, far)
