@@ -1,6 +1,6 @@
 //! Calibration inputs for static int8 export: the images of a folder, decoded and preprocessed
-//! exactly as the image-classifier runner does (torchvision's ImageNet eval pipeline), or
-//! seeded random inputs when no folder is given.
+//! exactly as the image-classifier runner does (torchvision's ImageNet eval pipeline), sample
+//! inputs from a safetensors file (any model), or seeded random inputs when nothing is given.
 
 use std::path::{Path, PathBuf};
 
@@ -27,8 +27,12 @@ pub fn image_files(dir: &Path) -> CliResult<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// One float32 input per sample for `graph`'s single [1, 3, H, W] input.
+/// The calibration samples for `graph`: each a list of input bytes. `dir` is a folder of
+/// images (one [1, 3, H, W] input) or a `.safetensors` file (see [`tensor_samples`]).
 pub fn samples(graph: &rbuild_export::Graph, dir: Option<&Path>) -> CliResult<Vec<Vec<Vec<u8>>>> {
+    if let Some(file) = dir.filter(|p| p.is_file()) {
+        return tensor_samples(graph, file);
+    }
     let Some(dir) = dir else {
         println!(
             "note: no --calibration folder: calibrating int8 ranges on {RANDOM_SAMPLES} seeded random inputs (seed {RANDOM_SEED:#x}); \
@@ -56,4 +60,34 @@ pub fn samples(graph: &rbuild_export::Graph, dir: Option<&Path>) -> CliResult<Ve
             Ok(vec![x.iter().flat_map(|v| v.to_le_bytes()).collect()])
         })
         .collect()
+}
+
+/// Samples from a safetensors file: `input.K` holds N samples of input K stacked on a new
+/// leading dim (`[N, ...input K's shape]`), every input with the same N, in the input's dtype.
+pub fn tensor_samples(graph: &rbuild_export::Graph, file: &Path) -> CliResult<Vec<Vec<Vec<u8>>>> {
+    let tensors = crate::io::tensors::read_safetensors(file)?;
+    let mut count = None;
+    let mut per_input = Vec::new();
+    for (k, &v) in graph.inputs.iter().enumerate() {
+        let name = format!("input.{k}");
+        let meta = graph.meta(v);
+        let Some(t) = tensors.get(&name) else {
+            bail!("{}: no `{name}` (calibration samples: `input.K` = [N, ...input K's shape] for every input)", file.display());
+        };
+        let Some(shape) = meta.sizes() else {
+            bail!("{}: `{name}`: input {k} has dynamic dims; calibration needs static inputs", file.display());
+        };
+        if t.dtype != meta.dtype || t.shape.len() != shape.len() + 1 || t.shape[1..] != shape[..] {
+            bail!("{}: `{name}` is {} {:?}; input {k} takes {} {:?}, so the samples must be [N, {}]", file.display(), t.dtype, t.shape, meta.dtype, shape,
+                shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "));
+        }
+        let n = t.shape[0];
+        if n == 0 || count.is_some_and(|c| c != n) {
+            bail!("{}: `{name}` holds {n} samples, the other inputs {}", file.display(), count.unwrap_or(0));
+        }
+        count = Some(n);
+        per_input.push(t.data.chunks_exact(t.data.len() / n).map(<[u8]>::to_vec).collect::<Vec<_>>());
+    }
+    let n = count.unwrap_or(0);
+    Ok((0..n).map(|i| per_input.iter().map(|s| s[i].clone()).collect()).collect())
 }

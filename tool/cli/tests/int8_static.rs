@@ -429,6 +429,44 @@ fn cli_exports_int8_with_calibration_folder_and_rejects_bad_flags() {
     assert!(!dir.path().join("x.pte").exists(), "no program is written on failure");
 }
 
+/// Calibration samples from a safetensors file (`input.0` = [N, ...input shape]), as imported
+/// models without image inputs calibrate; a wrong shape names the tensor and what it needs.
+#[test]
+fn calibration_samples_from_a_safetensors_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = std::fs::read(common::testdata().join("models/mobilenet_v2/model.io.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&io).unwrap();
+    let x = st.tensor("input.0").unwrap();
+    assert_eq!(x.shape(), [1, 3, 224, 224]);
+    // Two samples: the io's input and its negation.
+    let neg: Vec<u8> = x.data().chunks_exact(4).flat_map(|c| (-f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes()).collect();
+    let both = [x.data(), &neg[..]].concat();
+    let write = |name: &str, shape: Vec<usize>, data: &[u8]| {
+        let p = dir.path().join(name);
+        let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape, data).unwrap();
+        safetensors::serialize_to_file([("input.0", view)], None, &p).unwrap();
+        p
+    };
+    let good = write("samples.safetensors", vec![2, 1, 3, 224, 224], &both);
+    let bad = write("bad.safetensors", vec![2, 3, 224, 224], &both);
+    let bin = env!("CARGO_BIN_EXE_rbuild");
+    let export = |calib: &std::path::Path| {
+        std::process::Command::new(bin)
+            .args(["export", "--model", "mobilenet_v2", "--random-weights", "1", "--quant", "int8", "--calibration"])
+            .arg(calib)
+            .arg("--out")
+            .arg(dir.path().join("m.pte"))
+            .output()
+            .unwrap()
+    };
+    let r = export(&good);
+    let text = String::from_utf8_lossy(&r.stdout).into_owned() + &String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success() && text.contains("calibration: 2 sample(s)"), "{text}");
+    let r = export(&bad);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.code() == Some(1) && err.contains("bad.safetensors") && err.contains("`input.0`") && err.contains("[N, 1, 3, 224, 224]"), "{err}");
+}
+
 /// MobileNetV3-small (testdata weights): hardswish/hardsigmoid become lookup tables and the
 /// squeeze-and-excitation products per-channel int8 muls, so the whole network is int8.
 #[test]

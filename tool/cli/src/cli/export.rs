@@ -50,7 +50,8 @@ pub struct ExportArgs {
     /// weights, fused into rbuild's int8 kernels).
     #[arg(long, default_value = "fp32")]
     pub quant: String,
-    /// Image models with --quant int8: a folder of images (PNG/JPEG) to calibrate activation
+    /// Image models with --quant int8: a folder of images (PNG/JPEG), or a .safetensors file of
+    /// sample inputs (`input.K` = [N, ...input K shape]), to calibrate activation
     /// ranges on; without it, seeded random inputs are used (announced).
     #[arg(long, value_name = "DIR")]
     pub calibration: Option<PathBuf>,
