@@ -469,6 +469,10 @@ impl<'a> KernelArgs<'a> {
         self.optional(i, Self::int_list)
     }
 
+    pub fn opt_double_list(&self, i: usize) -> KernelResult<Option<&'a [f64]>> {
+        self.optional(i, Self::double_list)
+    }
+
     pub fn double_list(&self, i: usize) -> KernelResult<&'a [f64]> {
         match self.value(i)? {
             Value::DoubleList(v) => Ok(v),

@@ -14,6 +14,7 @@ pub mod qint8;
 pub mod quant;
 pub mod quant_linear;
 pub mod reduce;
+pub mod resample;
 pub mod shape;
 pub mod unary;
 pub mod util;
@@ -32,6 +33,7 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     quant::KERNELS,
     linalg::KERNELS,
     conv::KERNELS,
+    resample::KERNELS,
     llm::KERNELS,
     quant_linear::KERNELS,
     qint8::KERNELS,
@@ -51,6 +53,7 @@ pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
     quant::KERNEL_PATHS,
     linalg::KERNEL_PATHS,
     conv::KERNEL_PATHS,
+    resample::KERNEL_PATHS,
     llm::KERNEL_PATHS,
     quant_linear::KERNEL_PATHS,
     qint8::KERNEL_PATHS,

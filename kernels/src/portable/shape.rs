@@ -34,6 +34,7 @@ rbuild_runtime::kernel_table! {
     "aten::unbind_copy.int_out" => unbind_copy_int_out,
     "dim_order_ops::_clone_dim_order.out" => clone_dim_order_out,
     "dim_order_ops::_to_dim_order_copy.out" => to_dim_order_copy_out,
+    "aten::_to_copy.out" => to_copy_out,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -711,6 +712,23 @@ pub fn to_dim_order_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Ke
     copy_convert(&inp, &mut out)
 }
 
+/// `_to_copy.out(Tensor self, *, bool non_blocking=False, MemoryFormat? memory_format=None,
+/// Tensor(a!) out)`: args = [self, non_blocking, memory_format, out, out]. ATen's
+/// `.to(dtype)`: floats truncate toward zero into integers, nonzero becomes true; the output's
+/// dim order decides the layout.
+pub fn to_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    let inp = args.tensor(0)?;
+    if args.bool(1)? {
+        return Err(kerr!("_to_copy: non_blocking copies are not supported"));
+    }
+    // MemoryFormat codes: 0 contiguous, 1 preserve (the output's layout either way).
+    if let Some(format) = args.opt_int(2)?.filter(|f| !matches!(f, 0 | 1)) {
+        return Err(kerr!("_to_copy: memory_format {format} is not supported (contiguous or preserve)"));
+    }
+    let mut out = args.out(3)?;
+    copy_convert(&inp, &mut out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -920,6 +938,25 @@ mod tests {
         let out3 = h.out(ScalarType::Float, &[]);
         h.call(to_dim_order_copy_out, &[s, nb, empty, out3, out3]).unwrap();
         assert_eq!(h.read::<f32>(out3), vec![3.]);
+    }
+
+    #[test]
+    fn to_copy_casts_and_checks_its_options() {
+        let mut h = OpHarness::new();
+        let x = h.f32(&[2, 2], &[1.7, -1.7, 0.0, -0.2]);
+        let (nb, none) = (h.bool(false), h.none());
+        let out = h.out(ScalarType::Long, &[2, 2]);
+        h.call(to_copy_out, &[x, nb, none, out, out]).unwrap();
+        assert_eq!(h.read::<i64>(out), vec![1, -1, 0, 0]);
+        let preserve = h.int(1);
+        let flags = h.out(ScalarType::Bool, &[2, 2]);
+        h.call(to_copy_out, &[x, nb, preserve, flags, flags]).unwrap();
+        assert_eq!(h.read_bool(flags), vec![true, true, false, true]);
+        let channels_last = h.int(2);
+        let e = h.call(to_copy_out, &[x, nb, channels_last, out, out]).unwrap_err();
+        assert!(e.message.contains("memory_format 2"), "{e}");
+        let blocking = h.bool(true);
+        assert!(h.call(to_copy_out, &[x, blocking, none, out, out]).is_err());
     }
 
     #[test]

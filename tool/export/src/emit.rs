@@ -138,6 +138,11 @@ impl<'g> Emitter<'g> {
                 let items = vs.iter().map(|&v| self.value(v, constants)).collect::<Result<Vec<_>>>()?;
                 self.push(KernelTypes::TensorList(fb::TensorList { items: Some(items) }))
             }
+            // Absent entries are -1, as ExecuTorch's loader reads them.
+            Arg::OptTensors(vs) => {
+                let items = vs.iter().map(|v| v.map_or(Ok(-1), |v| self.value(v, constants))).collect::<Result<Vec<_>>>()?;
+                self.push(KernelTypes::OptionalTensorList(fb::OptionalTensorList { items: Some(items) }))
+            }
             Arg::Int(i) | Arg::Scalar(Scalar::Int(i)) => self.int(*i),
             Arg::Ints(v) => {
                 let items = v.iter().map(|&i| self.int(i) as i64).collect();
@@ -155,6 +160,7 @@ impl<'g> Emitter<'g> {
                 self.push(KernelTypes::IntList(fb::IntList { items: Some(items) }))
             }
             Arg::Float(d) | Arg::Scalar(Scalar::Double(d)) => self.push(KernelTypes::Double(fb::Double { double_val: *d })),
+            Arg::Floats(v) => self.push(KernelTypes::DoubleList(fb::DoubleList { items: Some(v.clone()) })),
             Arg::Bool(b) | Arg::Scalar(Scalar::Bool(b)) => self.push(KernelTypes::Bool(fb::Bool { bool_val: *b })),
             Arg::ScalarType(t) => self.int(t.code() as i64),
             Arg::Str(text) => {
@@ -243,12 +249,18 @@ fn method_parts<'g>(m: &MethodSpec<'g>, constants: &mut Constants) -> Result<Met
         };
         let mut args = n.args.iter().map(|a| e.arg(a, constants)).collect::<Result<Vec<_>>>()?;
         let outs = n.outputs.iter().map(|&o| e.value(o, constants)).collect::<Result<Vec<_>>>()?;
-        args.extend(&outs);
-        // The KernelCall convention: the return value(s) again, several as one TensorList.
-        // Prim ops (run-time integers) take their result slot once.
-        if !ops::returns_int(&n.op) {
-            let ret = if outs.len() == 1 { outs[0] } else { e.push(KernelTypes::TensorList(fb::TensorList { items: Some(outs) })) };
-            args.push(ret);
+        // The KernelCall convention: the outputs, then the return value(s) again, several as
+        // one TensorList. An op writing an output list takes that list in both places; prim
+        // ops (run-time integers) take their result slot once.
+        if ops::writes_output_list(schema) {
+            let list = e.push(KernelTypes::TensorList(fb::TensorList { items: Some(outs) }));
+            args.extend([list, list]);
+        } else {
+            args.extend(&outs);
+            if !ops::returns_int(&n.op) {
+                let ret = if outs.len() == 1 { outs[0] } else { e.push(KernelTypes::TensorList(fb::TensorList { items: Some(outs) })) };
+                args.push(ret);
+            }
         }
         instructions.push(Instruction {
             instr_args: Some(InstructionArguments::KernelCall(KernelCall { op_index: op_index as i32, args: Some(args) })),

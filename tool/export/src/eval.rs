@@ -43,12 +43,16 @@ pub fn eval_node(g: &Graph, node: &Node, env: &HashMap<ValueId, Vec<u8>>) -> Res
         Ok(id)
     };
     let mut ids = Vec::new();
-    for a in &node.args {
+    for a in &ops::out_variant_args(&node.op, &node.args) {
         ids.push(match a {
             Arg::Tensor(v) => tensor(&mut h, *v)?,
             Arg::Tensors(vs) => {
                 let items = vs.iter().map(|&v| tensor(&mut h, v)).collect::<Result<Vec<_>>>()?;
                 h.tensor_list(&items)
+            }
+            Arg::OptTensors(vs) => {
+                let items = vs.iter().map(|v| v.map(|v| tensor(&mut h, v)).transpose()).collect::<Result<Vec<_>>>()?;
+                h.opt_tensor_list(&items)
             }
             Arg::Int(i) => h.int(*i),
             Arg::Ints(v) => h.int_list(v),
@@ -56,6 +60,7 @@ pub fn eval_node(g: &Graph, node: &Node, env: &HashMap<ValueId, Vec<u8>>) -> Res
                 return Err(ExportError::Invalid(format!("{}: cannot evaluate with run-time sizes", node.op)))
             }
             Arg::Float(f) => h.double(*f),
+            Arg::Floats(v) => h.double_list(v),
             Arg::Bool(b) => h.bool(*b),
             Arg::Scalar(Scalar::Int(i)) => h.int(*i),
             Arg::Scalar(Scalar::Double(d)) => h.double(*d),
@@ -77,9 +82,14 @@ pub fn eval_node(g: &Graph, node: &Node, env: &HashMap<ValueId, Vec<u8>>) -> Res
         }
         outs.push(h.out(m.dtype, &sizes));
     }
-    ids.extend(&outs);
-    let ret = if outs.len() == 1 { outs[0] } else { h.tensor_list(&outs) };
-    ids.push(ret);
+    if ops::writes_output_list(schema) {
+        let list = h.tensor_list(&outs);
+        ids.extend([list, list]);
+    } else {
+        ids.extend(&outs);
+        let ret = if outs.len() == 1 { outs[0] } else { h.tensor_list(&outs) };
+        ids.push(ret);
+    }
     h.call(kernel, &ids).map_err(|e| ExportError::Invalid(format!("evaluating {}: {e}", node.op)))?;
     Ok(outs.iter().map(|&o| h.frame.tensor_bytes(o).expect("output bytes").to_vec()).collect())
 }

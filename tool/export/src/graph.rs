@@ -109,6 +109,8 @@ pub struct Value {
 pub enum Arg {
     Tensor(ValueId),
     Tensors(Vec<ValueId>),
+    /// A `Tensor?[]` argument (`index.Tensor`'s indices): absent entries are `None`.
+    OptTensors(Vec<Option<ValueId>>),
     Int(i64),
     Ints(Vec<i64>),
     /// A `SymInt` argument computed at run time (a value with `Origin::SymInt`).
@@ -116,12 +118,33 @@ pub enum Arg {
     /// A `SymInt[]` argument mixing fixed sizes and run-time values.
     SymInts(Vec<IntOrSym>),
     Float(f64),
+    /// A `float[]` argument (`upsample_*.vec`'s scale factors).
+    Floats(Vec<f64>),
     Bool(bool),
     Scalar(Scalar),
     ScalarType(ScalarType),
     Str(String),
     /// An absent optional argument.
     None,
+}
+
+impl Arg {
+    /// Rewrites every value this argument reads (tensors and run-time integers) through `f`.
+    pub fn map_values(&mut self, mut f: impl FnMut(ValueId) -> ValueId) {
+        match self {
+            Arg::Tensor(v) | Arg::SymInt(v) => *v = f(*v),
+            Arg::Tensors(vs) => vs.iter_mut().for_each(|v| *v = f(*v)),
+            Arg::OptTensors(vs) => vs.iter_mut().flatten().for_each(|v| *v = f(*v)),
+            Arg::SymInts(items) => {
+                for i in items.iter_mut() {
+                    if let IntOrSym::Sym(v) = i {
+                        *v = f(*v);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// One entry of a [`Arg::SymInts`] list.
@@ -146,6 +169,7 @@ impl Node {
         self.args.iter().flat_map(|a| match a {
             Arg::Tensor(v) | Arg::SymInt(v) => vec![*v],
             Arg::Tensors(vs) => vs.clone(),
+            Arg::OptTensors(vs) => vs.iter().flatten().copied().collect(),
             Arg::SymInts(items) => items.iter().filter_map(|i| if let IntOrSym::Sym(v) = i { Some(*v) } else { None }).collect(),
             _ => vec![],
         })
@@ -228,18 +252,7 @@ impl Graph {
     pub fn replace_uses(&mut self, old: ValueId, new: ValueId) {
         for n in &mut self.nodes {
             for a in &mut n.args {
-                match a {
-                    Arg::Tensor(v) | Arg::SymInt(v) if *v == old => *v = new,
-                    Arg::Tensors(vs) => vs.iter_mut().filter(|v| **v == old).for_each(|v| *v = new),
-                    Arg::SymInts(items) => {
-                        for i in items.iter_mut() {
-                            if *i == IntOrSym::Sym(old) {
-                                *i = IntOrSym::Sym(new);
-                            }
-                        }
-                    }
-                    _ => {}
-                }
+                a.map_values(|v| if v == old { new } else { v });
             }
         }
         for o in &mut self.outputs {

@@ -15,8 +15,14 @@ pub mod int8_quality;
 pub mod ops;
 pub mod passes;
 pub mod plan;
+pub mod promote;
 pub mod shape;
+mod shape_create;
+mod shape_elementwise;
+mod shape_layout;
 mod shape_qint8;
+mod shape_reduce;
+mod shape_spatial;
 pub mod weights;
 
 pub use builder::GraphBuilder;

@@ -8,6 +8,8 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use crate::graph::Arg;
+
 /// (functional schema, out-variant schema or "" when the op must be decomposed first).
 const SCHEMAS: &[(&str, &str)] = &[
     (
@@ -236,9 +238,250 @@ const SCHEMAS: &[(&str, &str)] = &[
         "rbuild::linear_8da4w(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, int group_size) -> Tensor",
         "rbuild::linear_8da4w.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, int group_size, *, Tensor(a!) out) -> Tensor(a!)",
     ),
+    // Core ATen ops of imported `torch.export` programs (tool/export/src/shape_*.rs infer them).
+    // Elementwise math; integer inputs of the float functions give float32, as in ATen.
+    ("aten::cos(Tensor self) -> Tensor", "aten::cos.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::sin(Tensor self) -> Tensor", "aten::sin.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::exp(Tensor self) -> Tensor", "aten::exp.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::tanh(Tensor self) -> Tensor", "aten::tanh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::erf(Tensor self) -> Tensor", "aten::erf.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::sqrt(Tensor self) -> Tensor", "aten::sqrt.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::log(Tensor self) -> Tensor", "aten::log.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::reciprocal(Tensor self) -> Tensor", "aten::reciprocal.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::abs(Tensor self) -> Tensor", "aten::abs.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::floor(Tensor self) -> Tensor", "aten::floor.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::ceil(Tensor self) -> Tensor", "aten::ceil.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::round(Tensor self) -> Tensor", "aten::round.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor",
+        "aten::leaky_relu.out(Tensor self, Scalar negative_slope=0.01, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor",
+        "aten::clamp.Tensor_out(Tensor self, Tensor? min=None, Tensor? max=None, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+        "aten::sub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor",
+        "aten::pow.Tensor_Tensor_out(Tensor self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::minimum(Tensor self, Tensor other) -> Tensor",
+        "aten::minimum.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::maximum(Tensor self, Tensor other) -> Tensor",
+        "aten::maximum.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // Comparisons and logic: bool results.
+    (
+        "aten::eq.Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::eq.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::eq.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::eq.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::ne.Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::ne.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::ne.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::ne.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::lt.Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::lt.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::lt.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::lt.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::le.Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::le.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::le.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::le.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::gt.Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::gt.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::gt.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::gt.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::ge.Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::ge.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::ge.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::ge.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::logical_and(Tensor self, Tensor other) -> Tensor",
+        "aten::logical_and.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::logical_or(Tensor self, Tensor other) -> Tensor",
+        "aten::logical_or.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::logical_xor(Tensor self, Tensor other) -> Tensor",
+        "aten::logical_xor.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("aten::logical_not(Tensor self) -> Tensor", "aten::logical_not.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::bitwise_and.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::bitwise_or.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::bitwise_xor.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor",
+        "aten::where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // Tensor creation: the output tensor carries dtype (the out variants drop it, layout, device).
+    (
+        "aten::arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+        "aten::arange.start_out(Scalar start, Scalar end, Scalar step=1, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+        "aten::full.out(SymInt[] size, Scalar fill_value, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+        "aten::full_like.out(Tensor self, Scalar fill_value, *, MemoryFormat? memory_format=None, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+        "aten::scalar_tensor.out(Scalar s, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::ones(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+        "aten::ones.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+        "aten::zeros.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
+        "aten::_to_copy.out(Tensor self, *, bool non_blocking=False, MemoryFormat? memory_format=None, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "dim_order_ops::_to_dim_order_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, int[]? dim_order=None) -> Tensor",
+        "dim_order_ops::_to_dim_order_copy.out(Tensor self, *, bool non_blocking=False, int[]? dim_order=None, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "dim_order_ops::_clone_dim_order(Tensor self, *, bool non_blocking=False, int[]? dim_order=None) -> Tensor",
+        "dim_order_ops::_clone_dim_order.out(Tensor self, *, bool non_blocking=False, int[]? dim_order=None, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // Reductions and scans.
+    (
+        "aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor",
+        "aten::cumsum.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor",
+        "aten::any.out(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor",
+        "aten::any.dims_out(Tensor self, int[]? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
+        "aten::amax.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
+        "aten::amin.out(Tensor self, int[1] dim=[], bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+        "aten::sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
+        "aten::argmax.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
+        "aten::_log_softmax.out(Tensor self, int dim, bool half_to_float, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // Layout and indexing.
+    (
+        "aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor",
+        "aten::transpose_copy.int_out(Tensor self, int dim0, int dim1, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::unsqueeze_copy(Tensor self, int dim) -> Tensor",
+        "aten::unsqueeze_copy.out(Tensor self, int dim, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::squeeze_copy.dims(Tensor self, int[] dim) -> Tensor",
+        "aten::squeeze_copy.dims_out(Tensor self, int[] dim, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::alias_copy(Tensor self) -> Tensor",
+        "aten::alias_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::repeat(Tensor self, SymInt[] repeats) -> Tensor",
+        "aten::repeat.out(Tensor self, SymInt[] repeats, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::split_with_sizes_copy(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]",
+        "aten::split_with_sizes_copy.out(Tensor self, SymInt[] split_sizes, int dim=0, *, Tensor(a!)[] out) -> ()",
+    ),
+    (
+        "aten::index_select(Tensor self, int dim, Tensor index) -> Tensor",
+        "aten::index_select.out(Tensor self, int dim, Tensor index, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor",
+        "aten::index.Tensor_out(Tensor self, Tensor?[] indices, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // Pooling and resampling (NCHW).
+    (
+        "aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)",
+        "aten::max_pool2d_with_indices.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False, *, Tensor(a!) out, Tensor(b!) indices) -> (Tensor(a!), Tensor(b!))",
+    ),
+    (
+        "aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor",
+        "aten::avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor",
+        "aten::_adaptive_avg_pool2d.out(Tensor self, SymInt[2] output_size, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor",
+        "aten::upsample_nearest2d.vec_out(Tensor input, SymInt[]? output_size, float[]? scale_factors, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor",
+        "aten::upsample_bilinear2d.vec_out(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
     // Not Core ATen: the builder may use these; the decomposition pass rewrites them.
     ("aten::hardswish(Tensor self) -> Tensor", ""),
     ("aten::hardsigmoid(Tensor self) -> Tensor", ""),
+    ("aten::silu(Tensor self) -> Tensor", ""),
     ("aten::adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor", ""),
     ("aten::flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)", ""),
     ("aten::dropout(Tensor input, float p, bool train) -> Tensor", ""),
@@ -321,7 +564,11 @@ pub fn parse_schema(text: &str) -> Option<Schema> {
         args.push(SchemaArg { ty, name: name.to_string(), default, kwarg_only: kw, is_out });
     }
     let ret = text[close + 4..].trim();
-    let returns = if ret.starts_with('(') { split_top(&ret[1..ret.len() - 1]).len() } else { 1 };
+    let returns = match ret {
+        "()" => 0,
+        _ if ret.starts_with('(') => split_top(&ret[1..ret.len() - 1]).len(),
+        _ => 1,
+    };
     Some(Schema { name, overload, args, returns })
 }
 
@@ -388,4 +635,19 @@ pub fn out_schema(key: &str) -> Option<&'static Schema> {
         return def.out.as_ref();
     }
     all().filter_map(|d| d.out.as_ref()).find(|s| s.key() == key)
+}
+
+/// The arguments of a node's out variant: a functional node (`key`) drops the arguments its
+/// out schema lacks — the dtype/layout/device/pin_memory of factory ops and `_to_copy`, which
+/// the output tensor carries. Out-variant nodes keep theirs.
+pub fn out_variant_args(key: &str, args: &[Arg]) -> Vec<Arg> {
+    let Some(OpDef { functional, out: Some(out), .. }) = op(key) else { return args.to_vec() };
+    functional.args.iter().zip(args).filter(|(f, _)| out.inputs().any(|o| o.name == f.name)).map(|(_, a)| a.clone()).collect()
+}
+
+/// Whether an out variant writes its outputs through one `Tensor(a!)[] out` list
+/// (`split_with_sizes_copy.out`), one list entry per node output.
+pub fn writes_output_list(out: &Schema) -> bool {
+    let mut outs = out.args.iter().filter(|a| a.is_out);
+    matches!((outs.next(), outs.next()), (Some(a), None) if a.ty == "Tensor[]")
 }

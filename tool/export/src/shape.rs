@@ -1,42 +1,110 @@
 //! Shape and dtype inference for each known functional operator.
 
-use rbuild_runtime::ScalarType;
+use rbuild_runtime::{Scalar, ScalarType};
 
 use crate::error::{shape_err, Result};
 use crate::graph::{Arg, Dim, Graph, IntOrSym, TensorMeta};
 
-fn tensor<'a>(g: &'a Graph, op: &str, args: &[Arg], i: usize) -> Result<&'a TensorMeta> {
+pub(crate) fn tensor<'a>(g: &'a Graph, op: &str, args: &[Arg], i: usize) -> Result<&'a TensorMeta> {
     match args.get(i) {
         Some(Arg::Tensor(v)) => Ok(g.meta(*v)),
         other => Err(shape_err(op, format!("argument {i} must be a tensor, got {other:?}"))),
     }
 }
 
-fn ints<'a>(op: &str, args: &'a [Arg], i: usize) -> Result<&'a [i64]> {
+pub(crate) fn ints<'a>(op: &str, args: &'a [Arg], i: usize) -> Result<&'a [i64]> {
     match args.get(i) {
         Some(Arg::Ints(v)) => Ok(v),
         other => Err(shape_err(op, format!("argument {i} must be an int list, got {other:?}"))),
     }
 }
 
-fn int(op: &str, args: &[Arg], i: usize) -> Result<i64> {
+pub(crate) fn int(op: &str, args: &[Arg], i: usize) -> Result<i64> {
     match args.get(i) {
         Some(Arg::Int(v)) => Ok(*v),
         other => Err(shape_err(op, format!("argument {i} must be an int, got {other:?}"))),
     }
 }
 
-fn fixed(op: &str, m: &TensorMeta) -> Result<Vec<usize>> {
+pub(crate) fn fixed(op: &str, m: &TensorMeta) -> Result<Vec<usize>> {
     m.sizes().ok_or_else(|| shape_err(op, format!("needs static sizes, got {:?}", m.shape)))
 }
 
-fn norm_dim(op: &str, d: i64, rank: usize) -> Result<usize> {
-    let r = rank as i64;
-    let n = if d < 0 { d + r } else { d };
-    if n < 0 || n >= r.max(1) {
+/// A dim index in [-rank, rank) naming an existing dim.
+pub(crate) fn norm_dim(op: &str, d: i64, rank: usize) -> Result<usize> {
+    match wrap_dim(op, d, rank)? {
+        n if n < rank => Ok(n),
+        _ => Err(shape_err(op, format!("dim {d} out of range for rank {rank}"))),
+    }
+}
+
+/// A dim index in [-rank, rank), where a rank-0 tensor counts as rank 1 (as ATen wraps dims
+/// for reductions and softmax over scalars).
+pub(crate) fn wrap_dim(op: &str, d: i64, rank: usize) -> Result<usize> {
+    let r = rank.max(1) as i64;
+    let n = if d < 0 { d.saturating_add(r) } else { d };
+    if !(0..r).contains(&n) {
         return Err(shape_err(op, format!("dim {d} out of range for rank {rank}")));
     }
     Ok(n as usize)
+}
+
+/// A `Scalar` argument (numbers may also come as plain int/float/bool arguments).
+pub(crate) fn scalar(op: &str, args: &[Arg], i: usize) -> Result<Scalar> {
+    match args.get(i) {
+        Some(Arg::Scalar(s)) => Ok(*s),
+        Some(Arg::Int(v)) => Ok(Scalar::Int(*v)),
+        Some(Arg::Float(v)) => Ok(Scalar::Double(*v)),
+        Some(Arg::Bool(v)) => Ok(Scalar::Bool(*v)),
+        other => Err(shape_err(op, format!("argument {i} must be a number, got {other:?}"))),
+    }
+}
+
+pub(crate) fn flag(op: &str, args: &[Arg], i: usize) -> Result<bool> {
+    match args.get(i) {
+        Some(Arg::Bool(b)) => Ok(*b),
+        other => Err(shape_err(op, format!("argument {i} must be a bool, got {other:?}"))),
+    }
+}
+
+/// An optional `int[]` argument.
+pub(crate) fn opt_ints<'a>(op: &str, args: &'a [Arg], i: usize) -> Result<Option<&'a [i64]>> {
+    match args.get(i) {
+        Some(Arg::None) => Ok(None),
+        _ => ints(op, args, i).map(Some),
+    }
+}
+
+/// An optional `ScalarType` argument.
+pub(crate) fn opt_dtype(op: &str, args: &[Arg], i: usize) -> Result<Option<ScalarType>> {
+    match args.get(i) {
+        Some(Arg::ScalarType(t)) => Ok(Some(*t)),
+        Some(Arg::None) => Ok(None),
+        other => Err(shape_err(op, format!("argument {i} must be a dtype or None, got {other:?}"))),
+    }
+}
+
+/// A size list (`SymInt[]`): fixed sizes, or run-time values of declared symbols.
+pub(crate) fn size_dims(g: &Graph, op: &str, args: &[Arg], i: usize) -> Result<Vec<Dim>> {
+    let dim = |n: i64| usize::try_from(n).map(Dim::Fixed).map_err(|_| shape_err(op, format!("size {n} is negative")));
+    match args.get(i) {
+        Some(Arg::Ints(v)) => v.iter().map(|&n| dim(n)).collect(),
+        Some(Arg::SymInts(items)) => items
+            .iter()
+            .map(|item| match *item {
+                IntOrSym::Int(n) => dim(n),
+                IntOrSym::Sym(v) => sym_of_value(g, v).map(Dim::Sym).ok_or_else(|| {
+                    shape_err(op, format!("size entry {item:?} is a run-time value that is not a known dimension"))
+                }),
+            })
+            .collect(),
+        other => Err(shape_err(op, format!("argument {i} must be a size list, got {other:?}"))),
+    }
+}
+
+/// The symbol whose run-time value is `v` (see `GraphBuilder::sym_size`).
+pub(crate) fn sym_of_value(g: &Graph, v: usize) -> Option<usize> {
+    g.syms.iter().position(|s| s.value == Some(v))
 }
 
 /// NumPy broadcasting over dims (symbols broadcast only with themselves or 1).
@@ -58,14 +126,26 @@ pub fn broadcast(op: &str, a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>> {
 
 /// Output metas of `op` (functional key) applied to `args`.
 pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
+    let metas = infer_op(g, op, args)?;
+    // Sizes come from user integers: an output must be addressable in bytes.
+    for m in &metas {
+        let bytes = m.shape.iter().try_fold(m.dtype.size(), |acc, &d| acc.checked_mul(g.dim_max(d)));
+        if !bytes.is_some_and(|b| b <= isize::MAX as usize) {
+            return Err(shape_err(op, format!("output {:?} of {} is too large", m.shape, m.dtype)));
+        }
+    }
+    Ok(metas)
+}
+
+fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
     let same = |i: usize| -> Result<Vec<TensorMeta>> { Ok(vec![tensor(g, op, args, i)?.clone()]) };
     match op {
-        "aten::relu" | "aten::hardtanh" | "aten::clamp" | "aten::sigmoid" | "aten::hardswish" | "aten::hardsigmoid"
-        | "aten::clone" | "aten::dropout" | "aten::add.Scalar" | "aten::mul.Scalar" | "aten::div.Scalar" | "aten::rsqrt"
-        | "aten::neg" | "aten::pow.Tensor_Scalar" => same(0),
-        "aten::_softmax" => {
+        "aten::relu" | "aten::hardtanh" | "aten::hardswish" | "aten::hardsigmoid" | "aten::clone" | "aten::dropout" | "aten::neg" => {
+            same(0)
+        }
+        "aten::_softmax" | "aten::_log_softmax" => {
             let x = tensor(g, op, args, 0)?;
-            norm_dim(op, int(op, args, 1)?, x.rank())?;
+            wrap_dim(op, int(op, args, 1)?, x.rank())?;
             require_float(op, x)?;
             Ok(vec![x.clone()])
         }
@@ -105,10 +185,10 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             }
             let n = xs[dim] as i64;
             // PyTorch's clamping: negative indices count from the end, then clamp to [0, n].
-            let clamp = |v: i64| (if v < 0 { v + n } else { v }).clamp(0, n);
+            let clamp = |v: i64| (if v < 0 { v.saturating_add(n) } else { v }).clamp(0, n);
             let start = clamp(opt(2)?.unwrap_or(0));
             let end = clamp(opt(3)?.unwrap_or(n)).max(start);
-            xs[dim] = ((end - start + step - 1) / step) as usize;
+            xs[dim] = if end > start { ((end - start - 1) / step + 1) as usize } else { 0 };
             Ok(vec![TensorMeta::fixed(x.dtype, &xs)])
         }
         "aten::expand_copy" => {
@@ -133,13 +213,6 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
                 .collect::<Result<Vec<_>>>()?;
             Ok(vec![TensorMeta::new(x.dtype, shape)])
         }
-        "aten::add.Tensor" | "aten::sub.Tensor" | "aten::mul.Tensor" | "aten::div.Tensor" => {
-            let (a, b) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
-            if a.dtype != b.dtype {
-                return Err(shape_err(op, format!("dtypes {} and {} differ (promote explicitly)", a.dtype, b.dtype)));
-            }
-            Ok(vec![TensorMeta::new(a.dtype, broadcast(op, &a.shape, &b.shape)?)])
-        }
         "aten::convolution" => {
             let (x, w) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
             let (xs, ws) = (fixed(op, x)?, fixed(op, w)?);
@@ -155,10 +228,11 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             let (stride, padding, dilation) = (list(3)?, list(4)?, list(5)?);
             let transposed = matches!(args.get(6), Some(Arg::Bool(true)));
             // Weights are [out, in/groups, k…], transposed ones [in, out/groups, k…].
-            let (in_channels, out_channels) =
-                if transposed { (ws[0] as i64, ws[1] as i64 * groups) } else { (ws[1] as i64 * groups, ws[0] as i64) };
-            let per_group_ok = ws[0] as i64 % groups.max(1) == 0;
-            if groups <= 0 || xs[1] as i64 != in_channels || !per_group_ok {
+            // i128: sizes times user integers cannot overflow.
+            let (groups, wide) = (groups as i128, |v: usize| v as i128);
+            let (in_channels, out_channels) = if transposed { (wide(ws[0]), wide(ws[1]) * groups) } else { (wide(ws[1]) * groups, wide(ws[0])) };
+            let per_group_ok = wide(ws[0]) % groups.max(1) == 0;
+            if groups <= 0 || wide(xs[1]) != in_channels || !per_group_ok {
                 let rule = if transposed { "in_channels = weight[0]" } else { "in_channels = weight[1] * groups" };
                 return Err(shape_err(op, format!("input {xs:?} does not match weight {ws:?} with groups {groups} ({rule})")));
             }
@@ -174,9 +248,10 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
                 let (Some(&s), Some(&p), Some(&d), Some(&o)) = (s, p, d, o) else {
                     return Err(shape_err(op, "stride/padding/dilation/output_padding lists are too short"));
                 };
-                let eff = d * (ws[2 + k] as i64 - 1) + 1;
-                let n = if transposed { (xs[2 + k] as i64 - 1) * s - 2 * p + eff + o } else { (xs[2 + k] as i64 + 2 * p - eff) / s + 1 };
-                if s <= 0 || d <= 0 || p < 0 || o < 0 || (transposed && o >= s.max(d)) || n <= 0 {
+                let (s, p, d, o) = (s as i128, p as i128, d as i128, o as i128);
+                let eff = d * (wide(ws[2 + k]) - 1) + 1;
+                let n = if transposed { (wide(xs[2 + k]) - 1) * s - 2 * p + eff + o } else { (wide(xs[2 + k]) + 2 * p - eff) / s.max(1) + 1 };
+                if s <= 0 || d <= 0 || p < 0 || o < 0 || (transposed && o >= s.max(d)) || n <= 0 || n > i64::MAX as i128 {
                     return Err(shape_err(
                         op,
                         format!("input {xs:?} too small for weight {ws:?} (stride {s}, padding {p}, dilation {d}, output padding {o})"),
@@ -199,23 +274,11 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             let empty = TensorMeta::fixed(x.dtype, &[0]);
             Ok(vec![x.clone(), empty.clone(), empty])
         }
-        "aten::mean.dim" => {
-            let x = tensor(g, op, args, 0)?;
-            let keep = matches!(args.get(2), Some(Arg::Bool(true)));
-            let dims: Vec<usize> = match args.get(1) {
-                Some(Arg::Ints(d)) if !d.is_empty() => d.iter().map(|&d| norm_dim(op, d, x.rank())).collect::<Result<_>>()?,
-                _ => (0..x.rank()).collect(),
-            };
-            let shape = (0..x.rank())
-                .filter_map(|i| if dims.contains(&i) { keep.then_some(Dim::Fixed(1)) } else { Some(x.shape[i]) })
-                .collect();
-            Ok(vec![TensorMeta::new(x.dtype, shape)])
-        }
-        "aten::adaptive_avg_pool2d" => {
+        "aten::adaptive_avg_pool2d" | "aten::_adaptive_avg_pool2d" => {
             let x = tensor(g, op, args, 0)?;
             let o = ints(op, args, 1)?;
-            if x.rank() != 4 || o.len() != 2 {
-                return Err(shape_err(op, format!("needs a 4-D input and 2 output sizes, got {:?} and {o:?}", x.shape)));
+            if x.rank() != 4 || o.len() != 2 || o.iter().any(|&n| n <= 0) {
+                return Err(shape_err(op, format!("needs a 4-D input and 2 positive output sizes, got {:?} and {o:?}", x.shape)));
             }
             let mut shape = x.shape[..2].to_vec();
             shape.extend(o.iter().map(|&n| Dim::Fixed(n as usize)));
@@ -277,10 +340,10 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             let x = tensor(g, op, args, 0)?;
             let numel: usize = fixed(op, x)?.iter().product();
             let size = ints(op, args, 1)?;
-            let known: i64 = size.iter().filter(|&&d| d != -1).product();
-            if size.iter().filter(|&&d| d == -1).count() > 1 || size.iter().any(|&d| d < -1) {
+            let known = size.iter().filter(|&&d| d != -1).try_fold(1i64, |acc, &d| acc.checked_mul(d));
+            let (Some(known), false) = (known, size.iter().filter(|&&d| d == -1).count() > 1 || size.iter().any(|&d| d < -1)) else {
                 return Err(shape_err(op, format!("invalid size {size:?}")));
-            }
+            };
             let sizes: Vec<usize> = size
                 .iter()
                 .map(|&d| if d == -1 { numel / known.max(1) as usize } else { d as usize })
@@ -293,7 +356,11 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
         "aten::flatten.using_ints" => {
             let x = tensor(g, op, args, 0)?;
             let xs = fixed(op, x)?;
-            let (s, e) = (norm_dim(op, int(op, args, 1)?, xs.len())?, norm_dim(op, int(op, args, 2)?, xs.len())?);
+            let (s, e) = (wrap_dim(op, int(op, args, 1)?, xs.len())?, wrap_dim(op, int(op, args, 2)?, xs.len())?);
+            if xs.is_empty() {
+                // A scalar flattens to one element.
+                return Ok(vec![TensorMeta::fixed(x.dtype, &[1])]);
+            }
             if s > e {
                 return Err(shape_err(op, format!("start_dim {s} after end_dim {e}")));
             }
@@ -579,14 +646,19 @@ pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             shape.push(Dim::Fixed(dim));
             Ok(vec![TensorMeta::new(ScalarType::Float, shape)])
         }
-        _ => Err(crate::ExportError::UnknownOp(op.to_string())),
+        _ => crate::shape_elementwise::infer(g, op, args)
+            .or_else(|| crate::shape_create::infer(g, op, args))
+            .or_else(|| crate::shape_reduce::infer(g, op, args))
+            .or_else(|| crate::shape_layout::infer(g, op, args))
+            .or_else(|| crate::shape_spatial::infer(g, op, args))
+            .unwrap_or_else(|| Err(crate::ExportError::UnknownOp(op.to_string()))),
     }
 }
 
 /// `view_copy` to a size list with run-time entries: fixed element counts must agree and the
 /// symbols must be the same on both sides (so the view is valid for every symbol value).
 fn view_sym(g: &Graph, op: &str, from: &[Dim], size: &[IntOrSym]) -> Result<Vec<Dim>> {
-    let sym_of = |v: usize| g.syms.iter().position(|s| s.value == Some(v));
+    let sym_of = |v: usize| sym_of_value(g, v);
     let mut syms_in: Vec<usize> = from.iter().filter_map(|d| if let Dim::Sym(s) = d { Some(*s) } else { None }).collect();
     let fixed_in: usize = from.iter().map(|d| if let Dim::Fixed(n) = d { *n } else { 1 }).product();
     let mut out = Vec::with_capacity(size.len());
@@ -600,7 +672,7 @@ fn view_sym(g: &Graph, op: &str, from: &[Dim], size: &[IntOrSym]) -> Result<Vec<
                 out.push(Dim::Fixed(0));
             }
             IntOrSym::Int(n) if n >= 0 => {
-                fixed_out *= n as usize;
+                fixed_out = fixed_out.saturating_mul(n as usize);
                 out.push(Dim::Fixed(n as usize));
             }
             IntOrSym::Sym(v) => {

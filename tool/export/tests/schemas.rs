@@ -30,13 +30,21 @@ fn emitted_schemas_match_the_spec_files() {
             assert_eq!(def.functional_text, def.out_text);
             continue;
         }
-        // Parsing keeps every argument; outputs are the keyword-only `Tensor(a!)` ones.
+        // Parsing keeps every argument; outputs are the keyword-only `Tensor(a!)` ones. Out
+        // variants take the functional arguments in order, less the tensor options their
+        // output tensor carries.
         let out = def.out.as_ref().unwrap();
-        assert_eq!(out.inputs().count(), def.functional.args.len(), "{}", out.key());
+        let out_names: Vec<&str> = out.inputs().map(|a| a.name.as_str()).collect();
+        let (kept, dropped): (Vec<&str>, Vec<&str>) = def.functional.args.iter().map(|a| a.name.as_str()).partition(|n| out_names.contains(n));
+        assert_eq!(out_names, kept, "{}", out.key());
+        assert!(dropped.iter().all(|n| TENSOR_OPTIONS.contains(n)), "{} drops {dropped:?}", out.key());
         assert_eq!(out.args.iter().filter(|a| a.is_out).count(), def.functional.returns, "{}", out.key());
     }
     assert!(checked >= 30, "only {checked} schemas checked");
 }
+
+/// Factory-op arguments the out variants drop (the output tensor carries them).
+const TENSOR_OPTIONS: &[&str] = &["dtype", "layout", "device", "pin_memory"];
 
 /// ExecuTorch runs these but the spec files (Core ATen + ExecuTorch's extra namespaces) do
 /// not list them: `aten::linear` is CompositeImplicit in PyTorch; ExecuTorch's portable and
@@ -48,6 +56,14 @@ const NOT_IN_SPEC: &[&str] = &[
     // ExecuTorch's extension/llm/custom_ops schema, not in the spec's list.
     "llama::custom_sdpa(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None) -> Tensor",
     "llama::custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None, *, Tensor(a!) out) -> Tensor(a!)",
+    // Not Core ATen (decomposed by `run_decompositions`), but in ExecuTorch's portable library
+    // with PyTorch's schemas; programs in the training IR map onto them directly.
+    "aten::ones(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+    "aten::ones.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)",
+    "aten::zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+    "aten::zeros.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)",
+    "aten::transpose_copy.int(Tensor self, int dim0, int dim1) -> Tensor",
+    "aten::transpose_copy.int_out(Tensor self, int dim0, int dim1, *, Tensor(a!) out) -> Tensor(a!)",
     "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
     "aten::linear.out(Tensor input, Tensor weight, Tensor? bias=None, *, Tensor(a!) out) -> Tensor(a!)",
     "quantized_decomposed::quantize_per_tensor.out(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)",

@@ -8,7 +8,7 @@ use rbuild_runtime::Scalar;
 
 use super::{append1, append_into, bool_arg, int_arg, ints_arg, opt_tensor_arg, tensor_arg, Renames};
 use crate::error::{ExportError, Result};
-use crate::graph::{Arg, Dim, Graph, Node};
+use crate::graph::{Arg, ConstData, Dim, Graph, Node, Origin, TensorMeta};
 
 /// Rewrites every decomposable node; returns how many were rewritten.
 pub fn decompose(g: &mut Graph, options: &super::Options) -> Result<usize> {
@@ -23,6 +23,8 @@ pub fn decompose(g: &mut Graph, options: &super::Options) -> Result<usize> {
             "aten::adaptive_avg_pool2d" => adaptive_avg_pool2d(g, &n, &mut renames)?,
             "aten::flatten.using_ints" => flatten(g, &n)?,
             "aten::dropout" => dropout(g, &n, &mut renames)?,
+            "aten::silu" => silu(g, &n)?,
+            "aten::add.Scalar" | "aten::sub.Scalar" | "aten::mul.Scalar" | "aten::div.Scalar" => promoting_scalar(g, &n)?,
             _ => false,
         };
         if rewritten {
@@ -116,6 +118,40 @@ fn hardsigmoid(g: &mut Graph, n: &Node) -> Result<bool> {
     Ok(true)
 }
 
+/// `x * sigmoid(x)` (ExecuTorch's portable library has no silu kernel).
+fn silu(g: &mut Graph, n: &Node) -> Result<bool> {
+    let (x, out) = (tensor_arg(n, 0)?, single_output(n)?);
+    let gate = append1(g, "aten::sigmoid", vec![Arg::Tensor(x)])?;
+    append_into(g, "aten::mul.Tensor", vec![Arg::Tensor(x), Arg::Tensor(gate)], &[out])?;
+    Ok(true)
+}
+
+/// An arithmetic op with a number whose result dtype differs from the tensor's (an int64
+/// tensor plus 0.5, int64 true division) becomes the tensor op with a rank-0 constant, as
+/// ExecuTorch's export does: its `.Scalar` kernels do not promote the tensor.
+fn promoting_scalar(g: &mut Graph, n: &Node) -> Result<bool> {
+    let (x, out) = (tensor_arg(n, 0)?, single_output(n)?);
+    if g.meta(x).dtype == g.meta(out).dtype {
+        return Ok(false);
+    }
+    let Some(Arg::Scalar(s)) = n.args.get(1).cloned() else {
+        return Err(ExportError::Invalid(format!("{}: argument 1 must be a number, got {:?}", n.op, n.args.get(1))));
+    };
+    let dtype = crate::promote::number_dtype(s);
+    let bytes = match s {
+        Scalar::Bool(b) => vec![b as u8],
+        Scalar::Int(i) => i.to_le_bytes().to_vec(),
+        Scalar::Double(d) => (d as f32).to_le_bytes().to_vec(),
+    };
+    let name = format!("{}_operand_{}", n.op, g.values.len());
+    let operand = g.add_value(TensorMeta::fixed(dtype, &[]), Origin::Const(ConstData::owned(bytes)), name);
+    let mut args = vec![Arg::Tensor(x), Arg::Tensor(operand)];
+    args.extend(n.args.get(2).cloned());
+    let op = n.op.replace(".Scalar", ".Tensor");
+    append_into(g, &op, args, &[out])?;
+    Ok(true)
+}
+
 /// Global pooling (output 1×1) is a mean over H and W; output = input size is the identity.
 fn adaptive_avg_pool2d(g: &mut Graph, n: &Node, renames: &mut Renames) -> Result<bool> {
     let (x, out) = (tensor_arg(n, 0)?, single_output(n)?);
@@ -130,10 +166,8 @@ fn adaptive_avg_pool2d(g: &mut Graph, n: &Node, renames: &mut Renames) -> Result
         identity(g, n, x, renames)?;
         return Ok(true);
     }
-    Err(ExportError::Invalid(format!(
-        "aten::adaptive_avg_pool2d: output size {size:?} for input {:?} is not decomposed (only [1, 1] or the input size)",
-        m.shape
-    )))
+    append_into(g, "aten::_adaptive_avg_pool2d", vec![Arg::Tensor(x), Arg::Ints(size.to_vec())], &[out])?;
+    Ok(true)
 }
 
 /// Flattening a contiguous tensor is a view to the output sizes.

@@ -276,18 +276,7 @@ impl Renames {
         }
         for n in &mut g.nodes {
             for a in &mut n.args {
-                match a {
-                    Arg::Tensor(v) | Arg::SymInt(v) => *v = self.resolve(*v),
-                    Arg::Tensors(vs) => vs.iter_mut().for_each(|v| *v = self.resolve(*v)),
-                    Arg::SymInts(items) => {
-                        for i in items.iter_mut() {
-                            if let crate::graph::IntOrSym::Sym(v) = i {
-                                *v = self.resolve(*v);
-                            }
-                        }
-                    }
-                    _ => {}
-                }
+                a.map_values(|v| self.resolve(v));
             }
         }
         for i in 0..g.outputs.len() {

@@ -248,11 +248,7 @@ impl Rewrite<'_> {
     fn remap(&self, n: &Node) -> Node {
         let mut n = n.clone();
         for a in &mut n.args {
-            match a {
-                Arg::Tensor(v) => *v = self.arg_value(*v),
-                Arg::Tensors(vs) => vs.iter_mut().for_each(|v| *v = self.arg_value(*v)),
-                _ => {}
-            }
+            a.map_values(|v| self.arg_value(v));
         }
         n
     }

@@ -21,9 +21,12 @@ pub fn to_out_variants(g: &mut Graph) -> Result<()> {
             ExportError::Invalid(format!("{} has no out variant: it must be decomposed before emission", n.op))
         })?;
         let outs = out.args.iter().filter(|a| a.is_out).count();
-        if outs != n.outputs.len() || out.inputs().count() != n.args.len() {
+        let args = ops::out_variant_args(&n.op, &n.args);
+        let outputs_ok = outs == n.outputs.len() || ops::writes_output_list(out);
+        if !outputs_ok || def.functional.args.len() != n.args.len() || out.inputs().count() != args.len() {
             return Err(ExportError::Invalid(format!("{} does not line up with {}", n.op, out.key())));
         }
+        n.args = args;
         n.op = out.key();
     }
     Ok(())
