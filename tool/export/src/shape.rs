@@ -170,26 +170,14 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
         }
         "aten::slice_copy.Tensor" => {
             let x = tensor(g, op, args, 0)?;
-            let mut xs = fixed(op, x)?;
-            let dim = norm_dim(op, int(op, args, 1)?, xs.len())?;
-            let opt = |i: usize| -> Result<Option<i64>> {
-                match args.get(i) {
-                    Some(Arg::Int(v)) => Ok(Some(*v)),
-                    Some(Arg::None) => Ok(None),
-                    other => Err(shape_err(op, format!("argument {i} must be an int or None, got {other:?}"))),
-                }
-            };
+            let dim = norm_dim(op, int(op, args, 1)?, x.rank())?;
             let step = int(op, args, 4)?;
             if step <= 0 {
                 return Err(shape_err(op, format!("step must be positive, got {step}")));
             }
-            let n = xs[dim] as i64;
-            // PyTorch's clamping: negative indices count from the end, then clamp to [0, n].
-            let clamp = |v: i64| (if v < 0 { v.saturating_add(n) } else { v }).clamp(0, n);
-            let start = clamp(opt(2)?.unwrap_or(0));
-            let end = clamp(opt(3)?.unwrap_or(n)).max(start);
-            xs[dim] = if end > start { ((end - start - 1) / step + 1) as usize } else { 0 };
-            Ok(vec![TensorMeta::fixed(x.dtype, &xs)])
+            let mut shape = x.shape.clone();
+            shape[dim] = slice_len(g, op, x.shape[dim], args, step)?;
+            Ok(vec![TensorMeta::new(x.dtype, shape)])
         }
         "aten::expand_copy" => {
             let x = tensor(g, op, args, 0)?;
@@ -409,6 +397,14 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             let x = tensor(g, op, args, 0)?;
             norm_dim(op, int(op, args, 1)?, x.rank())?;
             Ok(vec![TensorMeta::fixed(ScalarType::Long, &[])])
+        }
+        "aten::copy_" => {
+            let (state, src) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            if state.dtype != src.dtype || state.shape != src.shape {
+                return Err(shape_err(op, format!("cannot store {} {:?} into {} {:?}", src.dtype, src.shape, state.dtype, state.shape)));
+            }
+            // The write is the effect; the node defines no new values.
+            Ok(vec![])
         }
         "aten::_local_scalar_dense" => {
             let x = tensor(g, op, args, 0)?;
@@ -653,6 +649,40 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             .or_else(|| crate::shape_spatial::infer(g, op, args))
             .unwrap_or_else(|| Err(crate::ExportError::UnknownOp(op.to_string()))),
     }
+}
+
+/// The length of `start:end:step` (arguments 2 and 3 of `slice_copy`) over a dim of size `n`.
+/// A run-time end (a symbol's value) from 0 in steps of 1 gives that symbol when it cannot
+/// exceed `n`; a run-time dim can only be sliced whole.
+fn slice_len(g: &Graph, op: &str, n: Dim, args: &[Arg], step: i64) -> Result<Dim> {
+    let bound = |i: usize| -> Result<Option<i64>> {
+        match args.get(i) {
+            Some(Arg::Int(v)) => Ok(Some(*v)),
+            Some(Arg::None) => Ok(None),
+            other => Err(shape_err(op, format!("argument {i} must be an int or None, got {other:?}"))),
+        }
+    };
+    let from_zero = matches!(args.get(2), Some(Arg::None | Arg::Int(0))) && step == 1;
+    if let Some(Arg::SymInt(end)) = args.get(3) {
+        let s = sym_of_value(g, *end).ok_or_else(|| shape_err(op, "end is a run-time value that is not a known dimension"))?;
+        return match n {
+            _ if from_zero && n == Dim::Sym(s) => Ok(n),
+            Dim::Fixed(n) if from_zero && g.syms[s].max <= n => Ok(Dim::Sym(s)),
+            _ => Err(shape_err(op, format!("a run-time end ({}) needs start 0, step 1 and a dim of at least its maximum {}, got {n:?}", g.syms[s].name, g.syms[s].max))),
+        };
+    }
+    let (start, end) = (bound(2)?, bound(3)?);
+    let n = match n {
+        Dim::Fixed(n) => n as i64,
+        // `x[:, 0:]` keeps a run-time dim whole.
+        Dim::Sym(_) if from_zero && end.is_none_or(|e| e >= g.dim_max(n) as i64) => return Ok(n),
+        Dim::Sym(s) => return Err(shape_err(op, format!("cannot slice the run-time dim {} with {start:?}:{end:?}", g.syms[s].name))),
+    };
+    // PyTorch's clamping: negative indices count from the end, then clamp to [0, n].
+    let clamp = |v: i64| (if v < 0 { v.saturating_add(n) } else { v }).clamp(0, n);
+    let start = clamp(start.unwrap_or(0));
+    let end = clamp(end.unwrap_or(n)).max(start);
+    Ok(Dim::Fixed(if end > start { ((end - start - 1) / step + 1) as usize } else { 0 }))
 }
 
 /// `view_copy` to a size list with run-time entries: fixed element counts must agree and the
