@@ -35,6 +35,7 @@ rbuild_runtime::kernel_table! {
     "dim_order_ops::_clone_dim_order.out" => clone_dim_order_out,
     "dim_order_ops::_to_dim_order_copy.out" => to_dim_order_copy_out,
     "aten::_to_copy.out" => to_copy_out,
+    "aten::copy_" => copy_,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -729,6 +730,33 @@ pub fn to_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult
     copy_convert(&inp, &mut out)
 }
 
+/// `copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)`: args = [self,
+/// src, non_blocking, self again]. Writes `src`, broadcast to self's shape, into self: how a
+/// program stores a buffer's new value into its mutable state.
+pub fn copy_(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    let src = args.tensor(1)?;
+    if args.bool(2)? {
+        return Err(kerr!("copy_: non_blocking copies are not supported"));
+    }
+    let mut dst = args.out(0)?;
+    let sizes = dst.sizes().to_vec();
+    let (src_sizes, src_strides) = (src.sizes(), strides_of(&src));
+    if src_sizes.len() > sizes.len() {
+        return Err(kerr!("copy_: source of shape {src_sizes:?} cannot be broadcast to {sizes:?}"));
+    }
+    // Source strides over the destination's dims: 0 where the source is broadcast.
+    let lead = sizes.len() - src_sizes.len();
+    let mut strides = vec![0usize; sizes.len()];
+    for (k, (&n, &st)) in src_sizes.iter().zip(&src_strides).enumerate() {
+        match n {
+            _ if n == sizes[lead + k] => strides[lead + k] = st,
+            1 => {}
+            _ => return Err(kerr!("copy_: source of shape {src_sizes:?} cannot be broadcast to {sizes:?}")),
+        }
+    }
+    write_view(&src, &mut dst, &sizes, &strides, 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1004,5 +1032,18 @@ mod tests {
         let out2 = h.out(ScalarType::Float, &[2]);
         h.call(alias_copy_out, &[x, out2, out2]).unwrap();
         assert_eq!(h.read::<f32>(out2), vec![1., 2.]);
+    }
+
+    #[test]
+    fn copy_in_place_broadcasts_the_source_into_the_destination() {
+        let mut h = OpHarness::new();
+        let dst = h.f32(&[2, 3], &[0.0; 6]);
+        let row = h.f32(&[3], &[1.0, 2.0, 3.0]);
+        let no = h.bool(false);
+        h.call(copy_, &[dst, row, no, dst]).unwrap();
+        assert_eq!(h.read::<f32>(dst), [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
+        let wrong = h.f32(&[2], &[1.0, 2.0]);
+        let e = h.call(copy_, &[dst, wrong, no, dst]).unwrap_err();
+        assert!(e.message.contains("cannot be broadcast"), "{e}");
     }
 }

@@ -6,77 +6,9 @@ mod common;
 
 use std::process::Command;
 
-use common::{case_io, case_meta, pte_files, testdata};
+use common::{case_io, case_meta, compare, pte_files, testdata, values};
 
 use safetensors::{Dtype, SafeTensors};
-
-/// Elements of a tensor as f64 (bool/int exact in f64 for the ranges tests use).
-fn values(dtype: Dtype, data: &[u8]) -> Vec<f64> {
-    macro_rules! conv {
-        ($t:ty, $n:expr) => {
-            data.chunks_exact($n).map(|c| <$t>::from_le_bytes(c.try_into().unwrap()) as f64).collect()
-        };
-    }
-    match dtype {
-        Dtype::F32 => conv!(f32, 4),
-        Dtype::F64 => conv!(f64, 8),
-        Dtype::I64 => conv!(i64, 8),
-        Dtype::I32 => conv!(i32, 4),
-        Dtype::I16 => conv!(i16, 2),
-        Dtype::I8 => conv!(i8, 1),
-        Dtype::U8 | Dtype::BOOL => conv!(u8, 1),
-        Dtype::F16 => data.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f64()).collect(),
-        Dtype::BF16 => data.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f64()).collect(),
-        d => panic!("dtype {d:?} not handled by the test"),
-    }
-}
-
-fn is_float(d: Dtype) -> bool {
-    matches!(d, Dtype::F32 | Dtype::F64 | Dtype::F16 | Dtype::BF16)
-}
-
-/// Compares one output; returns a description of the mismatch, if any.
-fn compare(name: &str, got: &SafeTensors, want: &SafeTensors, meta: &serde_json::Value) -> Option<String> {
-    let w = want.tensor(name).ok()?;
-    let g = match got.tensor(name) {
-        Ok(g) => g,
-        Err(_) => return Some(format!("{name} missing from our outputs")),
-    };
-    if g.dtype() != w.dtype() || g.shape() != w.shape() {
-        return Some(format!("{name}: got {:?} {:?}, want {:?} {:?}", g.dtype(), g.shape(), w.dtype(), w.shape()));
-    }
-    let (gv, wv) = (values(g.dtype(), g.data()), values(w.dtype(), w.data()));
-    if !is_float(w.dtype()) {
-        let bad = gv.iter().zip(&wv).filter(|(a, b)| a != b).count();
-        return (bad > 0).then(|| format!("{name}: {bad} of {} integer elements differ", wv.len()));
-    }
-    let atol = meta["atol"].as_f64().unwrap_or(1e-5);
-    let rtol = meta["rtol"].as_f64().unwrap_or(1e-5);
-    let mut worst = 0.0f64;
-    let mut bad = 0;
-    for (a, b) in gv.iter().zip(&wv) {
-        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
-        if !ok {
-            bad += 1;
-        }
-        if a.is_finite() && b.is_finite() {
-            worst = worst.max((a - b).abs());
-        }
-    }
-    if bad > 0 {
-        return Some(format!("{name}: {bad} of {} elements outside atol {atol} rtol {rtol} (max abs err {worst:.3e})", wv.len()));
-    }
-    // Quantized programs must also reach the case's SQNR against the eager reference.
-    if let Some(min_db) = meta["min_sqnr_db"].as_f64() {
-        let signal: f64 = wv.iter().map(|x| x * x).sum();
-        let noise: f64 = gv.iter().zip(&wv).map(|(a, b)| (a - b) * (a - b)).sum();
-        let db = 10.0 * (signal / noise.max(1e-30)).log10();
-        if db < min_db {
-            return Some(format!("{name}: SQNR {db:.1} dB below {min_db} dB"));
-        }
-    }
-    None
-}
 
 #[test]
 fn every_portable_case_matches_reference() {

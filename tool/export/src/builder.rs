@@ -33,20 +33,31 @@ impl GraphBuilder {
 
     /// A constant tensor; `data` must hold exactly its elements.
     pub fn constant(&mut self, name: &str, dtype: ScalarType, sizes: &[usize], data: ConstData) -> Result<ValueId> {
-        let need = sizes.iter().product::<usize>() * dtype.size();
-        if data.bytes().len() != need {
-            return Err(crate::ExportError::Weight {
-                name: name.into(),
-                message: format!("{} bytes given, {dtype} {sizes:?} needs {need}", data.bytes().len()),
-            });
-        }
+        check_bytes(name, dtype, sizes, &data)?;
         Ok(self.graph.add_value(TensorMeta::fixed(dtype, sizes), Origin::Const(data), name))
     }
 
     /// Mutable state (a KV cache): zero at load, kept between executions, written in place by
     /// ops that mark the argument `(a!)`.
     pub fn state(&mut self, name: &str, dtype: ScalarType, sizes: &[usize]) -> ValueId {
-        self.graph.add_value(TensorMeta::fixed(dtype, sizes), Origin::State, name)
+        self.graph.add_value(TensorMeta::fixed(dtype, sizes), Origin::State(None), name)
+    }
+
+    /// Mutable state that starts from `data` (an imported module's buffer) instead of zeros.
+    pub fn state_with_init(&mut self, name: &str, dtype: ScalarType, sizes: &[usize], data: ConstData) -> Result<ValueId> {
+        check_bytes(name, dtype, sizes, &data)?;
+        Ok(self.graph.add_value(TensorMeta::fixed(dtype, sizes), Origin::State(Some(data)), name))
+    }
+
+    /// Stores `value` into `state` for the next execution (`aten::copy_`, a node with no
+    /// outputs that passes keep). Readers of `state` recorded before this call see the old
+    /// value; `value` must already have the state's dtype and shape.
+    pub fn write_state(&mut self, state: ValueId, value: ValueId) -> Result<()> {
+        if !matches!(self.graph.values[state].origin, Origin::State(_)) {
+            return Err(shape_err("aten::copy_", format!("{} is not mutable state", self.graph.values[state].name)));
+        }
+        self.call("aten::copy_", vec![Arg::Tensor(state), Arg::Tensor(value), Arg::Bool(false)])?;
+        Ok(())
     }
 
     /// `x.size(dim)` at run time. When that dimension is a symbol, the result becomes the
@@ -293,4 +304,16 @@ impl GraphBuilder {
     pub fn cat(&mut self, xs: &[ValueId], dim: i64) -> Result<ValueId> {
         self.call1("aten::cat", vec![Arg::Tensors(xs.to_vec()), Arg::Int(dim)])
     }
+}
+
+/// `data` must hold exactly the elements of a `dtype` tensor of `sizes`.
+fn check_bytes(name: &str, dtype: ScalarType, sizes: &[usize], data: &ConstData) -> Result<()> {
+    let need = sizes.iter().product::<usize>() * dtype.size();
+    if data.bytes().len() != need {
+        return Err(crate::ExportError::Weight {
+            name: name.into(),
+            message: format!("{} bytes given, {dtype} {sizes:?} needs {need}", data.bytes().len()),
+        });
+    }
+    Ok(())
 }

@@ -32,10 +32,14 @@ fn container_meta(inputs: usize, outputs: usize) -> (String, String) {
     (inp, out)
 }
 
-/// Constants of the whole program: one segment, 16-aligned entries; offset 0 is a placeholder.
+/// Data of the whole program: the constants (one segment, 16-aligned entries) and the initial
+/// values of mutable state (one segment, unaligned, as ExecuTorch writes it). Offset 0 of each
+/// is a placeholder.
 struct Constants {
     data: Vec<u8>,
     offsets: Vec<u64>,
+    mutable_data: Vec<u8>,
+    mutable_offsets: Vec<u64>,
 }
 
 struct Emitter<'g> {
@@ -115,7 +119,12 @@ impl<'g> Emitter<'g> {
                 constants.data.extend_from_slice(c.bytes());
                 t.data_buffer_idx = (constants.offsets.len() - 1) as u32;
             }
-            _ => {
+            origin => {
+                if let Origin::State(Some(init)) = origin {
+                    constants.mutable_offsets.push(constants.mutable_data.len() as u64);
+                    constants.mutable_data.extend_from_slice(init.bytes());
+                    t.data_buffer_idx = (constants.mutable_offsets.len() - 1) as u32;
+                }
                 let off = self.plan.offsets.get(v).copied().flatten().ok_or_else(|| {
                     ExportError::Invalid(format!("value {} ({}) has no planned memory", v, self.g.values[v].name))
                 })?;
@@ -257,7 +266,10 @@ fn method_parts<'g>(m: &MethodSpec<'g>, constants: &mut Constants) -> Result<Met
             args.extend([list, list]);
         } else {
             args.extend(&outs);
-            if !ops::returns_int(&n.op) {
+            if ops::writes_in_place(&n.op) {
+                // An in-place op returns the argument it wrote.
+                args.push(args[0]);
+            } else if !ops::returns_int(&n.op) {
                 let ret = if outs.len() == 1 { outs[0] } else { e.push(KernelTypes::TensorList(fb::TensorList { items: Some(outs) })) };
                 args.push(ret);
             }
@@ -332,7 +344,7 @@ pub fn emit(g: &Graph, plan: &MemoryPlan, method: &str) -> Result<Vec<u8>> {
 /// A program with several methods and constant getters, sharing one constant segment.
 /// Methods come out sorted by name (deterministic, and how ExecuTorch lists them).
 pub fn emit_program(methods: &[MethodSpec<'_>], getters: &[Getter]) -> Result<Vec<u8>> {
-    let mut constants = Constants { data: Vec::new(), offsets: vec![0] };
+    let mut constants = Constants { data: Vec::new(), offsets: vec![0], mutable_data: Vec::new(), mutable_offsets: vec![0] };
     let mut parts = Vec::new();
     for m in methods {
         parts.push(method_parts(m, &mut constants)?);
@@ -352,8 +364,14 @@ pub fn emit_program(methods: &[MethodSpec<'_>], getters: &[Getter]) -> Result<Ve
     // Delegate blobs go in segments after the constants (ExecuTorch's default layout), so a
     // backend can read them in place, aligned like every segment.
     let has_constants = constants.offsets.len() > 1;
+    let has_mutable = constants.mutable_offsets.len() > 1;
     let any_delegate = parts.iter().any(|p| !p.delegates.is_empty());
-    let mut segments: Vec<&[u8]> = if has_constants || any_delegate { vec![&constants.data] } else { vec![] };
+    let mut segments: Vec<&[u8]> = if has_constants || any_delegate || has_mutable { vec![&constants.data] } else { vec![] };
+    // Initial values of mutable state follow the constants (ExecuTorch's segment order).
+    let mutable_data_segments = has_mutable.then(|| {
+        segments.push(&constants.mutable_data);
+        vec![SubsegmentOffsets { segment_index: (segments.len() - 1) as u32, offsets: Some(constants.mutable_offsets.clone()) }]
+    });
     let mut delegate_lists: Vec<Vec<BackendDelegate>> = Vec::new();
     for p in &parts {
         let mut list = Vec::new();
@@ -399,7 +417,7 @@ pub fn emit_program(methods: &[MethodSpec<'_>], getters: &[Getter]) -> Result<Ve
         backend_delegate_data: Some(vec![]),
         segments: Some(vec![]),
         constant_segment: Some(SubsegmentOffsets { segment_index: 0, offsets: Some(constants.offsets) }),
-        mutable_data_segments: None,
+        mutable_data_segments,
         named_data: None,
     };
     Ok(write_pte(&program, &segments))

@@ -88,9 +88,10 @@ pub enum Origin {
     Const(ConstData),
     /// Produced by a node.
     Computed,
-    /// Mutable state that lives across executions (a KV cache): planned memory of its own for
-    /// the whole method, zero at load, written in place by ops whose schema marks it `(a!)`.
-    State,
+    /// Mutable state that lives across executions (a KV cache, an imported module's buffer):
+    /// planned memory of its own for the whole method, zero at load or its initial bytes (the
+    /// program's mutable data segment), written in place by ops whose schema marks it `(a!)`.
+    State(Option<ConstData>),
     /// A scalar integer produced by a node at run time (`aten::sym_size.int`,
     /// `aten::_local_scalar_dense`); no tensor memory. Its meta is int64 [].
     SymInt,

@@ -113,6 +113,12 @@ const SCHEMAS: &[(&str, &str)] = &[
     // Run-time integers (emitted as ExecuTorch's prim ops: arguments, then the result value).
     ("aten::sym_size.int(Tensor self, int dim) -> SymInt", "aten::sym_size.int(Tensor self, int dim) -> SymInt"),
     ("aten::_local_scalar_dense(Tensor self) -> Scalar", "aten::_local_scalar_dense(Tensor self) -> Scalar"),
+    // Stores a value into mutable state (ExecuTorch's write-back of a mutated buffer); emitted
+    // under its own in-place schema, its result being the state it writes.
+    (
+        "aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)",
+        "aten::copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)",
+    ),
     // Not Core ATen, but ExecuTorch runs it (optimized and portable libraries); the decomposition
     // pass rewrites it into permute_copy + mm/addmm unless the export keeps it.
     (
@@ -616,6 +622,12 @@ fn table() -> &'static HashMap<String, OpDef> {
 /// Ops whose result is a run-time integer (emitted as prim calls, no tensor output).
 pub fn returns_int(key: &str) -> bool {
     matches!(key, "aten::sym_size.int" | "aten::_local_scalar_dense")
+}
+
+/// In-place ops: emitted under their own schema, with no output values of their own; their
+/// effect is the write into their first argument (mutable state), so passes must keep them.
+pub fn writes_in_place(key: &str) -> bool {
+    key == "aten::copy_"
 }
 
 /// Looks an operator up by its functional key (`aten::add.Tensor`, `aten::relu`).

@@ -34,7 +34,7 @@ pub fn lifetimes(g: &Graph) -> Vec<Option<(usize, usize)>> {
         for v in n.tensor_inputs() {
             if let Some((_, e)) = &mut life[v] {
                 *e = (*e).max(k);
-            } else if matches!(g.values[v].origin, Origin::State) {
+            } else if matches!(g.values[v].origin, Origin::State(_)) {
                 life[v] = Some((0, end));
             }
         }

@@ -365,6 +365,14 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             norm_dim(op, int(op, args, 1)?, x.rank())?;
             Ok(vec![TensorMeta::fixed(ScalarType::Long, &[])])
         }
+        "aten::copy_" => {
+            let (state, src) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
+            if state.dtype != src.dtype || state.shape != src.shape {
+                return Err(shape_err(op, format!("cannot store {} {:?} into {} {:?}", src.dtype, src.shape, state.dtype, state.shape)));
+            }
+            // The write is the effect; the node defines no new values.
+            Ok(vec![])
+        }
         "aten::_local_scalar_dense" => {
             let x = tensor(g, op, args, 0)?;
             if !matches!(x.dtype, ScalarType::Long | ScalarType::Int) || x.shape.iter().any(|&d| d != Dim::Fixed(1)) {

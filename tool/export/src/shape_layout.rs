@@ -64,7 +64,7 @@ fn slice(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             Dim::Fixed(if end > start { ((end - start - 1) / step + 1) as usize } else { 0 })
         }
         (d @ Dim::Sym(_), _) => {
-            let whole = matches!(bound(2)?, None | Some(0)) && step == 1 && bound(3)?.is_none_or(|e| e == i64::MAX);
+            let whole = matches!(bound(2)?, None | Some(0)) && step == 1 && bound(3)?.is_none_or(|e| e >= g.dim_max(d) as i64);
             if !whole {
                 return Err(shape_err(op, format!("dim {dim} is a run-time size {d:?}: only the whole of it can be sliced")));
             }

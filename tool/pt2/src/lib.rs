@@ -45,12 +45,14 @@
 
 pub mod archive;
 pub mod error;
+pub mod lower;
 pub mod model;
 pub mod schema;
 pub mod tensor;
 
 pub use archive::{PayloadKind, Pt2Archive, DEFAULT_MODEL};
 pub use error::{ErrorKind, Pt2Error, Result};
+pub use lower::{lower, ImportReport, LowerError, LowerOptions, LoweredProgram};
 pub use model::{
     payload_view, BufferMutation, Dim, ExportedModel, GraphInput, InPlaceBufferWrite, UserInputMutation, UserTensor,
 };

@@ -1,4 +1,5 @@
-//! `rbuild export --model NAME (--weights FILE | --random-weights SEED) --out model.pte`.
+//! `rbuild export --model NAME (--weights FILE | --random-weights SEED) --out model.pte`, or
+//! `rbuild export --pt2 model.pt2 --out model.pte` (see `export_pt2`).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -13,8 +14,15 @@ use rbuild_models::family::{ExportOptions, Source};
 #[derive(clap::Args)]
 pub struct ExportArgs {
     /// Model architecture (see --list).
-    #[arg(long, required_unless_present = "list")]
+    #[arg(long, required_unless_present_any = ["list", "pt2"], conflicts_with = "pt2")]
     pub model: Option<String>,
+    /// A `torch.export.save` archive (.pt2) to import instead of a built-in model.
+    #[arg(long, value_name = "ARCHIVE", conflicts_with_all = ["weights", "random_weights"])]
+    pub pt2: Option<PathBuf>,
+    /// With --pt2: the largest size of a dynamic dim, by symbol or input name (`s27=128`,
+    /// `ids=128`), narrowing the archive's bound; required where it has none. Repeatable.
+    #[arg(long = "max-dim", value_name = "SYMBOL_OR_INPUT=N", requires = "pt2")]
+    pub max_dims: Vec<String>,
     /// safetensors state dict with the architecture's tensor names.
     #[arg(long, conflicts_with = "random_weights")]
     pub weights: Option<PathBuf>,
@@ -99,6 +107,9 @@ pub fn export(a: ExportArgs) -> CliResult {
             println!("{} ({})", f.name(), f.summary());
         }
         return Ok(());
+    }
+    if let Some(archive) = &a.pt2 {
+        return super::export_pt2::export_pt2(archive, &a);
     }
     let (Some(model), Some(_)) = (a.model.as_deref(), a.out.as_ref()) else { bail!("--model and --out are required") };
     let t0 = Instant::now();
@@ -203,7 +214,7 @@ fn finish_int8(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0:
 }
 
 /// Passes, planning, emission and the report, for any built graph.
-fn finish(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0: Instant, t_load: std::time::Duration, t_build: std::time::Duration) -> CliResult {
+pub(super) fn finish(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0: Instant, t_load: std::time::Duration, t_build: std::time::Duration) -> CliResult {
     let out = a.out.as_ref().expect("checked by the caller");
     let report = passes::optimize(&mut graph).map_err(|e| CliError(format!("{model}: {e}")))?;
     let t_passes = t0.elapsed();

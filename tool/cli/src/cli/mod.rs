@@ -2,6 +2,7 @@
 
 pub mod bundle;
 pub mod export;
+pub mod export_pt2;
 pub mod inspect;
 pub mod inspect_pt2;
 pub mod recipes;

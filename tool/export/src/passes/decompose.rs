@@ -79,13 +79,9 @@ fn linear(g: &mut Graph, n: &Node) -> Result<bool> {
         append_into(g, op, args, &[out])?;
         return Ok(true);
     }
-    // view_copy needs static sizes; a symbolic batch works only through the 2-D path above.
-    let static_sizes = |v: usize| {
-        g.meta(v).sizes().ok_or_else(|| {
-            ExportError::Invalid(format!("aten::linear: input {:?} of rank != 2 needs static sizes to decompose", g.meta(x).shape))
-        })
-    };
-    let (xs, ys) = (static_sizes(x)?, static_sizes(out)?);
+    // Flattening the leading dims needs static sizes; with run-time ones the node stays
+    // `aten::linear`, which ExecuTorch runs as well.
+    let (Some(xs), Some(ys)) = (g.meta(x).sizes(), g.meta(out).sizes()) else { return Ok(false) };
     let features = *xs.last().unwrap_or(&1);
     let rows: usize = xs.iter().rev().skip(1).product();
     let x2d = append1(g, "aten::view_copy", vec![Arg::Tensor(x), Arg::Ints(vec![rows as i64, features as i64])])?;

@@ -7,7 +7,7 @@ use crate::ops;
 
 pub fn to_out_variants(g: &mut Graph) -> Result<()> {
     for n in &mut g.nodes {
-        if ops::returns_int(&n.op) || n.op == crate::graph::DELEGATE_CALL {
+        if ops::returns_int(&n.op) || ops::writes_in_place(&n.op) || n.op == crate::graph::DELEGATE_CALL {
             continue;
         }
         let Some(def) = ops::op(&n.op) else {

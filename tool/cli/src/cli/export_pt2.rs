@@ -1,0 +1,60 @@
+//! `rbuild export --pt2 model.pt2 --out model.pte [--max-dim SYMBOL_OR_INPUT=N …]`: a
+//! `torch.export.save` archive lowered to the export IR, then the normal passes, memory plan
+//! and emission. Errors name the archive.
+
+use std::path::Path;
+use std::time::Instant;
+
+use rbuild_pt2::{lower, LowerOptions, Pt2Archive};
+
+use super::export::{finish, ExportArgs};
+use crate::error::{bail, CliError, CliResult};
+
+pub fn export_pt2(archive_path: &Path, a: &ExportArgs) -> CliResult {
+    if a.out.is_none() {
+        bail!("--out is required");
+    }
+    if a.quant != "fp32" || a.calibration.is_some() || a.reference_only || a.sensitivity.is_some() || !a.keep_float.is_empty() {
+        bail!("--pt2 imports float programs: --quant, --calibration, --reference-only, --sensitivity and --keep-float do not apply yet");
+    }
+    let options = LowerOptions { max_dims: parse_max_dims(&a.max_dims)? };
+    let t0 = Instant::now();
+    // Reader errors name the archive and the member already.
+    let archive = Pt2Archive::open(archive_path).map_err(|e| CliError(e.to_string()))?;
+    let model = archive.default_model().map_err(|e| CliError(e.to_string()))?;
+    let t_load = t0.elapsed();
+    let lowered = lower(&model, &options).map_err(|e| CliError(format!("{}: {e}", archive_path.display())))?;
+    let t_build = t0.elapsed();
+
+    let report = &lowered.report;
+    println!("imported {} ({} nodes)", archive_path.display(), report.ops.values().sum::<usize>());
+    for input in &report.inputs {
+        println!("  input {input}");
+    }
+    println!(
+        "  {} constants ({} shared with another name){}",
+        report.constants,
+        report.shared_constants,
+        if report.state.is_empty() { String::new() } else { format!("; mutable state: {}", report.state.join(", ")) }
+    );
+    println!("  archive operators:");
+    for (op, n) in &report.ops {
+        println!("    {op:<55} x{n}");
+    }
+    let label = archive_path.display().to_string();
+    finish(&label, lowered.graph, a, t0, t_load, t_build)
+}
+
+/// `SYMBOL_OR_INPUT=N` pairs.
+fn parse_max_dims(items: &[String]) -> CliResult<std::collections::BTreeMap<String, usize>> {
+    items
+        .iter()
+        .map(|item| {
+            let parsed = item.split_once('=').and_then(|(k, v)| Some((k.trim(), v.trim().parse::<usize>().ok()?)));
+            match parsed {
+                Some((k, n)) if !k.is_empty() && n > 0 => Ok((k.to_string(), n)),
+                _ => Err(CliError(format!("--max-dim {item}: expected SYMBOL_OR_INPUT=N with N > 0"))),
+            }
+        })
+        .collect()
+}
