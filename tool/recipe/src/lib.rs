@@ -30,7 +30,7 @@ pub use overrides::OVERRIDE_KEYS;
 pub use probe::{InstallError, ToolStatus};
 pub use probe_cache::{Captured, Probes};
 pub use recipe::{
-    recipe_names, Accelerator, Backend, BackendSpec, Catalog, Dtype, EmbeddingQuantize, Fallback, LlmSpec, NpuOptions, ModelSpec, Quantize, Recipe,
+    recipe_names, Accelerator, GENERIC_RUNNER, Backend, BackendSpec, Catalog, Dtype, EmbeddingQuantize, Fallback, LlmSpec, NpuOptions, ModelSpec, Quantize, Recipe,
     RunnerSpec, VerifyInput, VerifySpec, WeightsSource,
 };
 pub use toolchain::{load_platform, load_platforms, InstallStep, Platform, RunSpec, Tool};
