@@ -1,26 +1,5 @@
-//! With the `embed-program` feature, copies the `.pte` named by `RBUILD_EMBED_PROGRAM` into
-//! OUT_DIR so `src/main.rs` can `include_bytes!` it, and sets `cfg(rbuild_embedded)`.
-//!
-//! The feature without the variable only warns (so `cargo test --all-features` still builds);
-//! the binary then requires `--model` and says why.
-
-use std::path::PathBuf;
+//! See `rbuild_runner_support::build`.
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(rbuild_embedded)");
-    println!("cargo::rerun-if-env-changed=RBUILD_EMBED_PROGRAM");
-    if std::env::var_os("CARGO_FEATURE_EMBED_PROGRAM").is_none() {
-        return;
-    }
-    let Some(src) = std::env::var_os("RBUILD_EMBED_PROGRAM").map(PathBuf::from) else {
-        println!("cargo::warning=feature embed-program is on but RBUILD_EMBED_PROGRAM is not set; no program embedded");
-        return;
-    };
-    println!("cargo::rerun-if-changed={}", src.display());
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("program.pte");
-    if let Err(e) = std::fs::copy(&src, &out) {
-        eprintln!("error: RBUILD_EMBED_PROGRAM={}: {e}", src.display());
-        std::process::exit(1);
-    }
-    println!("cargo::rustc-cfg=rbuild_embedded");
+    rbuild_runner_support::build::embed_program();
 }

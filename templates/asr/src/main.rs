@@ -2,7 +2,6 @@
 //! with a Whisper program, streaming the text to stdout, with a stats line on stderr, subtitle
 //! or JSON files, or one JSON object on stdout with `--json`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -15,8 +14,8 @@ use rbuild_asr_runner::stats::Stats;
 use rbuild_asr_runner::tokenizer::{self, Text};
 use rbuild_asr_runner::transcribe::{self, Geometry, Options};
 use rbuild_asr_runner::{audio, kernels, verify};
-use rbuild_runtime::buffer::AlignedBuf;
-use rbuild_runtime::Program;
+use rbuild_runner_support::cli::{self, emit};
+use rbuild_runner_support::{in_file, program, protocol, Failure, Outcome};
 
 #[derive(Parser)]
 #[command(
@@ -86,21 +85,6 @@ struct Args {
     list_kernels: bool,
 }
 
-/// A user-facing failure: the message names the file or argument concerned.
-struct Failure(String);
-
-type Outcome<T = ()> = Result<T, Failure>;
-
-impl From<String> for Failure {
-    fn from(s: String) -> Self {
-        Failure(s)
-    }
-}
-
-fn in_file<T, E: std::fmt::Display>(r: Result<T, E>, path: &Path) -> Outcome<T> {
-    r.map_err(|e| Failure(format!("{}: {e}", path.display())))
-}
-
 /// whisper.cpp's multi-letter single-dash flags, which clap cannot declare, as long options.
 fn whisper_cpp_aliases(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     args.map(|a| {
@@ -118,69 +102,7 @@ fn whisper_cpp_aliases(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<st
 }
 
 fn main() -> ExitCode {
-    let args = match Args::try_parse_from(whisper_cpp_aliases(std::env::args_os())) {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
-        }
-    };
-    match run(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure(msg)) => {
-            eprintln!("error: {msg}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// The program compiled in with `--features embed-program` (16-aligned, as the runtime views
-/// constants in place).
-#[cfg(rbuild_embedded)]
-fn embedded_program() -> Option<&'static [u8]> {
-    #[repr(C, align(16))]
-    struct Aligned<T: ?Sized>(T);
-    static PROGRAM: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/program.pte")));
-    Some(&PROGRAM.0)
-}
-
-#[cfg(not(rbuild_embedded))]
-fn embedded_program() -> Option<&'static [u8]> {
-    None
-}
-
-/// The program's bytes: mapped (weights paged in as used) or read into an aligned buffer.
-enum ProgramBytes {
-    Mapped(memmap2::Mmap),
-    Read(AlignedBuf),
-}
-
-impl ProgramBytes {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            ProgramBytes::Mapped(m) => m,
-            ProgramBytes::Read(b) => b.as_slice(),
-        }
-    }
-}
-
-fn read_program(path: &Path, mmap: bool) -> Outcome<ProgramBytes> {
-    use std::io::Read;
-    let mut f = in_file(std::fs::File::open(path), path)?;
-    let len = in_file(f.metadata(), path)?.len();
-    if mmap && len > 0 {
-        // SAFETY: the map is only read and outlives the program borrowed from it; rbuild
-        // writes programs by rename, so its own rebuilds never truncate a mapped file.
-        if let Ok(m) = unsafe { memmap2::Mmap::map(&f) } {
-            return Ok(ProgramBytes::Mapped(m));
-        }
-    }
-    let mut buf = usize::try_from(len)
-        .ok()
-        .and_then(AlignedBuf::try_zeroed)
-        .ok_or_else(|| Failure(format!("{}: cannot allocate {len} bytes for the program", path.display())))?;
-    in_file(f.read_exact(buf.as_mut_slice()), path)?;
-    Ok(ProgramBytes::Read(buf))
+    cli::main(whisper_cpp_aliases(std::env::args_os()), run)
 }
 
 fn check_args(a: &Args) -> Outcome {
@@ -190,25 +112,16 @@ fn check_args(a: &Args) -> Outcome {
     if !(a.temperature_inc.is_finite() && a.temperature_inc >= 0.0) {
         return Err(Failure(format!("--temperature-inc must be a number ≥ 0, got {}", a.temperature_inc)));
     }
-    if a.threads == 0 {
-        return Err(Failure("--threads must be at least 1".into()));
-    }
+    cli::check_threads(a.threads)?;
     if a.max_new_tokens == Some(0) {
         return Err(Failure("--max-new-tokens must be at least 1".into()));
     }
     Ok(())
 }
 
-fn emit(out: &mut impl Write, text: &str) -> Result<(), String> {
-    out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|e| format!("stdout: {e}"))
-}
-
 fn run(a: Args) -> Outcome {
     if a.list_kernels {
-        for op in kernels::registry().ops() {
-            println!("{op}");
-        }
-        return Ok(());
+        return cli::print_kernel_ops(&kernels::registry());
     }
     check_args(&a)?;
     // The audio first: a bad file fails before the (possibly large) program is touched.
@@ -218,27 +131,13 @@ fn run(a: Args) -> Outcome {
     };
 
     let t_load = Instant::now();
-    let owned;
-    let (program_bytes, model_name): (&[u8], PathBuf) = match (&a.model, embedded_program()) {
-        (Some(p), _) => {
-            owned = read_program(p, !a.no_mmap)?;
-            (owned.as_slice(), p.clone())
-        }
-        (None, Some(bytes)) => (bytes, PathBuf::from("<embedded program>")),
-        (None, None) => {
-            let why = if cfg!(feature = "embed-program") {
-                " (built with embed-program, but RBUILD_EMBED_PROGRAM was not set)"
-            } else {
-                ""
-            };
-            return Err(Failure(format!("--model is required: this binary has no embedded program{why}")));
-        }
-    };
-    let prog = in_file(Program::load(program_bytes), &model_name)?;
+    let file = program::open(a.model.as_deref(), !a.no_mmap, rbuild_runner_support::embedded_program!())?;
+    let prog = file.load()?;
+    let model_name = file.name();
     let registry = kernels::registry();
-    let mut model = in_file(WhisperProgram::load(&prog, &registry, a.threads), &model_name)?;
+    let mut model = in_file(WhisperProgram::load(&prog, &registry, a.threads), model_name)?;
     let vocab = model.meta.vocab.clone();
-    let language = in_file(vocab.resolve_language(&a.language), &model_name)?;
+    let language = in_file(vocab.resolve_language(&a.language), model_name)?;
     let task = if a.task == "translate" { Task::Translate } else { Task::Transcribe };
     if a.timestamps && vocab.timestamp_begin.is_none() {
         return Err(Failure(format!(
@@ -248,7 +147,7 @@ fn run(a: Args) -> Outcome {
     }
 
     if let Some(path) = &a.verify_input {
-        return verify_run(&mut model, path, &model_name, language, task, a.threads);
+        return verify_run(&mut model, path, model_name, language, task, a.threads);
     }
 
     let tok = match &a.tokenizer {
@@ -279,7 +178,7 @@ fn run(a: Args) -> Outcome {
     }
 
     let t_run = Instant::now();
-    let content_frames = in_file(model.compute_features(&pcm), &model_name)?;
+    let content_frames = in_file(model.compute_features(&pcm), model_name)?;
     let geo = Geometry {
         content_frames,
         frames_per_window: model.meta.frames_per_window,
@@ -320,7 +219,7 @@ fn run(a: Args) -> Outcome {
         }
     };
     let result = transcribe::transcribe(&mut model, &vocab, geo, &opts, &text, &mut on_segment, &mut progress);
-    let tr = in_file(result, &model_name)?;
+    let tr = in_file(result, model_name)?;
     let stats = Stats::new(load_time, audio_s, t_run.elapsed(), &model.timing);
     let lang = tr.language.and_then(|l| vocab.lang_code(l)).map(str::to_string);
     let mut stats_json = stats.to_json();
@@ -328,7 +227,7 @@ fn run(a: Args) -> Outcome {
     stats_json["skipped_windows"] = tr.skipped_windows.into();
 
     if let Some(path) = &a.output {
-        output::write_atomic(path, &output::render(format, &tr.segments, lang.as_deref(), stats_json.clone()))?;
+        rbuild_runner_support::fs::write_atomic(path, output::render(format, &tr.segments, lang.as_deref(), stats_json.clone()).as_bytes())?;
     }
     if a.json {
         emit(&mut out, &format!("{}\n", output::json(&tr.segments, lang.as_deref(), stats_json)))?;
@@ -372,7 +271,7 @@ fn verify_run(
     let outputs = in_file(verify::outputs(model, &pcm, language, task), model_name)?;
     let elapsed_us = t.elapsed().as_micros();
     for o in &outputs {
-        println!("{}", verify::output_line(o.index, o.dtype, &o.shape, &o.bytes));
+        println!("{}", protocol::output_line(o.index, o.dtype, &o.shape, &o.bytes));
     }
     println!("RBUILD_STATS elapsed_us={elapsed_us} threads={}", threads.max(1));
     Ok(())

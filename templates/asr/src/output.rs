@@ -1,6 +1,4 @@
-//! Transcript files: plain text, SubRip, WebVTT and JSON, and writing them whole or not at all.
-
-use std::path::Path;
+//! Transcript files: plain text, SubRip, WebVTT and JSON.
 
 use crate::transcribe::Segment;
 
@@ -91,26 +89,4 @@ pub fn render(format: Format, segments: &[Segment], language: Option<&str>, stat
         Format::Vtt => vtt(segments),
         Format::Json => format!("{}\n", json(segments, language, stats)),
     }
-}
-
-/// Writes `contents` to a temporary file beside `path`, then renames it over `path`: readers
-/// see the old file or the whole new one, never a half-written one.
-pub fn write_atomic(path: &Path, contents: &str) -> Result<(), String> {
-    use std::io::Write;
-    let at = |e: std::io::Error| format!("{}: {e}", path.display());
-    let name = path.file_name().ok_or_else(|| format!("{}: not a file name", path.display()))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(contents.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(at)
 }

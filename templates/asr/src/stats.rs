@@ -57,7 +57,7 @@ impl Stats {
             decoder_tokens: t.decoder_tokens,
             decode_tok_s: (t.steps > 0 && t.step > Duration::ZERO).then(|| t.steps as f64 / t.step.as_secs_f64()),
             prompt_ms: t.decoder.saturating_sub(t.step).as_secs_f64() * 1e3,
-            peak_rss_bytes: peak_rss_bytes(),
+            peak_rss_bytes: rbuild_runner_support::stats::peak_rss_bytes(),
         }
     }
 
@@ -80,7 +80,7 @@ impl Stats {
             self.decoder_tokens,
             self.prompt_ms,
             opt(self.decode_tok_s, " tok/s"),
-            self.peak_rss_bytes.map_or("n/a".to_string(), |b| format!("{:.1} MiB", b as f64 / (1 << 20) as f64)),
+            rbuild_runner_support::stats::mib(self.peak_rss_bytes),
         )
     }
 
@@ -97,27 +97,6 @@ impl Stats {
             "prompt_ms": self.prompt_ms,
             "peak_rss_bytes": self.peak_rss_bytes,
         })
-    }
-}
-
-/// The process's peak resident set size so far (Linux and macOS; None elsewhere).
-pub fn peak_rss_bytes() -> Option<u64> {
-    #[cfg(any(target_os = "linux", target_os = "macos", target_os = "ios"))]
-    {
-        let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-        // SAFETY: getrusage fills the rusage we own; it is read only on success.
-        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
-        if rc != 0 {
-            return None;
-        }
-        // SAFETY: zeroed, then written by the successful call.
-        let max = unsafe { ru.assume_init() }.ru_maxrss.max(0) as u64;
-        // Linux reports KiB, Apple's systems bytes.
-        Some(if cfg!(target_os = "linux") { max * 1024 } else { max })
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "macos", target_os = "ios")))]
-    {
-        None
     }
 }
 

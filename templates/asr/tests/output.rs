@@ -1,5 +1,5 @@
 //! SRT, WebVTT, text and JSON transcripts, parsed back with an independent subtitle parser
-//! (aspasia), and atomic writes.
+//! (aspasia).
 
 mod common;
 
@@ -93,18 +93,4 @@ fn txt_and_json() {
     let back: serde_json::Value = serde_json::from_str(&rendered).unwrap();
     assert!(back["language"].is_null());
     assert!(Format::parse("docx").is_err());
-}
-
-#[test]
-fn atomic_write_replaces_whole_files_only() {
-    let d = common::temp_dir("atomic");
-    let p = d.join("out.srt");
-    std::fs::write(&p, "old").unwrap();
-    output::write_atomic(&p, "new contents").unwrap();
-    assert_eq!(std::fs::read_to_string(&p).unwrap(), "new contents");
-    // No temporary file left behind.
-    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
-    // A folder that does not exist: an error naming the path, the old state untouched.
-    let e = output::write_atomic(&d.join("missing/out.srt"), "x").unwrap_err();
-    assert!(e.contains("missing/out.srt"), "{e}");
 }

@@ -7,4 +7,3 @@ pub mod classify;
 pub mod decode;
 pub mod kernels;
 pub mod preprocess;
-pub mod verify;

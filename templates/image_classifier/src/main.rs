@@ -1,15 +1,14 @@
 //! `image_classifier --model model.pte --image photo.png [--top 5] [--labels labels.txt]`:
 //! classify one image with an ExecuTorch-compatible program and print the top-k classes.
 
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
-use rbuild_image_classifier::{classify, decode, kernels, preprocess, verify};
+use rbuild_image_classifier::{classify, decode, kernels, preprocess};
+use rbuild_runner_support::{cli, in_file, program, protocol, Failure, Outcome};
 use rbuild_runtime::backend::BackendRegistry;
-use rbuild_runtime::buffer::AlignedBuf;
-use rbuild_runtime::{KernelContext, Method, Program, ScalarType, Value};
+use rbuild_runtime::{KernelContext, Method, ScalarType, Value};
 
 #[derive(Parser)]
 #[command(name = "image_classifier", about = "Classify an image with an ExecuTorch-compatible program")]
@@ -44,87 +43,26 @@ struct Args {
     verify_input: Option<PathBuf>,
 }
 
-/// A user-facing failure: the message names the file concerned.
-struct Failure(String);
-
-type Outcome<T = ()> = Result<T, Failure>;
-
-/// Prefixes an error with the file it concerns.
-fn in_file<T, E: std::fmt::Display>(r: Result<T, E>, path: &Path) -> Outcome<T> {
-    r.map_err(|e| Failure(format!("{}: {e}", path.display())))
-}
-
-fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure(msg)) => {
-            eprintln!("error: {msg}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// The program compiled in with `--features embed-program` (16-aligned, as the runtime views
-/// constants in place).
-#[cfg(rbuild_embedded)]
-fn embedded_program() -> Option<&'static [u8]> {
-    #[repr(C, align(16))]
-    struct Aligned<T: ?Sized>(T);
-    static PROGRAM: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/program.pte")));
-    Some(&PROGRAM.0)
-}
-
-#[cfg(not(rbuild_embedded))]
-fn embedded_program() -> Option<&'static [u8]> {
-    None
-}
-
-/// Reads the program straight into aligned memory: the runtime views constant tensors in place.
-fn read_program(path: &Path) -> Outcome<AlignedBuf> {
-    use std::io::Read;
-    let mut f = in_file(std::fs::File::open(path), path)?;
-    let len = in_file(f.metadata(), path)?.len();
-    let mut buf = usize::try_from(len)
-        .ok()
-        .and_then(AlignedBuf::try_zeroed)
-        .ok_or_else(|| Failure(format!("{}: cannot allocate {len} bytes for the program", path.display())))?;
-    in_file(f.read_exact(buf.as_mut_slice()), path)?;
-    Ok(buf)
+fn main() -> std::process::ExitCode {
+    cli::main(std::env::args_os(), run)
 }
 
 fn run(a: Args) -> Outcome {
     if a.list_kernels {
-        for op in kernels::registry().ops() {
-            println!("{op}");
-        }
-        return Ok(());
+        return cli::print_kernel_ops(&kernels::registry());
     }
-    let owned;
-    let (program_bytes, model_name): (&[u8], PathBuf) = match (&a.model, embedded_program()) {
-        (Some(p), _) => {
-            owned = read_program(p)?;
-            (owned.as_slice(), p.clone())
-        }
-        (None, Some(bytes)) => (bytes, PathBuf::from("<embedded program>")),
-        (None, None) => {
-            let why = if cfg!(feature = "embed-program") {
-                " (built with embed-program, but RBUILD_EMBED_PROGRAM was not set)"
-            } else {
-                ""
-            };
-            return Err(Failure(format!("--model is required: this binary has no embedded program{why}")));
-        }
-    };
-    let program = in_file(Program::load(program_bytes), &model_name)?;
+    let file = program::open(a.model.as_deref(), false, rbuild_runner_support::embedded_program!())?;
+    let program = file.load()?;
+    let model_name = file.name();
     let registry = kernels::registry();
-    let mut method = in_file(program.load_method("forward", &registry, &BackendRegistry::new()), &model_name)?;
+    let mut method = in_file(program.load_method("forward", &registry, &BackendRegistry::new()), model_name)?;
     if let Some(path) = &a.verify_input {
-        return verify_run(&mut method, path, &model_name, a.threads);
+        return protocol::verify_run(&mut method, path, model_name, a.threads);
     }
     let image_path = a.image.clone().ok_or_else(|| Failure("--image is required".into()))?;
     let image_bytes = in_file(std::fs::read(&image_path), &image_path)?;
     let image = in_file(decode::decode_image(&image_bytes), &image_path)?;
-    let (crop_h, crop_w) = in_file(image_input_size(&method), &model_name)?;
+    let (crop_h, crop_w) = in_file(image_input_size(&method), model_name)?;
 
     let input = preprocess::imagenet_eval(&image, crop_h, crop_w);
     let input_bytes: Vec<u8> = input.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -133,14 +71,14 @@ fn run(a: Args) -> Outcome {
     for _ in 0..a.repeat.max(1) {
         let t = Instant::now();
         // Re-bound every run: planned memory may reuse the input's bytes once it is dead.
-        in_file(method.set_input_tensor(0, ScalarType::Float, &[1, 3, crop_h, crop_w], &input_bytes), &model_name)?;
-        in_file(method.execute(&mut ctx), &model_name)?;
+        in_file(method.set_input_tensor(0, ScalarType::Float, &[1, 3, crop_h, crop_w], &input_bytes), model_name)?;
+        in_file(method.execute(&mut ctx), model_name)?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
     times.sort_by(f64::total_cmp);
     let median = times[times.len() / 2];
 
-    let logits = in_file(logits(&method), &model_name)?;
+    let logits = in_file(logits(&method), model_name)?;
     let labels = match &a.labels {
         Some(p) => {
             let labels = classify::parse_labels(&in_file(std::fs::read_to_string(p), p)?);
@@ -185,37 +123,6 @@ fn run(a: Args) -> Outcome {
             ctx.threads
         );
     }
-    Ok(())
-}
-
-/// `--verify-input`: bind the file's tensors, run once, print every output in the protocol.
-fn verify_run(method: &mut Method<'_>, path: &Path, model_name: &Path, threads: usize) -> Outcome {
-    let bytes = in_file(std::fs::read(path), path)?;
-    let inputs = in_file(verify::read_inputs(&bytes), path)?;
-    if inputs.len() != method.inputs().len() {
-        return Err(Failure(format!(
-            "{}: {} input tensor(s), but the method takes {}",
-            path.display(),
-            inputs.len(),
-            method.inputs().len()
-        )));
-    }
-    for (i, t) in inputs.iter().enumerate() {
-        in_file(method.set_input_tensor(i, t.dtype, &t.shape, &t.data), path)?;
-    }
-    let mut ctx = KernelContext { threads: threads.max(1) };
-    let t = Instant::now();
-    in_file(method.execute(&mut ctx), model_name)?;
-    let elapsed_us = t.elapsed().as_micros();
-    for i in 0..method.outputs().len() {
-        let Some(Value::Tensor(t)) = method.output_value(i) else {
-            return Err(Failure(format!("{}: output {i} is not a tensor", model_name.display())));
-        };
-        let (dtype, shape) = (t.dtype, t.shape.as_slice().to_vec());
-        let data = method.output_bytes(i).ok_or_else(|| Failure(format!("{}: output {i} has no data", model_name.display())))?;
-        println!("{}", verify::output_line(i, dtype, &shape, data));
-    }
-    println!("RBUILD_STATS elapsed_us={elapsed_us} threads={}", ctx.threads);
     Ok(())
 }
 

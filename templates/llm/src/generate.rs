@@ -151,7 +151,7 @@ impl Stats {
 
     pub fn line(&self) -> String {
         let rate = |r: Option<f64>| r.map_or("n/a".to_string(), |r| format!("{r:.1} tok/s"));
-        let mem = self.peak_rss_bytes.map_or("n/a".to_string(), |b| format!("{:.1} MiB", b as f64 / (1 << 20) as f64));
+        let mem = rbuild_runner_support::stats::mib(self.peak_rss_bytes);
         format!(
             "load {:.1} ms, time to first token {:.1} ms, prefill {} tokens at {}, decode {} tokens at {}, peak memory {}",
             self.load_ms,
@@ -174,31 +174,5 @@ impl Stats {
             "decode_tok_s": self.decode_tok_s,
             "peak_rss_bytes": self.peak_rss_bytes,
         })
-    }
-}
-
-/// The process's peak resident set size so far (Linux and macOS; None elsewhere).
-pub fn peak_rss_bytes() -> Option<u64> {
-    #[cfg(any(target_os = "linux", target_os = "macos", target_os = "ios"))]
-    {
-        let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-        // SAFETY: getrusage writes a whole rusage into the pointer we own; we read it only on
-        // success.
-        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) };
-        if rc != 0 {
-            return None;
-        }
-        // SAFETY: initialized by the successful call above (and zeroed before it).
-        let max = unsafe { ru.assume_init() }.ru_maxrss.max(0) as u64;
-        // Linux reports KiB, Apple's systems bytes.
-        if cfg!(target_os = "linux") {
-            Some(max * 1024)
-        } else {
-            Some(max)
-        }
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "macos", target_os = "ios")))]
-    {
-        None
     }
 }

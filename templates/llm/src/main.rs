@@ -2,18 +2,16 @@
 //! an ExecuTorch-compatible LLM program, streaming it to stdout, with a stats line on stderr
 //! (or one JSON object on stdout with `--json`).
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
 use rbuild_llm_runner::generate::{self, GenConfig, Model, Stats};
 use rbuild_llm_runner::sampling::Sampler;
 use rbuild_llm_runner::stream::TextStream;
-use rbuild_llm_runner::{chat, kernels, program, tokenizer};
-use rbuild_runtime::buffer::AlignedBuf;
-use rbuild_runtime::Program;
+use rbuild_llm_runner::{chat, kernels, program as llm_program, tokenizer};
+use rbuild_runner_support::cli::{self, emit};
+use rbuild_runner_support::{in_file, program, Failure, Outcome};
 
 #[derive(Parser)]
 #[command(name = "llama_runner", about = "Generate text with an ExecuTorch-compatible LLM program")]
@@ -74,92 +72,8 @@ struct Args {
     list_kernels: bool,
 }
 
-/// A user-facing failure: the message names the file or argument concerned.
-struct Failure(String);
-
-type Outcome<T = ()> = Result<T, Failure>;
-
-impl From<String> for Failure {
-    fn from(s: String) -> Self {
-        Failure(s)
-    }
-}
-
-/// Prefixes an error with the file it concerns.
-fn in_file<T, E: std::fmt::Display>(r: Result<T, E>, path: &Path) -> Outcome<T> {
-    r.map_err(|e| Failure(format!("{}: {e}", path.display())))
-}
-
-fn main() -> ExitCode {
-    let args = match Args::try_parse() {
-        Ok(a) => a,
-        Err(e) => {
-            // --help/--version go to stdout with success; usage errors exit 1 like every other
-            // failure of this runner.
-            let _ = e.print();
-            return if e.use_stderr() { ExitCode::FAILURE } else { ExitCode::SUCCESS };
-        }
-    };
-    match run(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure(msg)) => {
-            eprintln!("error: {msg}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// The program compiled in with `--features embed-program` (16-aligned, as the runtime views
-/// constants in place).
-#[cfg(rbuild_embedded)]
-fn embedded_program() -> Option<&'static [u8]> {
-    #[repr(C, align(16))]
-    struct Aligned<T: ?Sized>(T);
-    static PROGRAM: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/program.pte")));
-    Some(&PROGRAM.0)
-}
-
-#[cfg(not(rbuild_embedded))]
-fn embedded_program() -> Option<&'static [u8]> {
-    None
-}
-
-/// The program's bytes: mapped from the file (page-aligned; weights are paged in as the first
-/// calls touch them, so loading a multi-GB model takes milliseconds), or read into an aligned
-/// buffer where the file cannot be mapped (pipes, some network file systems).
-enum ProgramBytes {
-    Mapped(memmap2::Mmap),
-    Read(AlignedBuf),
-}
-
-impl ProgramBytes {
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            ProgramBytes::Mapped(m) => m,
-            ProgramBytes::Read(b) => b.as_slice(),
-        }
-    }
-}
-
-fn read_program(path: &Path, mmap: bool) -> Outcome<ProgramBytes> {
-    use std::io::Read;
-    let mut f = in_file(std::fs::File::open(path), path)?;
-    let len = in_file(f.metadata(), path)?.len();
-    if mmap && len > 0 {
-        // SAFETY: the map is only read, and lives as long as the program borrowed from it. A
-        // file truncated by another process while mapped would fault on access (as with any
-        // mmap-based loader, llama.cpp's included); rbuild writes programs by rename, so its
-        // own rebuilds never truncate a mapped file.
-        if let Ok(m) = unsafe { memmap2::Mmap::map(&f) } {
-            return Ok(ProgramBytes::Mapped(m));
-        }
-    }
-    let mut buf = usize::try_from(len)
-        .ok()
-        .and_then(AlignedBuf::try_zeroed)
-        .ok_or_else(|| Failure(format!("{}: cannot allocate {len} bytes for the program", path.display())))?;
-    in_file(f.read_exact(buf.as_mut_slice()), path)?;
-    Ok(ProgramBytes::Read(buf))
+fn main() -> std::process::ExitCode {
+    cli::main(std::env::args_os(), run)
 }
 
 fn check_args(a: &Args) -> Outcome {
@@ -169,26 +83,16 @@ fn check_args(a: &Args) -> Outcome {
     if !(a.top_p > 0.0 && a.top_p <= 1.0) {
         return Err(Failure(format!("--top-p must be in (0, 1], got {}", a.top_p)));
     }
-    if a.threads == 0 {
-        return Err(Failure("--threads must be at least 1".into()));
-    }
+    cli::check_threads(a.threads)?;
     if a.max_new_tokens == Some(0) {
         return Err(Failure("--max-new-tokens must be at least 1".into()));
     }
     Ok(())
 }
 
-/// stdout, failing (not panicking) when it is closed.
-fn emit(out: &mut impl Write, text: &str) -> Result<(), String> {
-    out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|e| format!("stdout: {e}"))
-}
-
 fn run(a: Args) -> Outcome {
     if a.list_kernels {
-        for op in kernels::registry().ops() {
-            println!("{op}");
-        }
-        return Ok(());
+        return cli::print_kernel_ops(&kernels::registry());
     }
     check_args(&a)?;
     let tok_path = a.tokenizer.clone().ok_or_else(|| Failure("--tokenizer is required".into()))?;
@@ -199,25 +103,11 @@ fn run(a: Args) -> Outcome {
     };
 
     let t_load = Instant::now();
-    let owned;
-    let (program_bytes, model_name): (&[u8], PathBuf) = match (&a.model, embedded_program()) {
-        (Some(p), _) => {
-            owned = read_program(p, !a.no_mmap)?;
-            (owned.as_slice(), p.clone())
-        }
-        (None, Some(bytes)) => (bytes, PathBuf::from("<embedded program>")),
-        (None, None) => {
-            let why = if cfg!(feature = "embed-program") {
-                " (built with embed-program, but RBUILD_EMBED_PROGRAM was not set)"
-            } else {
-                ""
-            };
-            return Err(Failure(format!("--model is required: this binary has no embedded program{why}")));
-        }
-    };
-    let prog = in_file(Program::load(program_bytes), &model_name)?;
+    let file = program::open(a.model.as_deref(), !a.no_mmap, rbuild_runner_support::embedded_program!())?;
+    let prog = file.load()?;
+    let model_name = file.name();
     let registry = kernels::registry();
-    let (mut model, meta) = in_file(program::load_model(&prog, &registry, a.threads), &model_name)?;
+    let (mut model, meta) = in_file(llm_program::load_model(&prog, &registry, a.threads), model_name)?;
     // The whole sequence must fit the KV cache (get_max_context_len; older programs have only
     // get_max_seq_len) or, without a cache, one call.
     let max_context = match (model.uses_kv_cache(), meta.max_context_len.or(meta.max_seq_len)) {
@@ -242,7 +132,7 @@ fn run(a: Args) -> Outcome {
         Some(n) => n,
         None => max_context.saturating_sub(prompt.len()).max(1),
     };
-    in_file(generate::check_budget(prompt.len(), max_new, max_context), &model_name)?;
+    in_file(generate::check_budget(prompt.len(), max_new, max_context), model_name)?;
     if let Some(v) = meta.vocab_size {
         if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= v) {
             return Err(Failure(format!(
@@ -273,7 +163,7 @@ fn run(a: Args) -> Outcome {
         // --warmup. The KV cache needs no reset: a run from position 0 overwrites every
         // entry it reads.
         let mut s = sampler.clone();
-        in_file(generate::generate(&mut model as &mut dyn Model, &prompt, &mut s, &cfg, &mut |_| Ok(())), &model_name)?;
+        in_file(generate::generate(&mut model as &mut dyn Model, &prompt, &mut s, &cfg, &mut |_| Ok(())), model_name)?;
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -294,10 +184,10 @@ fn run(a: Args) -> Outcome {
         }
         Ok(())
     };
-    let gen = in_file(generate::generate(&mut model as &mut dyn Model, &prompt, &mut sampler, &cfg, &mut on_token), &model_name)?;
+    let gen = in_file(generate::generate(&mut model as &mut dyn Model, &prompt, &mut sampler, &cfg, &mut on_token), model_name)?;
     let rest = stream.finish(tok_ref).map_err(|e| Failure(format!("{}: {}", tok_path.display(), e.0)))?;
     text_out.push_str(&rest);
-    let stats = Stats::new(load_time, prompt.len(), &gen, generate::peak_rss_bytes());
+    let stats = Stats::new(load_time, prompt.len(), &gen, rbuild_runner_support::stats::peak_rss_bytes());
     if json {
         let obj = serde_json::json!({
             "prompt_token_ids": prompt,

@@ -20,31 +20,7 @@ pub struct Metadata {
     pub enable_dynamic_shape: Option<bool>,
 }
 
-/// The output values of the no-input method `name`, or None when the program lacks it.
-pub fn getter(program: &Program<'_>, name: &str, kernels: &KernelRegistry) -> Result<Option<Vec<Value>>, String> {
-    if !program.method_names().contains(&name) {
-        return Ok(None);
-    }
-    let mut m = program.load_method(name, kernels, &BackendRegistry::new()).map_err(|e| e.to_string())?;
-    if !m.inputs().is_empty() {
-        return Err(format!("method '{name}' should take no inputs, takes {}", m.inputs().len()));
-    }
-    m.execute(&mut KernelContext::default()).map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    for i in 0..m.outputs().len() {
-        match m.output_value(i) {
-            // A list output (e.g. several EOS ids in one value): its items are value indices.
-            Some(Value::IntList(items)) => {
-                for &k in items {
-                    out.push(m.frame.values.get(k as usize).cloned().unwrap_or(Value::None));
-                }
-            }
-            Some(v) => out.push(v.clone()),
-            None => return Err(format!("method '{name}': output {i} is missing")),
-        }
-    }
-    Ok(Some(out))
-}
+pub use rbuild_runner_support::getters::getter;
 
 fn one_int(name: &str, vals: Option<Vec<Value>>) -> Result<Option<i64>, String> {
     match vals.as_deref() {

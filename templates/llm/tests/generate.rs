@@ -151,5 +151,5 @@ fn stats_rates_and_json() {
     // One token: no decode rate.
     let g1 = Generation { generated: vec![1], ..g };
     assert_eq!(Stats::new(Duration::ZERO, 3, &g1, None).decode_tok_s, None);
-    assert!(rbuild_llm_runner::generate::peak_rss_bytes().unwrap_or(1) > 0);
+    assert!(rbuild_runner_support::stats::peak_rss_bytes().unwrap_or(1) > 0);
 }

@@ -69,13 +69,15 @@ impl Project {
         stems(&self.recipes_dir(), "kdl")
     }
 
-    /// Runner template names as recipes spell them (`image_classifier/` → `image-classifier`).
+    /// Runner template names as recipes spell them (`image_classifier/` → `image-classifier`):
+    /// the crates under `templates/` that build a binary (`support/`, a library the templates
+    /// share, is none).
     pub fn runner_names(&self) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(self.templates_dir())
             .into_iter()
             .flatten()
             .flatten()
-            .filter(|e| e.path().join("Cargo.toml").is_file())
+            .filter(|e| e.path().join("Cargo.toml").is_file() && e.path().join("src/main.rs").is_file())
             .map(|e| e.file_name().to_string_lossy().replace('_', "-"))
             .collect();
         v.sort();

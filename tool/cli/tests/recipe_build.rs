@@ -229,6 +229,59 @@ fn mobilenet_cpu_builds_runs_caches_and_survives_interruption() {
         let o = Command::new(&runner).arg("--image").arg(&img).arg("--json").output().unwrap();
         assert!(o.status.success(), "embedded-program runner: {}", String::from_utf8_lossy(&o.stderr));
     }
+
+    // Here, where the runtime and kernels are compiled already in the shared target folder.
+    generic_runner_recipe_builds_verifies_and_runs(&env);
+}
+
+/// A recipe without a `runner` gets the generic one (`templates/tensor_io`): selectively built,
+/// bundled with the verify input, verified, and its runner reproduces `rbuild run`.
+fn generic_runner_recipe_builds_verifies_and_runs(env: &Env) {
+    let root = tempfile::tempdir().unwrap();
+    let repo = common::repo().canonicalize().unwrap();
+    for dir in ["templates", "toolchains"] {
+        std::os::unix::fs::symlink(repo.join(dir), root.path().join(dir)).unwrap();
+    }
+    std::fs::create_dir(root.path().join("recipes")).unwrap();
+    let recipe = "description \"no runner node: the generic runner\"\nmodel \"mobilenet_v2\" { weights \"random:3\"; input-shape 1 3 32 32 }\nbackend \"cpu\"\nplatforms \"host\"\nverify { seed 2 }\n";
+    std::fs::write(root.path().join("recipes/generic-cpu.kdl"), recipe).unwrap();
+    let (code, text) = env.run_in(root.path(), &["generic-cpu"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("generate and build pte_runner for host (selected kernels)"), "{text}");
+    let dir = env.out.path().join("generic-cpu/host");
+    let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["runner"], "tensor-io");
+
+    // The bundle's runner on the bundle's verify input, as its README says to run it.
+    let bundle = dir.join("bundle");
+    let readme = std::fs::read_to_string(bundle.join("README.md")).unwrap();
+    assert!(readme.contains("--inputs verify-input.safetensors --output outputs.safetensors"), "{readme}");
+    let (ours, reference) = (env.out.path().join("generic-ours.safetensors"), env.out.path().join("generic-ref.safetensors"));
+    let o = Command::new(bundle.join("pte_runner"))
+        .arg("--model")
+        .arg(bundle.join("model.pte"))
+        .arg("--inputs")
+        .arg(bundle.join("verify-input.safetensors"))
+        .arg("--output")
+        .arg(&ours)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let program = env.out.path().join("generic-cpu/program");
+    env.ok(&["run", program.join("model.pte").to_str().unwrap(), "--inputs", program.join("verify-input.safetensors").to_str().unwrap(), "--output", reference.to_str().unwrap()]);
+    let floats = |p: &Path| -> Vec<f32> {
+        let bytes = std::fs::read(p).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        st.tensor("output.0").unwrap().data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    };
+    let (got, want) = (floats(&ours), floats(&reference));
+    assert_eq!(got.len(), 1000);
+    assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() <= 1e-5 + 1e-5 * b.abs()), "pte_runner and rbuild run differ");
+
+    // rbuild verify drives it through the verify protocol.
+    let (code, text) = env.run_in(root.path(), &["verify", "generic-cpu"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("host") && l.contains("pass")), "{text}");
 }
 
 #[test]

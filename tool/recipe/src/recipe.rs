@@ -271,6 +271,10 @@ impl Choice for Fallback {
     const ALL: &'static [(&'static str, Self)] = &[("allow", Fallback::Allow), ("deny", Fallback::Deny)];
 }
 
+/// The runner a recipe without a `runner` node gets (`templates/tensor_io`): any program, its
+/// inputs and outputs as safetensors files. Model kinds without a dedicated runner use it.
+pub const GENERIC_RUNNER: &str = "tensor-io";
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunnerSpec {
     /// A runner template name (`templates/`), e.g. `image-classifier`.
@@ -444,9 +448,10 @@ fn decode(d: &mut Decoder, doc: &KdlDocument, base: &Path, catalog: &Catalog) ->
     let backend = d
         .require(&top, Parent::File("recipe"), "backend", "`backend \"cpu\"`")
         .and_then(|node| backend(d, node, catalog));
-    let runner = d
-        .require(&top, Parent::File("recipe"), "runner", "`runner \"image-classifier\"`")
-        .and_then(|node| runner(d, node, catalog));
+    let runner = match top.get("runner") {
+        Some(node) => runner(d, node, catalog),
+        None => generic_runner(d, catalog),
+    };
     let platforms = d
         .require(&top, Parent::File("recipe"), "platforms", "`platforms \"host\"`")
         .and_then(|node| platforms(d, node, catalog));
@@ -762,6 +767,17 @@ fn runner(d: &mut Decoder, node: &KdlNode, catalog: &Catalog) -> Option<RunnerSp
         None => Some(None),
     };
     Some(RunnerSpec { template: template?, embed_program: embed_program?, top: top?, span: node.name().span() })
+}
+
+/// The runner of a recipe without a `runner` node: the generic one, when the templates have it.
+fn generic_runner(d: &mut Decoder, catalog: &Catalog) -> Option<RunnerSpec> {
+    let span = SourceSpan::from(0..0);
+    if !catalog.runners.contains(&GENERIC_RUNNER) {
+        let help = suggest::help(GENERIC_RUNNER, catalog.runners, "known runners");
+        d.error(span, format!("missing `runner` in the recipe, and the generic runner `{GENERIC_RUNNER}` is not among the templates"), "this recipe has no `runner`", help);
+        return None;
+    }
+    Some(RunnerSpec { template: GENERIC_RUNNER.to_string(), embed_program: false, top: None, span })
 }
 
 fn platforms(d: &mut Decoder, node: &KdlNode, catalog: &Catalog) -> Option<Vec<String>> {

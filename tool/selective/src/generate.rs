@@ -88,6 +88,27 @@ pub fn generate(template: &Path, dest: &Path, package: &str, selected: &[(String
     Ok(dest.to_path_buf())
 }
 
+/// The folders of the template's path dependencies (normal and build), as written in its
+/// manifest (relative to the template), e.g. `templates/support` for `path = "../support"`.
+pub fn path_dependencies(template: &Path) -> Result<Vec<PathBuf>, String> {
+    let path = template.join("Cargo.toml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let doc: DocumentMut = text.parse().map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for section in ["dependencies", "build-dependencies"] {
+        let Some(deps) = doc.get(section).and_then(Item::as_table_like) else { continue };
+        for (_, dep) in deps.iter() {
+            if let Some(p) = dep.as_table_like().and_then(|t| t.get("path")).and_then(Item::as_str) {
+                let dir = template.join(p);
+                if !out.contains(&dir) {
+                    out.push(dir);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The binary a runner template builds: its first `[[bin]]` name, else the package name.
 pub fn bin_name(template: &Path) -> Result<String, String> {
     let path = template.join("Cargo.toml");

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 pub use compile::{compile, CompileOptions};
-pub use generate::{bin_name, generate, kernels_rs};
+pub use generate::{bin_name, generate, kernels_rs, path_dependencies};
 
 use rbuild_runtime::format::schema::InstructionArguments;
 use rbuild_runtime::format::PteFile;

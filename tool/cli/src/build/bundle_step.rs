@@ -132,6 +132,11 @@ pub fn add(dag: &mut Dag<'_>, r: &Recipe, p: &Platform, probes: &Probes, i: Inpu
         run_example: match r.runner.template.as_str() {
             "image-classifier" => "--image photo.png".into(),
             "llm" => "--prompt \"Once upon a time\" --max-new-tokens 32".into(),
+            // The generic runner on the bundled verify input (without --inputs: made-up inputs).
+            rbuild_recipe::GENERIC_RUNNER if i.extra.iter().any(|p| p.file_name().is_some_and(|n| n == super::VERIFY_INPUT)) => {
+                format!("--inputs {} --output outputs.safetensors", super::VERIFY_INPUT)
+            }
+            rbuild_recipe::GENERIC_RUNNER => "--output outputs.safetensors".into(),
             _ => "--help".into(),
         },
         size_report: None,

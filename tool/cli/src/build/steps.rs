@@ -55,6 +55,23 @@ fn dir_hash(dir: &Path, hashes: &mut FileHashes) -> CliResult<String> {
     Ok(k.finish())
 }
 
+/// Content hash of a runner template and of the template-side crates it depends on by path
+/// (`templates/support`): editing either rebuilds the runner. The runtime and kernels it also
+/// depends on are part of rbuild itself (the tool version).
+fn template_hash(project: &Project, template: &Path, hashes: &mut FileHashes) -> CliResult<String> {
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let templates = canonical(&project.templates_dir());
+    let mut k = KeyHasher::new();
+    k.add("template", &dir_hash(template, hashes)?);
+    for dep in rbuild_selective::path_dependencies(template).map_err(CliError)? {
+        let dep = canonical(&dep);
+        if dep.starts_with(&templates) {
+            k.add(&dep.strip_prefix(&templates).unwrap_or(&dep).display().to_string(), &dir_hash(&dep, hashes)?);
+        }
+    }
+    Ok(k.finish())
+}
+
 fn step_err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -115,7 +132,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
     let verify_input = super::verify_input::add(dag, r, hashes, &version, &program)?;
 
     let template = project.template_dir(&r.runner.template);
-    let template_hash = dir_hash(&template, hashes)?;
+    let template_hash = template_hash(project, &template, hashes)?;
     let runner_bin = rbuild_selective::bin_name(&template).map_err(CliError)?;
     let rustc = rustc_version(project.probes());
     let mut files = vec![program.clone(), kernels_json.clone()];

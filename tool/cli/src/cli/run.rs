@@ -3,12 +3,13 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use rbuild_runner_support::binding::{output_tensor, Signature};
 use rbuild_runtime::backend::BackendRegistry;
-use rbuild_runtime::{KernelContext, Program, ScalarType, Value};
+use rbuild_runtime::{KernelContext, Program};
 
-use crate::error::{bail, CliResult, InFile};
+use crate::error::{CliResult, InFile};
 use crate::io::program::read_program;
-use crate::io::tensors::{numbered, read_safetensors, write_safetensors, HostTensor};
+use crate::io::tensors::{numbered, read_safetensors, write_safetensors};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -81,17 +82,9 @@ pub fn run(a: RunArgs) -> CliResult {
     let t0 = Instant::now();
     let mut method = program.load_method(&a.method, &kernels, &backends).in_file(&a.program)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let in_path = a.inputs.clone().unwrap_or_default();
-    let n_inputs = method.inputs().len();
-    if inputs.len() < n_inputs {
-        bail!(
-            "{}: method '{}' takes {n_inputs} input(s) but {} provides {} (named input.0, input.1, …)",
-            a.program.display(),
-            a.method,
-            if a.inputs.is_some() { in_path.display().to_string() } else { "no --inputs file".into() },
-            inputs.len()
-        );
-    }
+    let signature = Signature::of(&method);
+    let in_path = a.inputs.clone().unwrap_or_else(|| PathBuf::from("no --inputs file"));
+    signature.check(&inputs).in_file(&in_path)?;
     let mut ctx = KernelContext { threads: a.threads.max(1) };
     let mut times = Vec::with_capacity(a.repeat.max(1));
     let mut profile = Profile::default();
@@ -99,7 +92,7 @@ pub fn run(a: RunArgs) -> CliResult {
         // Inputs are re-bound every run: planned memory may reuse an input's bytes once it is
         // dead, so a second execute without set_input would read garbage (as in ExecuTorch).
         let t = Instant::now();
-        bind_inputs(&mut method, &inputs, &in_path)?;
+        signature.bind(&mut method, &inputs).in_file(&in_path)?;
         if a.profile {
             method.execute_observed(&mut ctx, &mut profile).in_file(&a.program)?;
         } else {
@@ -132,7 +125,7 @@ pub fn run(a: RunArgs) -> CliResult {
     }
     let mut outs = Vec::new();
     for i in 0..method.outputs().len() {
-        let t = output_tensor(&method, i).ok_or_else(|| crate::error::CliError(format!("output {i} is not readable")))?;
+        let t = output_tensor(&method, i).ok_or_else(|| crate::error::CliError(format!("{}: output {i} is not readable", a.program.display())))?;
         println!("  output.{i}: {} {:?}", t.dtype, t.shape);
         outs.push((format!("output.{i}"), t));
     }
@@ -141,47 +134,4 @@ pub fn run(a: RunArgs) -> CliResult {
         println!("wrote {}", p.display());
     }
     Ok(())
-}
-
-/// Binds `input.N` tensors to the method's inputs (scalar inputs from one-element tensors).
-fn bind_inputs(method: &mut rbuild_runtime::Method<'_>, inputs: &[HostTensor], in_path: &std::path::Path) -> CliResult {
-    for (i, t) in inputs.iter().take(method.inputs().len()).enumerate() {
-        match method.input_value(i) {
-            Some(Value::Tensor(_)) => method.set_input_tensor(i, t.dtype, &t.shape, &t.data).in_file(in_path)?,
-            Some(v) => {
-                let v = scalar_input(v, t).ok_or_else(|| {
-                    crate::error::CliError(format!("{}: input.{i} cannot be used as a {} input", in_path.display(), v.kind()))
-                })?;
-                method.set_input_value(i, v).in_file(in_path)?;
-            }
-            None => unreachable!("input count checked by the caller"),
-        }
-    }
-    Ok(())
-}
-
-/// A scalar (Int/Double/Bool) input taken from a one-element tensor.
-fn scalar_input(kind: &Value, t: &HostTensor) -> Option<Value> {
-    let b = &t.data;
-    match (kind, t.dtype) {
-        (Value::Int(_), ScalarType::Long) if b.len() == 8 => Some(Value::Int(i64::from_le_bytes(b[..8].try_into().ok()?))),
-        (Value::Double(_), ScalarType::Double) if b.len() == 8 => Some(Value::Double(f64::from_le_bytes(b[..8].try_into().ok()?))),
-        (Value::Bool(_), ScalarType::Bool) if b.len() == 1 => Some(Value::Bool(b[0] != 0)),
-        _ => None,
-    }
-}
-
-/// Output `i` as a host tensor; scalar outputs become 0-d tensors.
-pub fn output_tensor(method: &rbuild_runtime::Method<'_>, i: usize) -> Option<HostTensor> {
-    Some(match method.output_value(i)? {
-        Value::Tensor(t) => HostTensor {
-            dtype: t.dtype,
-            shape: t.shape.as_slice().to_vec(),
-            data: method.output_bytes(i)?.to_vec(),
-        },
-        Value::Int(v) => HostTensor { dtype: ScalarType::Long, shape: vec![], data: v.to_le_bytes().to_vec() },
-        Value::Double(v) => HostTensor { dtype: ScalarType::Double, shape: vec![], data: v.to_le_bytes().to_vec() },
-        Value::Bool(v) => HostTensor { dtype: ScalarType::Bool, shape: vec![], data: vec![*v as u8] },
-        _ => return None,
-    })
 }

@@ -2,8 +2,6 @@
 //! (`|got - want| <= atol + rtol * |want|`, NaN equal to NaN) for floats, and the same rule on
 //! integer values (atol 0 = exact) for integer dtypes.
 
-use rbuild_runtime::ScalarType;
-
 use super::protocol::Printed;
 
 /// The comparison of all outputs of one run.
@@ -25,19 +23,7 @@ impl Comparison {
 }
 
 fn values(t: &Printed) -> Option<Vec<f64>> {
-    let b = &t.data;
-    Some(match t.dtype {
-        ScalarType::Float => b.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect(),
-        ScalarType::Double => b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
-        ScalarType::Half => b.chunks_exact(2).map(|c| f64::from(half::f16::from_le_bytes([c[0], c[1]]).to_f32())).collect(),
-        ScalarType::BFloat16 => b.chunks_exact(2).map(|c| f64::from(half::bf16::from_le_bytes([c[0], c[1]]).to_f32())).collect(),
-        ScalarType::Char => b.iter().map(|&v| f64::from(v as i8)).collect(),
-        ScalarType::Byte | ScalarType::Bool => b.iter().map(|&v| f64::from(v)).collect(),
-        ScalarType::Short => b.chunks_exact(2).map(|c| f64::from(i16::from_le_bytes([c[0], c[1]]))).collect(),
-        ScalarType::Int => b.chunks_exact(4).map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap()))).collect(),
-        ScalarType::Long => b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
-        _ => return None,
-    })
+    rbuild_runner_support::tensors::values_f64(t.dtype, &t.data)
 }
 
 pub fn compare(got: &[Printed], want: &[Printed], atol: f64, rtol: f64) -> Comparison {
@@ -80,6 +66,7 @@ pub fn compare(got: &[Printed], want: &[Printed], atol: f64, rtol: f64) -> Compa
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rbuild_runtime::ScalarType;
 
     fn f32s(v: &[f32]) -> Printed {
         Printed { index: 0, dtype: ScalarType::Float, shape: vec![v.len()], data: v.iter().flat_map(|x| x.to_le_bytes()).collect() }

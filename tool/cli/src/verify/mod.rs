@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use rbuild_recipe::Platform;
 use rbuild_runtime::backend::BackendRegistry;
-use rbuild_runtime::{KernelContext, Program, Value};
+use rbuild_runner_support::binding::{self, Signature};
+use rbuild_runtime::{KernelContext, Program};
 
 use crate::build::{bundle_step::is_firmware, Loaded};
 use crate::error::{CliError, CliResult};
@@ -126,20 +127,10 @@ pub fn host_reference(project: &Project, l: &Loaded) -> CliResult<Reference> {
         .load_method("forward", &kernels, &BackendRegistry::new())
         .map_err(|e| CliError(format!("{}: {e}", program_path.display())))?;
     let inputs = numbered(&read_safetensors(&input)?, "input");
-    if inputs.len() != method.inputs().len() {
-        return Err(CliError(format!("{}: {} inputs for a method taking {}", input.display(), inputs.len(), method.inputs().len())));
-    }
-    for (i, t) in inputs.iter().enumerate() {
-        method.set_input_tensor(i, t.dtype, &t.shape, &t.data).map_err(|e| CliError(format!("{}: input.{i}: {e}", input.display())))?;
-    }
+    Signature::of(&method).bind(&mut method, &inputs).map_err(|e| CliError(format!("{}: {e}", input.display())))?;
     method.execute(&mut KernelContext { threads: 1 }).map_err(|e| CliError(format!("{}: {e}", program_path.display())))?;
-    let mut outputs = Vec::new();
-    for i in 0..method.outputs().len() {
-        let (Some(Value::Tensor(t)), Some(data)) = (method.output_value(i), method.output_bytes(i)) else {
-            return Err(CliError(format!("{}: output {i} is not a tensor", program_path.display())));
-        };
-        outputs.push(Printed { index: i, dtype: t.dtype, shape: t.shape.as_slice().to_vec(), data: data.to_vec() });
-    }
+    let outputs = binding::outputs(&method).map_err(|e| CliError(format!("{}: {e}", program_path.display())))?;
+    let outputs = outputs.into_iter().enumerate().map(|(index, t)| Printed { index, dtype: t.dtype, shape: t.shape, data: t.data }).collect();
     Ok(Reference { input, outputs })
 }
 

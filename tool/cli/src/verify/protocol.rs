@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use rbuild_runner_support::protocol::dtype_from_name;
 use rbuild_runtime::ScalarType;
 
 /// One output tensor as printed.
@@ -19,22 +20,6 @@ pub struct Printed {
 pub struct Run {
     pub outputs: Vec<Printed>,
     pub stats: BTreeMap<String, String>,
-}
-
-pub fn dtype_from_name(name: &str) -> Option<ScalarType> {
-    Some(match name {
-        "float32" => ScalarType::Float,
-        "float64" => ScalarType::Double,
-        "float16" => ScalarType::Half,
-        "bfloat16" => ScalarType::BFloat16,
-        "int8" => ScalarType::Char,
-        "uint8" => ScalarType::Byte,
-        "int16" => ScalarType::Short,
-        "int32" => ScalarType::Int,
-        "int64" => ScalarType::Long,
-        "bool" => ScalarType::Bool,
-        _ => return None,
-    })
 }
 
 fn fields(rest: &str) -> BTreeMap<&str, &str> {

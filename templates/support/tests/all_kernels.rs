@@ -1,6 +1,7 @@
-//! The kernel table's interface, which a selective build's replacement must also keep.
+//! The all-kernels table templates re-export: its interface, which a selective build's replacement
+//! must also keep.
 
-use rbuild_image_classifier::kernels::{registry, OPS};
+use rbuild_runner_support::all_kernels::{registry, OPS};
 
 #[test]
 fn ops_lists_exactly_what_registry_registers() {
