@@ -450,8 +450,18 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
             key.add("weights", &format!("random seed {seed}"));
         }
     }
-    // Calibration images are inputs of the export: their contents key the step.
-    if let Some(dir) = &r.model.calibration {
+    if let Some(pt2) = &r.model.pt2 {
+        if matches!(r.model.weights, WeightsSource::Random(_)) {
+            return Err(CliError(format!("{}: model \"pt2\" takes its weights from the archive: remove `weights \"random…\"`", r.name)));
+        }
+        let bounds: Vec<String> = pt2.dim_max.iter().map(|d| format!("{}[{}]<={}", d.input, d.dim, d.max)).collect();
+        key.add("dim-max", &bounds.join(","));
+    }
+    // Calibration inputs are inputs of the export: their contents key the step.
+    if let Some(file) = r.model.calibration.as_ref().filter(|p| p.is_file()) {
+        let h = hashes.hash(file).map_err(|e| CliError(format!("{}: calibration file {}: {e}", r.name, file.display())))?;
+        key.add("calibration", &format!("{} sha256:{h}", file.display()));
+    } else if let Some(dir) = &r.model.calibration {
         for f in crate::calibration::image_files(dir)? {
             let h = hashes.hash(&f).map_err(|e| CliError(format!("{}: calibration image {}: {e}", r.name, f.display())))?;
             key.add("calibration", &format!("{} sha256:{h}", f.display()));
@@ -467,6 +477,8 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
     let calibration = r.model.calibration.clone();
     let (model, weights, shape, dtype, quantize) =
         (r.model.arch.clone(), r.model.weights.clone(), r.model.input_shape.clone(), r.model.dtype, r.model.quantize);
+    let pt2_bounds: Option<Vec<(String, usize, usize)>> =
+        r.model.pt2.as_ref().map(|p| p.dim_max.iter().map(|d| (d.input.clone(), d.dim, d.max)).collect());
     let program_out = program.to_path_buf();
     let label = match &npu {
         Some(n) => format!("export {} ({}) for {} via Vela {}", model, weights, n.options.accelerator, n.vela.version),
@@ -479,14 +491,19 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
         if calibration.is_some() && quantize != Quantize::Int8 {
             return Err(format!("{model}: `calibration` needs `quantize \"int8\"`"));
         }
-        let w = match &weights {
-            WeightsSource::File(p) | WeightsSource::Folder(p) => Weights::open(p).map_err(step_err)?,
-            WeightsSource::Random(seed) => {
+        let mut g = match (&pt2_bounds, &weights) {
+            (Some(bounds), WeightsSource::File(archive)) => import_pt2(archive, bounds)?,
+            (Some(_), _) => return Err(format!("{model}: the archive must be a .pt2 file")),
+            (None, WeightsSource::File(p) | WeightsSource::Folder(p)) => {
+                let w = Weights::open(p).map_err(step_err)?;
+                rbuild_models::build(&model, &w, &shape).map_err(step_err)?
+            }
+            (None, WeightsSource::Random(seed)) => {
                 eprintln!("note: {model} uses random weights (seed {seed}): a demo, its predictions mean nothing");
-                rbuild_models::random_weights(&model, *seed).map_err(step_err)?
+                let w = rbuild_models::random_weights(&model, *seed).map_err(step_err)?;
+                rbuild_models::build(&model, &w, &shape).map_err(step_err)?
             }
         };
-        let mut g = rbuild_models::build(&model, &w, &shape).map_err(step_err)?;
         if let Some(npu) = &npu {
             let samples = crate::calibration::samples(&g, calibration.as_deref()).map_err(step_err)?;
             let (int8, matches) = passes::optimize_int8_for_delegation(&mut g, &samples).map_err(step_err)?;
@@ -517,6 +534,25 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
         write_atomic(&program_out, &bytes).map_err(step_err)
     })
     .map_err(CliError)
+}
+
+/// A `torch.export` archive lowered to a graph, with the recipe's `dim-max` bounds; prints
+/// what was imported. Errors name the archive.
+fn import_pt2(archive_path: &Path, bounds: &[(String, usize, usize)]) -> Result<rbuild_export::Graph, String> {
+    let archive = rbuild_pt2::Pt2Archive::open(archive_path).map_err(step_err)?;
+    let model = archive.default_model().map_err(step_err)?;
+    let in_archive = |e: rbuild_pt2::LowerError| format!("{}: {e}", archive_path.display());
+    let options = rbuild_pt2::LowerOptions::from_input_dims(&model, bounds).map_err(in_archive)?;
+    let lowered = rbuild_pt2::lower(&model, &options).map_err(in_archive)?;
+    let report = &lowered.report;
+    eprintln!(
+        "note: imported {} ({} nodes, {} constants; inputs {})",
+        archive_path.display(),
+        report.ops.values().sum::<usize>(),
+        report.constants,
+        report.inputs.join("; ")
+    );
+    Ok(lowered.graph)
 }
 
 /// Every file of a checkpoint folder that defines the model (config, weights, index).

@@ -35,6 +35,30 @@ pub struct LowerOptions {
     pub max_dims: BTreeMap<String, usize>,
 }
 
+impl LowerOptions {
+    /// Options from bounds given per input dim (`(input name, dim index, max)`, a recipe's
+    /// `dim-max`): each must name a dynamic dim of a user input; bounds that reach the same
+    /// symbol through several inputs keep the smallest.
+    pub fn from_input_dims(model: &ExportedModel<'_>, bounds: &[(String, usize, usize)]) -> Result<LowerOptions, LowerError> {
+        let mut max_dims: BTreeMap<String, usize> = BTreeMap::new();
+        for (input, d, max) in bounds {
+            let names = || model.inputs.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ");
+            let t = model.inputs.iter().find(|t| t.name == *input).ok_or_else(|| {
+                LowerError::Program(format!("dim-max \"{input}\": the archive has no input of that name (inputs: {})", names()))
+            })?;
+            match t.dims.get(*d) {
+                Some(ArchiveDim::Dynamic { symbol, .. }) => {
+                    let slot = max_dims.entry(symbol.clone()).or_insert(*max);
+                    *slot = (*slot).min(*max);
+                }
+                Some(_) => return Err(LowerError::Program(format!("dim-max \"{input}\" {d}: that dim is not dynamic in the archive"))),
+                None => return Err(LowerError::Program(format!("dim-max \"{input}\" {d}: the input has {} dims", t.dims.len()))),
+            }
+        }
+        Ok(LowerOptions { max_dims })
+    }
+}
+
 /// The lowered program and what the import found.
 #[derive(Debug, Clone)]
 pub struct LoweredProgram {
