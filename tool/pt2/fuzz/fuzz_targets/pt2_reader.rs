@@ -1,5 +1,6 @@
 //! Fuzzes the `.pt2` reader end to end: zip indexing (CRCs, inflation), the header members,
-//! the ExportedProgram and payload-config JSON, signature resolution and every tensor view.
+//! the ExportedProgram and payload-config JSON, signature resolution, every tensor view and
+//! the lowering to the export IR (shape inference over whatever the program claims).
 //! Any panic, hang or out-of-bounds access is a bug; errors are the expected outcome.
 //!
 //! Input starting with `PK` is opened as an archive as is. Anything else is split at NUL
@@ -11,7 +12,7 @@
 use std::io::{Cursor, Write};
 
 use libfuzzer_sys::fuzz_target;
-use rbuild_pt2::{payload_view, PayloadKind, Pt2Archive, TensorView};
+use rbuild_pt2::{lower, payload_view, LowerOptions, PayloadKind, Pt2Archive, TensorView};
 use zip::write::SimpleFileOptions;
 
 /// Views whose element bytes exceed this are not gathered (a valid but huge expanded view is
@@ -65,6 +66,7 @@ fuzz_target!(|data: &[u8]| {
                 let _ = model.dims(meta);
             }
             let _ = model.in_place_buffer_writes();
+            let _ = lower(&model, &LowerOptions::default());
         }
         // Config entries resolve on their own too, whether or not the program parsed.
         for kind in [PayloadKind::Weights, PayloadKind::Constants] {
