@@ -128,3 +128,48 @@ fn every_archive_imports_and_matches_its_io_in_rbuild_and_executorch() {
         eprintln!("{}", run_oracle(&python, &oracle_cases, tmp.path()));
     }
 }
+
+/// `--quant int8` on an imported CNN, calibrated on a safetensors file of sample inputs
+/// (`input.0` = [N, ...input shape]): the program runs and stays close to the float reference.
+#[test]
+fn an_imported_cnn_exports_int8_calibrated_on_sample_inputs() {
+    let dir = testdata().join("pt2");
+    let io_path = dir.join("zoo_resblock_cnn.io.safetensors");
+    let io_bytes = std::fs::read(&io_path).unwrap();
+    let io = SafeTensors::deserialize(&io_bytes).unwrap();
+    let x = io.tensor("input.0").unwrap();
+    let mut stacked = vec![1];
+    stacked.extend_from_slice(x.shape());
+    let tmp = tempfile::tempdir().unwrap();
+    let calibration = tmp.path().join("calibration.safetensors");
+    let view = TensorView::new(x.dtype(), stacked, x.data()).unwrap();
+    std::fs::write(&calibration, safetensors::serialize([("input.0", view)], None).unwrap()).unwrap();
+
+    let pte = tmp.path().join("int8.pte");
+    let export = rbuild(&[
+        "export".as_ref(),
+        "--pt2".as_ref(),
+        dir.join("zoo_resblock_cnn.pt2").as_os_str(),
+        "--quant".as_ref(),
+        "int8".as_ref(),
+        "--calibration".as_ref(),
+        calibration.as_os_str(),
+        "--out".as_ref(),
+        pte.as_os_str(),
+    ]);
+    let log = format!("{}{}", String::from_utf8_lossy(&export.stdout), String::from_utf8_lossy(&export.stderr));
+    assert!(export.status.success(), "{log}");
+    assert!(log.contains("calibration: 1 sample(s)"), "{log}");
+    let out = tmp.path().join("int8.out.safetensors");
+    let run = rbuild(&["run".as_ref(), pte.as_os_str(), "--inputs".as_ref(), io_path.as_os_str(), "--output".as_ref(), out.as_os_str()]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let got_bytes = std::fs::read(&out).unwrap();
+    let got = SafeTensors::deserialize(&got_bytes).unwrap();
+    let floats = |d: &[u8]| -> Vec<f64> { d.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64).collect() };
+    let (g, w) = (floats(got.tensor("output.0").unwrap().data()), floats(io.tensor("output.0").unwrap().data()));
+    let signal: f64 = w.iter().map(|v| v * v).sum();
+    let noise: f64 = g.iter().zip(&w).map(|(a, b)| (a - b) * (a - b)).sum();
+    let sqnr = 10.0 * (signal / noise.max(1e-30)).log10();
+    eprintln!("zoo_resblock_cnn int8 vs eager fp32: SQNR {sqnr:.1} dB");
+    assert!(sqnr > 15.0, "int8 SQNR {sqnr:.1} dB");
+}

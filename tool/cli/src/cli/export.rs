@@ -164,7 +164,7 @@ pub fn export(a: ExportArgs) -> CliResult {
 }
 
 /// Static int8: calibration, the reference representation, fusion (unless --reference-only).
-fn finish_int8(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0: Instant) -> CliResult {
+pub(super) fn finish_int8(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0: Instant) -> CliResult {
     let out = a.out.as_ref().expect("checked by the caller");
     let samples = crate::calibration::samples(&graph, a.calibration.as_deref())?;
     let options = passes::Int8Options { keep_float: a.keep_float.clone() };

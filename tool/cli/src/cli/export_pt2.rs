@@ -1,21 +1,27 @@
 //! `rbuild export --pt2 model.pt2 --out model.pte [--max-dim SYMBOL_OR_INPUT=N …]`: a
 //! `torch.export.save` archive lowered to the export IR, then the normal passes, memory plan
-//! and emission. Errors name the archive.
+//! and emission (`--quant int8`: static int8, calibrated with `--calibration`). Errors name
+//! the archive.
 
 use std::path::Path;
 use std::time::Instant;
 
 use rbuild_pt2::{lower, LowerOptions, Pt2Archive};
 
-use super::export::{finish, ExportArgs};
+use super::export::{finish, finish_int8, ExportArgs};
 use crate::error::{bail, CliError, CliResult};
 
 pub fn export_pt2(archive_path: &Path, a: &ExportArgs) -> CliResult {
     if a.out.is_none() {
         bail!("--out is required");
     }
-    if a.quant != "fp32" || a.calibration.is_some() || a.reference_only || a.sensitivity.is_some() || !a.keep_float.is_empty() {
-        bail!("--pt2 imports float programs: --quant, --calibration, --reference-only, --sensitivity and --keep-float do not apply yet");
+    let int8 = match a.quant.as_str() {
+        "fp32" => false,
+        "int8" => true,
+        q => bail!("--pt2 --quant {q}: imported programs export as fp32 or int8 (static, calibrated with --calibration)"),
+    };
+    if !int8 && (a.calibration.is_some() || a.reference_only || a.sensitivity.is_some() || !a.keep_float.is_empty()) {
+        bail!("--calibration, --reference-only, --sensitivity and --keep-float need --quant int8");
     }
     let options = LowerOptions { max_dims: parse_max_dims(&a.max_dims)? };
     let t0 = Instant::now();
@@ -42,6 +48,9 @@ pub fn export_pt2(archive_path: &Path, a: &ExportArgs) -> CliResult {
         println!("    {op:<55} x{n}");
     }
     let label = archive_path.display().to_string();
+    if int8 {
+        return finish_int8(&label, lowered.graph, a, t0);
+    }
     finish(&label, lowered.graph, a, t0, t_load, t_build)
 }
 
