@@ -68,3 +68,21 @@ fn the_original_archive_lowers_and_narrowed_bounds_are_checked() {
     let err = lower_bytes(&bytes, &unknown).unwrap_err().to_string();
     assert!(err.contains("no_such_dim") && err.contains("s27"), "{err}");
 }
+
+#[test]
+fn recipe_bounds_per_input_dim_map_to_the_archive_symbol() {
+    let archive = Pt2Archive::open(&pt2_dir().join("zoo_transformer_dyn.pt2")).unwrap();
+    let model = archive.default_model().unwrap();
+    let bound = |input: &str, dim: usize, max: usize| LowerOptions::from_input_dims(&model, &[(input.to_string(), dim, max)]);
+    let options = bound("ids", 1, 16).expect("ids dim 1 is dynamic");
+    assert_eq!(options.max_dims, BTreeMap::from([("s27".to_string(), 16)]));
+    let lowered = lower(&model, &options).unwrap();
+    assert!(lowered.report.inputs.iter().any(|i| i.contains("<=16")), "{:?}", lowered.report.inputs);
+
+    let err = bound("ids", 0, 4).unwrap_err().to_string();
+    assert!(err.contains("not dynamic"), "{err}");
+    let err = bound("tokens", 1, 4).unwrap_err().to_string();
+    assert!(err.contains("tokens") && err.contains("ids"), "the inputs are listed: {err}");
+    let err = bound("ids", 5, 4).unwrap_err().to_string();
+    assert!(err.contains("2 dims"), "{err}");
+}
