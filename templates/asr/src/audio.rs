@@ -145,11 +145,13 @@ pub fn resample(samples: &[f32], from: u32, to: u32) -> Result<Vec<f32>, String>
     // The resampler filters blocks of k·(from/g) input samples (g = gcd) and reports a delay
     // of half an output block, rounded down: with k even that half is a whole number of
     // samples at both rates, so removing it leaves no fractional (sub-sample) shift.
+    // The anti-aliasing cutoff rises towards Nyquist with the smaller of the two FFT sizes
+    // (k·min(from, to)/g): at least 1024 keeps it near 0.99 of the lower rate's Nyquist, so
+    // speech up to ~7.9 kHz, the top of Whisper's mel range, survives 48 kHz → 16 kHz.
     let g = gcd(from as usize, to as usize);
-    let unit = from as usize / g;
-    let mut k = 1024usize.div_ceil(unit).max(2);
+    let mut k = 1024usize.div_ceil(from.min(to) as usize / g).max(2);
     k += k % 2;
-    let chunk = unit * k;
+    let chunk = from as usize / g * k;
     let mut r = FftFixedIn::<f32>::new(from as usize, to as usize, chunk, 1, 1)
         .map_err(|e| format!("cannot resample {from} Hz to {to} Hz: {e}"))?;
     let delay = r.output_delay();

@@ -40,7 +40,8 @@ fn program_fp16() -> &'static Path {
         let f = family::family("whisper").unwrap();
         let o = ExportOptions { linear: Some(LinearQuant::F16), ..ExportOptions::default() };
         let (bytes, _) = family::export(f, &Source::Checkpoint(testdata("models/whisper_tiny")), &o).unwrap();
-        let p = temp_dir("e2e-program").join("whisper_tiny_fp16.pte");
+        // Its own folder: temp_dir empties the folder it makes, and program() runs concurrently.
+        let p = temp_dir("e2e-program-fp16").join("whisper_tiny_fp16.pte");
         std::fs::write(&p, bytes).unwrap();
         p
     })
@@ -152,12 +153,12 @@ fn re_encoded_files_give_the_same_tokens() {
         let j = json(&run(&["--audio", f.to_str().unwrap(), "--no-fallback", "--max-new-tokens", "16", "--json"]));
         assert_eq!(ids(&j["tokens"]), HF_GREEDY, "{}", f.display());
     }
-    // Through 48 kHz and back: the same until step 14, where Hugging Face's own logits put
-    // token 72 only 0.05 above token 500 (greedy.io.safetensors output.2), a tie that the two
-    // resampling filters' slight loss near 8 kHz tips to 500 (44.1 kHz above keeps it).
+    // Through 48 kHz and back: all 16 ids, although at step 14 Hugging Face's own logits put
+    // token 72 only 0.05 above token 500 (greedy.io.safetensors output.2): both resampling
+    // filters keep the band up to ~7.9 kHz (see audio::resample).
     for f in [variant(&d, "f32_48k_stereo.wav", &x, 48000, 2, 32, true), variant(&d, "int16_48k.wav", &x, 48000, 1, 16, false)] {
         let j = json(&run(&["--audio", f.to_str().unwrap(), "--no-fallback", "--max-new-tokens", "16", "--json"]));
-        assert_eq!(ids(&j["tokens"])[..14], HF_GREEDY[..14], "{}", f.display());
+        assert_eq!(ids(&j["tokens"]), HF_GREEDY, "{}", f.display());
     }
     // 8 kHz keeps nothing above 4 kHz, half of the mel range the model hears: the file
     // decodes (16 tokens), but this random-weight model's greedy path is not expected to
