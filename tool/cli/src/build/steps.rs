@@ -442,6 +442,11 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
     key.add("tool", version).add("model", &r.model.arch).add("input-shape", &format!("{:?}", r.model.input_shape));
     key.add("dtype", &format!("{:?}", r.model.dtype)).add("quantize", &format!("{:?}", r.model.quantize));
     match &r.model.weights {
+        // A missing archive fails the export step itself (naming it), so `rbuild plan` and
+        // `rbuild list` work on an example recipe before its archive exists.
+        WeightsSource::File(p) if r.model.is_imported() && !p.exists() => {
+            key.add("weights", &format!("{} (missing)", p.display()));
+        }
         WeightsSource::File(p) | WeightsSource::Folder(p) => {
             let h = hashes.hash(p).map_err(|e| CliError(format!("{}: weights file {}: {e}", r.name, p.display())))?;
             key.add("weights", &format!("{} sha256:{h}", p.display()));
@@ -539,6 +544,12 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
 /// A `torch.export` archive lowered to a graph, with the recipe's `dim-max` bounds; prints
 /// what was imported. Errors name the archive.
 fn import_pt2(archive_path: &Path, bounds: &[(String, usize, usize)]) -> Result<rbuild_export::Graph, String> {
+    if !archive_path.exists() {
+        return Err(format!(
+            "archive {} not found: export the model with torch.export.save(ep, \"model.pt2\") and give weights=PATH/model.pt2 (or the recipe's `archive`)",
+            archive_path.display()
+        ));
+    }
     let archive = rbuild_pt2::Pt2Archive::open(archive_path).map_err(step_err)?;
     let model = archive.default_model().map_err(step_err)?;
     let in_archive = |e: rbuild_pt2::LowerError| format!("{}: {e}", archive_path.display());
