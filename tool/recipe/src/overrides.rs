@@ -9,7 +9,7 @@ use miette::{Report, SourceSpan};
 use crate::choice::Choice;
 use crate::diag::{LoadError, Problem, Source};
 use crate::recipe::{
-    calibration_needs_int8, check_group_size, keep_float_needs_int8, language_only, no_input_shape, resolve_file, resolve_folder, resolve_weights, Catalog, Dtype, EmbeddingQuantize,
+    calibration_needs_int8, check_group_size, resolve_calibration, keep_float_needs_int8, language_only, no_input_shape, resolve_file, resolve_folder, resolve_weights, Catalog, Dtype, EmbeddingQuantize,
     Fallback, LlmSpec, ModelKind, PathUse, Quantize, Recipe, WeightsSource, LLM_ONLY,
 };
 use crate::suggest;
@@ -152,8 +152,9 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
             if kind == ModelKind::Language {
                 return Err(calibration_needs_int8(&arch).at(w.source, w.key_span));
             }
-            let path = resolve_folder(value, Path::new(""))
-                .map_err(|e| e.problem(w.source, value_span, "the current folder", PathUse::Calibration))?;
+            // As in the recipe: imported models may calibrate on a safetensors file of inputs.
+            let resolved = if kind == ModelKind::Imported { resolve_calibration(value, Path::new("")) } else { resolve_folder(value, Path::new("")) };
+            let path = resolved.map_err(|e| e.problem(w.source, value_span, "the current folder", PathUse::Calibration))?;
             recipe.model.calibration = Some(path);
         }
         "keep-float" => {
