@@ -358,6 +358,12 @@ fn graph_well_formedness() {
         let attn = p.ops.iter().position(|n| matches!(n.op, Op::Attention { .. })).unwrap();
         p.ops[attn].op = Op::Attention { causal: true, scale: 0.5, num_heads: 3, num_kv_heads: 2 };
     }, "not a multiple of num_kv_heads");
+    // Hand-built ops obey the same attribute rules as parsed ones.
+    check(&|p| {
+        let attn = p.ops.iter().position(|n| matches!(n.op, Op::Attention { .. })).unwrap();
+        p.ops[attn].op = Op::Attention { causal: true, scale: 0.5, num_heads: 2, num_kv_heads: 0 };
+    }, "`num_kv_heads` = 0 is out of range");
+    check(&|p| p.ops[1].op = Op::LayerNorm { eps: f32::NAN, affine: true }, "not finite");
 }
 
 #[test]
@@ -385,4 +391,15 @@ fn state_init_must_be_declared() {
     let mut bad = bytes.clone();
     bad[kind_at + 1] = 7;
     rejected(&bad, ErrorKind::UnknownCode, "state `k_cache` has unknown init tag 7");
+}
+
+/// Seeds the fuzz corpus with valid payloads (`cargo test -p rbuild-runtime --test gpu_payload
+/// -- --ignored write_fuzz_seeds`), so libFuzzer starts past the header checks.
+#[test]
+#[ignore]
+fn write_fuzz_seeds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/gpu_payload");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("whisper_block"), whisper_block().to_bytes().unwrap()).unwrap();
+    std::fs::write(dir.join("softmax"), softmax_payload().to_bytes().unwrap()).unwrap();
 }

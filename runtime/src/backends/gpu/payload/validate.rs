@@ -99,6 +99,10 @@ pub(super) fn validate(p: &Payload) -> Result<(), PayloadError> {
     let mut defined: alloc::vec::Vec<bool> = p.values.iter().map(|v| !matches!(v.kind, ValueKind::Activation)).collect();
     for (index, node) in p.ops.iter().enumerate() {
         let name = node.op.name();
+        // Attribute value rules (finite positive eps, a real permutation, ...) live in the
+        // decoder; running it here keeps hand-built payloads to the same rules as parsed ones.
+        Op::decode(node.op.code(), &node.op.attrs())
+            .map_err(|m| PayloadError::graph(ErrorKind::BadAttribute, format!("op {index}: {m}")))?;
         let (min_in, max_in, outs) = node.op.arity();
         if node.inputs.len() < min_in || node.inputs.len() > max_in {
             return Err(invalid(format!("op {index} (`{name}`) has {} input(s), takes {min_in}..={max_in}", node.inputs.len())));
@@ -160,7 +164,7 @@ fn check_operands(p: &Payload, index: usize, node: &OpNode) -> Result<(), Payloa
         Op::Embedding => need_index(1, "indices")?,
         Op::Rope { .. } => need_index(1, "position")?,
         Op::Attention { num_heads, num_kv_heads, .. } => {
-            if num_heads % num_kv_heads != 0 {
+            if *num_kv_heads == 0 || num_heads % num_kv_heads != 0 {
                 return Err(invalid(format!("op {index} (`{name}`) num_heads {num_heads} is not a multiple of num_kv_heads {num_kv_heads}")));
             }
             if node.inputs.len() == 4 {
