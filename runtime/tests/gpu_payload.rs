@@ -207,6 +207,11 @@ fn every_truncation_is_an_error() {
         assert!(Payload::from_bytes(&cut).is_err(), "prefix of {n} bytes with a matching length was accepted");
     }
     rejected(&bytes[..100], ErrorKind::Truncated, "declares");
+    for declared in 0..HEADER_LEN as u32 {
+        let mut short = bytes.clone();
+        put_u32(&mut short, 8, declared);
+        rejected(&short, ErrorKind::Truncated, "less than the 16-byte header");
+    }
 }
 
 #[test]

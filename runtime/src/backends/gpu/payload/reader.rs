@@ -114,6 +114,9 @@ pub(super) fn read(bytes: &[u8]) -> Result<Payload, PayloadError> {
         ));
     }
     let total_len = header.u32("total length")? as usize;
+    if total_len < HEADER_LEN {
+        return Err(PayloadError::at(ErrorKind::Truncated, 8, format!("payload declares {total_len} bytes, less than the {HEADER_LEN}-byte header")));
+    }
     if total_len > bytes.len() {
         return Err(PayloadError::at(ErrorKind::Truncated, 8, format!("payload declares {total_len} bytes, only {} present", bytes.len())));
     }
