@@ -363,6 +363,11 @@ fn graph_well_formedness() {
         let attn = p.ops.iter().position(|n| matches!(n.op, Op::Attention { .. })).unwrap();
         p.ops[attn].op = Op::Attention { causal: true, scale: 0.5, num_heads: 3, num_kv_heads: 2 };
     }, "not a multiple of num_kv_heads");
+    check(&|p| p.ops[5].op = Op::Permute { dims: vec![1, 0] }, "permutes 2 dims of a rank-3 input");
+    check(&|p| {
+        let cache_update = p.ops.iter().position(|n| matches!(n.op, Op::CacheUpdate { .. })).unwrap();
+        p.ops[cache_update].op = Op::CacheUpdate { seq_dim: 4 };
+    }, "seq_dim = 4 is out of range for rank 4");
     // Hand-built ops obey the same attribute rules as parsed ones.
     check(&|p| {
         let attn = p.ops.iter().position(|n| matches!(n.op, Op::Attention { .. })).unwrap();

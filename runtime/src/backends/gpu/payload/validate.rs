@@ -183,10 +183,8 @@ fn check_operands(p: &Payload, index: usize, node: &OpNode) -> Result<(), Payloa
             need_dim(*dim0, rank(0), "dim0")?;
             need_dim(*dim1, rank(0), "dim1")?;
         }
-        Op::Permute { dims } => {
-            if dims.len() as i64 != rank(0) {
-                return Err(invalid(format!("op {index} (`{name}`) permutes {} dims of a rank-{} input", dims.len(), rank(0))));
-            }
+        Op::Permute { dims } if dims.len() as i64 != rank(0) => {
+            return Err(invalid(format!("op {index} (`{name}`) permutes {} dims of a rank-{} input", dims.len(), rank(0))));
         }
         _ => {}
     }
