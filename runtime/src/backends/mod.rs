@@ -4,3 +4,4 @@
 //! program that wants it; nothing here is registered automatically.
 
 pub mod ethosu;
+pub mod gpu;
