@@ -8,6 +8,7 @@
 
 extern crate alloc;
 
+pub mod gpu_reference;
 pub mod optimized;
 pub mod portable;
 

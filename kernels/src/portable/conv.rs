@@ -360,6 +360,24 @@ fn conv_ref<A: Acc>(g: &ConvGeom, x: &Elems<'_>, w: &Elems<'_>, bias: Option<&El
     }
 }
 
+/// Plain 1-D convolution in f64 sums (the reference path of `convolution.out`): x `[N, C_in,
+/// L]`, w `[C_out, C_in/groups, K]`, optional bias `[C_out]`, out `[N, C_out, out_len]`. The
+/// caller checks the shapes (`out_len = (L + 2p - d(K-1) - 1)/s + 1`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv1d_reference(
+    x: &[f32], w: &[f32], bias: Option<&[f32]>, out: &mut [f32],
+    [batch, c_in, len]: [usize; 3], [c_out, k, out_len]: [usize; 3], [stride, padding, dilation, groups]: [usize; 4],
+) {
+    let g = ConvGeom {
+        batch, c_in, c_out, groups,
+        in_hw: [1, len], kernel: [1, k], out_hw: [1, out_len],
+        stride: [1, stride], padding: [0, padding], dilation: [1, dilation],
+        transposed: false, one_d: true,
+    };
+    let b = bias.map(Elems::F32);
+    conv_ref::<f64>(&g, &Elems::F32(x), &Elems::F32(w), b.as_ref(), &mut ElemsMut::F32(out));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Pooling
 // ---------------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ fn f32_of<'a>(e: &Option<Elems<'a>>) -> Option<&'a [f32]> {
 // ---------------------------------------------------------------------------------------------
 
 /// Mean and 1/sqrt(var + eps) of one row (biased variance, two passes in f64).
-fn row_stats(row: impl Iterator<Item = f64> + Clone, n: usize, eps: f64) -> (f64, f64) {
+pub(crate) fn row_stats(row: impl Iterator<Item = f64> + Clone, n: usize, eps: f64) -> (f64, f64) {
     let mean = row.clone().sum::<f64>() / n as f64;
     let var = row.map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
     (mean, 1.0 / libm::sqrt(var + eps))

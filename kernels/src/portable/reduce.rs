@@ -421,7 +421,7 @@ pub fn cumsum_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult 
 
 /// Softmax (or log-softmax) of one strided row of f32 values, max-subtracted for stability.
 /// A row of all -inf yields NaN, as in PyTorch.
-fn softmax_row_f32(x: &[f32], o: &mut [f32], base: usize, n: usize, stride: usize, log: bool) {
+pub(crate) fn softmax_row_f32(x: &[f32], o: &mut [f32], base: usize, n: usize, stride: usize, log: bool) {
     let at = |k: usize| base + k * stride;
     let m = (0..n).map(|k| x[at(k)]).fold(f32::NEG_INFINITY, |a, v| if v > a || v.is_nan() { v } else { a });
     let mut sum = 0f64;
