@@ -203,15 +203,9 @@ pub(crate) fn decode(dtype: DType, dims: &[usize], bytes: &[u8], what: &str) -> 
             }
             HostData::Bool(bytes.to_vec())
         }
-        _ => unreachable_dtype(),
+        DType::QInt8Grouped | DType::QInt4Grouped => return Err(format!("{what}: dtype {} is not a dense dtype", dtype.name())),
     };
     Ok(HostTensor { dtype, dims: dims.to_vec(), data })
-}
-
-#[inline]
-fn unreachable_dtype() -> HostData {
-    // Only reached for quantized dtypes, which `decode` rejects above.
-    HostData::F32(Vec::new())
 }
 
 /// Encodes a host tensor as little-endian bytes of `dtype` (its elements rounded / truncated).
@@ -280,7 +274,10 @@ impl Interpreter {
                     let t = match init {
                         StateInit::Zeros => {
                             let n = checked_numel(&dims).ok_or_else(|| format!("{what}: shape {dims:?} overflows"))?;
-                            HostTensor { dtype: v.meta.dtype, dims, data: HostData::F32(vec![0.0; n]) }
+                            let mut zeros = Vec::new();
+                            zeros.try_reserve_exact(n).map_err(|_| format!("{what}: cannot allocate {n} elements for state {dims:?}"))?;
+                            zeros.resize(n, 0.0);
+                            HostTensor { dtype: v.meta.dtype, dims, data: HostData::F32(zeros) }
                         }
                         StateInit::Named(key) => {
                             let bytes = lookup(key, &what)?;

@@ -107,7 +107,7 @@ impl Interpreter {
         }
         if let Some(i) = unknown {
             let rest = numel(&dims);
-            if rest == 0 || total % rest != 0 {
+            if total.checked_rem(rest) != Some(0) {
                 return Err(format!("cannot infer dim {i} of output {} from {total} element(s)", self.name(id)));
             }
             dims[i] = total / rest;
@@ -180,7 +180,7 @@ pub(super) fn run_op(it: &mut Interpreter, index: usize) -> R {
                 UnaryOp::Tanh => libm::tanh(x),
                 UnaryOp::Sigmoid => 1.0 / (1.0 + libm::exp(-x)),
                 UnaryOp::Relu => x.max(0.0),
-                UnaryOp::Abs => x.abs(),
+                UnaryOp::Abs => libm::fabs(x),
                 UnaryOp::Reciprocal => 1.0 / x,
                 UnaryOp::Sin => libm::sin(x),
                 UnaryOp::Cos => libm::cos(x),
@@ -721,7 +721,7 @@ fn concat<'a, T: Copy + 'a>(parts: &[&'a HostTensor], outer: usize, inner: usize
     for o in 0..outer {
         for t in parts {
             let v = get(t);
-            let chunk = if outer == 0 { 0 } else { v.len() / outer };
+            let chunk = v.len().checked_div(outer).unwrap_or(0);
             out.extend_from_slice(&v[o * chunk..(o + 1) * chunk]);
         }
     }
