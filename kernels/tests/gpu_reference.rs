@@ -756,3 +756,75 @@ fn backend_runs_the_decoder_through_kernel_args_with_persistent_state() {
     let err = backend.init(&BackendInitContext { named_data: &empty }, &blob, &[]).err().unwrap();
     assert!(err.contains("named_data key `embed`"), "{err}");
 }
+
+#[test]
+fn named_state_init_bf16_constant_and_quantized_embedding() {
+    let mut b = B::default();
+    let ids = b.input("ids", DType::I64, &fx(&[3]));
+    let init = [0.5f32, -1.25, 3.0];
+    b.named.insert("st.init".into(), init.iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect());
+    let st = b.value("st", DType::F16, &fx(&[3]), ValueKind::State { init: StateInit::Named("st.init".into()) });
+    let cv = [1.0f32, 2.5, -0.5];
+    let c = b.constant("c", DType::BF16, &[3], cv.iter().flat_map(|&x| half::bf16::from_f32(x).to_le_bytes()).collect());
+    let y = b.op(Op::Binary(BinaryOp::Mul), &[st, c], "y", DType::F32, &fx(&[3]));
+    b.out(y);
+    // int4 table [5, 3]: rows of 2 bytes, group 2 → scales [5, 2].
+    let q: Vec<i8> = (0..15).map(|i| (i % 16) as i8 - 8).collect();
+    let mut packed = vec![0u8; 5 * 2];
+    for r in 0..5 {
+        for col in 0..3 {
+            packed[r * 2 + col / 2] |= ((q[r * 3 + col] as u8) & 0x0F) << (4 * (col % 2));
+        }
+    }
+    let sc: Vec<f32> = (0..10).map(|i| 0.25 * (i + 1) as f32).collect();
+    let si = b.cf("t.scales", &[5, 2], &sc);
+    let t = b.constant("t", DType::QInt4Grouped, &[5, 3], packed);
+    b.p.values[t as usize].meta.quant = Some(GroupQuant { group_size: 2, scales: si });
+    let e = b.op(Op::Embedding, &[t, ids], "e", DType::F32, &fx(&[3, 3]));
+    b.out(e);
+    let out = b.run(&[HostTensor::i64(&[3], vec![4, 0, 2])]);
+    close(f(&out[0]), &[0.5, -3.125, -1.5], 0.0);
+    let (q, sc) = (&q, &sc);
+    let want: Vec<f32> = [4usize, 0, 2].iter().flat_map(|&r| (0..3).map(move |c| q[r * 3 + c] as f32 * sc[r * 2 + c / 2])).collect();
+    close(f(&out[1]), &want, 0.0);
+}
+
+#[test]
+fn negative_position_and_kv_cache_in_f16_state() {
+    let mut it = decoder(true).interp().unwrap();
+    let err = it.run(&[HostTensor::i64(&[1, 1], vec![1]), scalar_i64(-1)]).unwrap_err();
+    assert!(err.contains("`position`") && err.contains("negative"), "{err}");
+    // The same block with f16 caches: the state holds f16-rounded rows; logits stay close.
+    let mut b = decoder(true);
+    for v in b.p.values.iter_mut().filter(|v| v.name.ends_with("_cache")) {
+        v.meta.dtype = DType::F16;
+    }
+    let mut it = b.interp().unwrap();
+    let full = decoder(false).run(&[HostTensor::i64(&[1, 2], vec![2, 6]), scalar_i64(0)]);
+    for (step, t) in [2i64, 6].into_iter().enumerate() {
+        let out = it.run(&[HostTensor::i64(&[1, 1], vec![t]), scalar_i64(step as i64)]).unwrap();
+        close(f(&out[0]), &f(&full[0])[step * VOCAB..(step + 1) * VOCAB], 2e-2);
+    }
+    let kc = b.p.values.iter().position(|v| v.name == "k_cache").unwrap() as ValueId;
+    let state = it.state(kc).expect("state");
+    assert_eq!(state.dtype, DType::F16);
+    let vals = state.as_f32().unwrap();
+    assert!(vals.iter().all(|&x| half::f16::from_f32(x).to_f32() == x));
+    assert!(vals[..2 * DH].iter().any(|&x| x != 0.0) && vals[2 * DH..].iter().all(|&x| x == 0.0));
+}
+
+#[test]
+fn slice_edge_cases_huge_step_empty_and_negative_bounds() {
+    let mut b = B::default();
+    let x = b.input("x", DType::I64, &fx(&[2, 5]));
+    let a = b.op(Op::Slice { dim: -1, start: 1, end: i64::MAX, step: i64::MAX }, &[x], "a", DType::I64, &fx(&[2, 1]));
+    let e = b.op(Op::Slice { dim: 1, start: 4, end: 2, step: 1 }, &[x], "e", DType::I64, &fx(&[2, 0]));
+    let n = b.op(Op::Slice { dim: 1, start: -100, end: -2, step: 2 }, &[x], "n", DType::I64, &fx(&[2, 2]));
+    for o in [a, e, n] {
+        b.out(o);
+    }
+    let out = b.run(&[HostTensor::i64(&[2, 5], (0..10).collect())]);
+    assert_eq!(out[0].data, HostData::I64(vec![1, 6]));
+    assert_eq!(out[1].data, HostData::I64(vec![]));
+    assert_eq!(out[2].data, HostData::I64(vec![0, 2, 5, 7]));
+}

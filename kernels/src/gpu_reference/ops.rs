@@ -105,8 +105,11 @@ impl Interpreter {
                 },
             });
         }
+        let checked = |d: &[usize]| d.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
+        let Some(rest) = checked(&dims) else {
+            return Err(format!("output {} has shape {dims:?}, which overflows", self.name(id)));
+        };
         if let Some(i) = unknown {
-            let rest = numel(&dims);
             if total.checked_rem(rest) != Some(0) {
                 return Err(format!("cannot infer dim {i} of output {} from {total} element(s)", self.name(id)));
             }
@@ -390,8 +393,8 @@ fn conv1d(it: &mut Interpreter, index: usize, ins: &[ValueId], [stride, padding,
 fn layer_norm(it: &mut Interpreter, index: usize, ins: &[ValueId], eps: f32, affine: bool) -> R {
     let (dims, x) = it.floats(ins[0])?;
     let d = dims.last().copied().unwrap_or(1);
-    if affine && ins.len() != 3 {
-        return Err(format!("affine layer norm takes x, weight, bias; got {} input(s)", ins.len()));
+    if ins.len() != if affine { 3 } else { 1 } {
+        return Err(format!("layer norm (affine: {affine}) takes {}; got {} input(s)", if affine { "x, weight, bias" } else { "x" }, ins.len()));
     }
     let mut params = Vec::new();
     for &p in ins.iter().skip(1) {
@@ -673,13 +676,14 @@ fn slice(it: &mut Interpreter, index: usize, x: ValueId, d: i64, start: i64, end
     let size = t.dims.get(ax).copied().unwrap_or(1) as i64;
     let clamp = |v: i64| if v < 0 { (v + size).max(0) } else { v.min(size) };
     let (s, e) = (clamp(start), clamp(end));
-    let len = if e > s { ((e - s) + step - 1) / step } else { 0 } as usize;
+    let len = if e > s { (e - s - 1) / step + 1 } else { 0 } as usize;
     let cs = contiguous_strides(&t.dims);
     let mut dims = t.dims.clone();
     let mut strides = cs.clone();
     if !dims.is_empty() {
         dims[ax] = len;
-        strides[ax] = cs[ax] * step as usize;
+        // With at most one element the stride is never used (and `step` may be huge).
+        strides[ax] = if len > 1 { cs[ax] * step as usize } else { 0 };
     }
     let base = if len > 0 && !cs.is_empty() { s as usize * cs[ax] } else { 0 };
     let data = gather_data(&t, &dims, &strides, base);
