@@ -828,3 +828,55 @@ fn slice_edge_cases_huge_step_empty_and_negative_bounds() {
     assert_eq!(out[1].data, HostData::I64(vec![]));
     assert_eq!(out[2].data, HostData::I64(vec![0, 2, 5, 7]));
 }
+
+/// Valid payloads with wrong activation shapes, dtypes or op attributes are rejected with an
+/// error (at init or run), never a panic.
+#[test]
+fn mutated_decoder_payloads_error_without_panicking() {
+    let base = decoder(true);
+    let mut r = Rng(99);
+    let mut pick = |n: usize| ((r.next() + 1.0) * 0.5 * n as f32) as usize % n.max(1);
+    let dtypes = [DType::F32, DType::F16, DType::I64, DType::Bool, DType::I32];
+    let mut errors = 0;
+    for _ in 0..300 {
+        let mut b = B { p: base.p.clone(), named: base.named.clone() };
+        let acts: Vec<usize> = (0..b.p.values.len()).filter(|&i| matches!(b.p.values[i].kind, ValueKind::Activation)).collect();
+        for _ in 0..1 + pick(2) {
+            let v = acts[pick(acts.len())];
+            match pick(3) {
+                0 => {
+                    let rank = b.p.values[v].meta.dims.len();
+                    if rank > 0 {
+                        let d = pick(rank);
+                        b.p.values[v].meta.dims[d] = Dim::Fixed(pick(6) as u64);
+                    }
+                }
+                1 => b.p.values[v].meta.dtype = dtypes[pick(dtypes.len())],
+                _ => {
+                    let o = pick(b.p.ops.len());
+                    if let Op::Attention { causal, .. } = &mut b.p.ops[o].op {
+                        *causal = !*causal;
+                    } else if let Op::Rope { head_dim, .. } = &mut b.p.ops[o].op {
+                        *head_dim = 1 + pick(8) as u32;
+                    } else if let Op::CacheUpdate { seq_dim } = &mut b.p.ops[o].op {
+                        *seq_dim = pick(4) as i64 - 4;
+                    }
+                }
+            }
+        }
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut it = b.interp()?;
+            it.run(&[HostTensor::i64(&[1, 2], vec![1, 2]), scalar_i64(0)])?;
+            it.run(&[HostTensor::i64(&[1, 1], vec![3]), scalar_i64(2)])
+        }));
+        match run {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                assert!(!e.is_empty());
+                errors += 1;
+            }
+            Err(_) => panic!("panicked on a mutated payload: {:?}", b.p.ops.iter().map(|o| &o.op).collect::<Vec<_>>()),
+        }
+    }
+    assert!(errors > 100, "only {errors} mutations were rejected");
+}
