@@ -880,3 +880,19 @@ fn mutated_decoder_payloads_error_without_panicking() {
     }
     assert!(errors > 100, "only {errors} mutations were rejected");
 }
+
+#[test]
+fn check_shapes_finds_mismatches_before_any_call_and_keeps_state() {
+    let mut it = decoder(true).interp().unwrap();
+    it.check_shapes().unwrap();
+    // The dry run leaves the caches untouched: a real run still matches the uncached block.
+    let full = decoder(false).run(&[HostTensor::i64(&[1, 1], vec![4]), scalar_i64(0)]);
+    let out = it.run(&[HostTensor::i64(&[1, 1], vec![4]), scalar_i64(0)]).unwrap();
+    close(f(&out[0]), f(&full[0]), 1e-5);
+    // A reshape whose element count cannot match.
+    let mut b = decoder(true);
+    let q4 = b.p.values.iter().position(|v| v.name == "q4").unwrap();
+    b.p.values[q4].meta.dims[3] = Dim::Fixed(3);
+    let err = b.interp().unwrap().check_shapes().unwrap_err();
+    assert!(err.contains("(`reshape`)") && err.contains("`q4`"), "{err}");
+}

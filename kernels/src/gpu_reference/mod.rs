@@ -376,6 +376,45 @@ impl Interpreter {
         Ok(())
     }
 
+    /// Checks op shape agreement ahead of any call: runs the graph once on zero inputs with every
+    /// symbol at `max(min, 1)`, then restores the state. Opt-in (the backend does not call it):
+    /// a payload whose ops only fit at other sizes (e.g. a slice that empties a dim at the
+    /// minimum) would be rejected although real calls succeed.
+    pub fn check_shapes(&mut self) -> Result<(), String> {
+        let mut inputs = Vec::with_capacity(self.payload.inputs.len());
+        for &id in &self.payload.inputs {
+            let v = &self.payload.values[id as usize];
+            let mut dims = Vec::with_capacity(v.meta.dims.len());
+            for d in &v.meta.dims {
+                let n = match *d {
+                    Dim::Fixed(n) => n,
+                    Dim::Symbol(s) => self.payload.symbols[s as usize].min.max(1),
+                };
+                dims.push(usize::try_from(n).map_err(|_| format!("{}: dim {n} does not fit in memory", describe(v, id)))?);
+            }
+            let n = checked_numel(&dims).ok_or_else(|| format!("{}: shape {dims:?} overflows", describe(v, id)))?;
+            let data = match v.meta.dtype {
+                d if d.is_float() => HostData::F32(vec![0.0; n]),
+                d if d.is_index() => HostData::I64(vec![0; n]),
+                _ => HostData::Bool(vec![0; n]),
+            };
+            inputs.push(HostTensor { dtype: v.meta.dtype, dims, data });
+        }
+        let saved: Vec<(usize, Slot)> = self
+            .payload
+            .values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| matches!(v.kind, ValueKind::State { .. }))
+            .map(|(i, _)| (i, self.slots[i].clone()))
+            .collect();
+        let result = self.run(&inputs).map(|_| ());
+        for (i, slot) in saved {
+            self.slots[i] = slot;
+        }
+        result.map_err(|e| format!("shape check (symbols at their minimum, zero inputs): {e}"))
+    }
+
     /// Runs the graph on `inputs` (in delegate-input order) and returns the delegate outputs.
     pub fn run(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String> {
         let ni = self.payload.inputs.len();
