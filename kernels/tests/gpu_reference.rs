@@ -222,6 +222,25 @@ fn linear_grouped_int8_and_int4_weight_only() {
         let out = b.run(&[HostTensor::f32(&[m, k], x.clone())]);
         close(f(&out[0]), &naive_linear(&x, m, k, &w, n, None), 1e-5);
     }
+    // Transposed int8 weight `[in, out]` = `[k, n]`: groups run along `out`.
+    let (kq, nq) = (6usize, 5usize);
+    let groups = nq.div_ceil(group);
+    let q: Vec<i8> = (0..kq * nq).map(|i| ((i * 29) % 200) as i8).collect();
+    let sc: Vec<f32> = (0..kq * groups).map(|i| 0.01 * (i + 1) as f32).collect();
+    let mut b = B::default();
+    let xi = b.input("x", DType::F32, &fx(&[m, kq]));
+    let si = b.cf("scales", &[kq, groups], &sc);
+    let wi = b.constant("w", DType::QInt8Grouped, &[kq, nq], q.iter().map(|&v| v as u8).collect());
+    b.p.values[wi as usize].meta.quant = Some(GroupQuant { group_size: group as u32, scales: si });
+    let y = b.op(Op::Linear { weight_transposed: true }, &[xi, wi], "y", DType::F32, &fx(&[m, nq]));
+    b.out(y);
+    let wt: Vec<f32> = (0..nq * kq).map(|i| {
+        let (o, c) = (i / kq, i % kq); // w[o, c] = deq[c, o]
+        q[c * nq + o] as f32 * sc[c * groups + o / group]
+    }).collect();
+    let xv = r.vec(m * kq);
+    let out = b.run(&[HostTensor::f32(&[m, kq], xv.clone())]);
+    close(f(&out[0]), &naive_linear(&xv, m, kq, &wt, nq, None), 1e-5);
 }
 
 #[test]

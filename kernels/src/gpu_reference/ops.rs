@@ -254,10 +254,9 @@ fn linear(it: &mut Interpreter, index: usize, ins: &[ValueId], transposed: bool)
     };
     let mut out;
     let n;
-    if let Slot::Quant(q) = &it.slots[ins[1] as usize] {
-        if transposed {
-            return Err(format!("quantized weight {} with weight_transposed is not supported", it.name(ins[1])));
-        }
+    // A quantized `[out, in]` weight is dequantized row by row; a transposed (`[in, out]`) one is
+    // dequantized whole by `floats` and takes the float path.
+    if let (Slot::Quant(q), false) = (&it.slots[ins[1] as usize], transposed) {
         if q.dims.len() != 2 || q.cols != k {
             return Err(format!("weight {} has shape {:?}, expected [out, {k}]", it.name(ins[1]), q.dims));
         }
