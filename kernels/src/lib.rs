@@ -4,6 +4,8 @@
 //!   oracle its optimized twin is tested against.
 //! - [`optimized`]: fast paths (GEMM-backed convolution/linear, SIMD-friendly depthwise) that
 //!   replace portable entries in [`registry`].
+//! - [`gpu_reference`]: the CPU reference runtime of the `RbuildGpuBackend` delegate payload
+//!   (an interpreter built on the portable functions, and a `Backend` wrapping it).
 #![cfg_attr(not(feature = "std"), no_std)]
 
 extern crate alloc;
