@@ -1,0 +1,36 @@
+//! `embedding` on embedding.wgsl: rows of a float table gathered by i32 indices.
+
+use rbuild_runtime::backends::gpu::payload::ValueId;
+
+use super::{numel, params, w32, R};
+use crate::program::{Bind, Plan};
+use crate::shaders::Kernel;
+
+pub(crate) fn embedding(plan: &mut Plan<'_>, ins: &[ValueId]) -> R {
+    let (table, idx) = (ins[0], ins[1]);
+    let id_dims = plan.dims(idx)?;
+    if !plan.dtype(idx).is_index() {
+        return Err(format!("{} is {}, an i32/i64 tensor is needed", plan.name(idx), plan.dtype(idx).name()));
+    }
+    let td = plan.dims(table)?;
+    let (vocab, d) = match td.as_slice() {
+        &[v, d] if plan.dtype(table).is_float() => (v, d),
+        _ => return Err(format!("table {} must be a float [V, D] tensor, is {} {:?}", plan.name(table), plan.dtype(table).name(), td)),
+    };
+    plan.float_out()?;
+    let n = numel(&id_dims) * d;
+    let mut p = params();
+    p[0] = w32(n, "elements")?;
+    p[1] = w32(d, "row length")?;
+    p[2] = w32(vocab, "rows")?;
+    p[3] = plan.code(table);
+    let out = plan.output();
+    p[4] = plan.code(out);
+    p[5] = plan.index as u32;
+    let mut dims = id_dims;
+    dims.push(d);
+    plan.put(dims)?;
+    let grid = plan.grid(n, 256)?;
+    plan.dispatch(Kernel::Embedding, p, vec![Bind::Value(table), Bind::Value(idx), Bind::Value(out), Bind::Status], grid);
+    Ok(())
+}
