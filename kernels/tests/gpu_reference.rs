@@ -585,6 +585,37 @@ fn cache_update_writes_rows_in_place_and_persists() {
     assert!(err.contains("exceeds cache"), "{err}");
 }
 
+/// `if_zero` runs its range only at position 0 (a cross-attention projection into state);
+/// `positions` gives `position + i` for the call's length.
+#[test]
+fn if_zero_guards_a_projection_and_positions_follow_the_call() {
+    let mut b = B::default();
+    let s = b.sym("s", 1, 5);
+    let x = b.input("x", DType::F32, &fx(&[3]));
+    let pos = b.input("pos", DType::I64, &fx(&[1]));
+    let tokens = b.input("tokens", DType::I64, &[s]);
+    let cache = b.value("cache", DType::F32, &fx(&[3]), ValueKind::State { init: StateInit::Zeros });
+    b.op0(Op::IfZero { count: 2 }, &[pos]);
+    let zero = b.constant("zero", DType::I64, &[1], 0i64.to_le_bytes().to_vec());
+    let e = b.op(Op::Unary(UnaryOp::Neg), &[x], "e", DType::F32, &fx(&[3]));
+    b.op0(Op::CacheUpdate { seq_dim: 0 }, &[cache, e, zero]);
+    let y = b.op(Op::Binary(BinaryOp::Add), &[cache, x], "y", DType::F32, &fx(&[3]));
+    let ids = b.op(Op::Positions, &[pos], "ids", DType::I64, &[s]);
+    let sum = b.op(Op::Binary(BinaryOp::Add), &[ids, tokens], "sum", DType::I64, &[s]);
+    b.out(y);
+    b.out(sum);
+    let mut it = b.interp().unwrap();
+    let ints = |v: &[i64]| HostTensor::i64(&[v.len()], v.to_vec());
+    // Position 0: the cache becomes -x, so y = 0.
+    let out = it.run(&[HostTensor::f32(&[3], vec![1.0, 2.0, 3.0]), ints(&[0]), ints(&[10, 20])]).unwrap();
+    close(f(&out[0]), &[0.0, 0.0, 0.0], 0.0);
+    assert_eq!(out[1].data, HostData::I64(vec![10, 21]));
+    // Position 4: the guarded ops are skipped, the cache keeps -x of the first call.
+    let out = it.run(&[HostTensor::f32(&[3], vec![5.0, 5.0, 5.0]), ints(&[4]), ints(&[1, 1, 1])]).unwrap();
+    close(f(&out[0]), &[4.0, 3.0, 2.0], 0.0);
+    assert_eq!(out[1].data, HostData::I64(vec![5, 6, 7]));
+}
+
 // ---------------------------------------------------------------------------------------------
 // KV-cache consistency: a decoder block token by token == the same block on the full sequence
 // ---------------------------------------------------------------------------------------------

@@ -165,6 +165,8 @@ fn every_op_round_trips_through_its_attributes() {
         Op::Cat { dim: 0 },
         Op::Cast,
         Op::CacheUpdate { seq_dim: 2 },
+        Op::IfZero { count: 3 },
+        Op::Positions,
     ];
     let mut codes: Vec<u16> = ops.iter().map(Op::code).collect();
     codes.dedup();
@@ -177,6 +179,45 @@ fn every_op_round_trips_through_its_attributes() {
     assert!(Op::decode(4, &[Attr::Float(f32::NAN), Attr::Bool(true)]).unwrap_err().contains("not finite"));
     assert!(Op::decode(15, &[Attr::Ints(vec![0, 0])]).unwrap_err().contains("permutation"));
     assert!(Op::decode(17, &[Attr::Int(0), Attr::Int(0), Attr::Int(1), Attr::Int(0)]).unwrap_err().contains("step"));
+    assert!(Op::decode(21, &[Attr::Int(0)]).unwrap_err().contains("count"));
+}
+
+/// `if_zero` ranges: in bounds, not nested, and what they produce stays inside them.
+#[test]
+fn if_zero_ranges_keep_their_values_inside() {
+    let v = |name: &str, dtype: DType, dims: Vec<Dim>, kind: ValueKind| ValueDef { name: name.into(), meta: TensorMeta { dtype, dims, quant: None }, kind };
+    let base = || Payload {
+        values: vec![
+            v("flag", DType::I64, vec![Dim::Fixed(1)], ValueKind::Input),
+            v("x", DType::F32, vec![Dim::Fixed(4)], ValueKind::Input),
+            v("cache", DType::F32, vec![Dim::Fixed(4)], ValueKind::State { init: StateInit::Zeros }),
+            v("e", DType::F32, vec![Dim::Fixed(4)], ValueKind::Activation),
+            v("y", DType::F32, vec![Dim::Fixed(4)], ValueKind::Activation),
+            v("ids", DType::I64, vec![Dim::Fixed(4)], ValueKind::Activation),
+        ],
+        inputs: vec![0, 1],
+        outputs: vec![4],
+        ops: vec![
+            OpNode { op: Op::IfZero { count: 2 }, inputs: vec![0], outputs: vec![] },
+            OpNode { op: Op::Unary(UnaryOp::Exp), inputs: vec![1], outputs: vec![3] },
+            OpNode { op: Op::CacheUpdate { seq_dim: 0 }, inputs: vec![2, 3, 0], outputs: vec![] },
+            OpNode { op: Op::Binary(BinaryOp::Add), inputs: vec![2, 1], outputs: vec![4] },
+        ],
+        ..Default::default()
+    };
+    base().validate().expect("a guarded projection into state is valid");
+    let check = |edit: &dyn Fn(&mut Payload), needle: &str| {
+        let mut p = base();
+        edit(&mut p);
+        let err = p.validate().expect_err(needle);
+        assert!(err.message.contains(needle), "`{err}` should mention `{needle}`");
+    };
+    check(&|p| p.ops[3].inputs = vec![3, 1], "produced inside the `if_zero` range of op 0, from outside it");
+    check(&|p| p.ops[0].op = Op::IfZero { count: 4 }, "guards 4 op(s), only 3 follow it");
+    check(&|p| p.ops[1] = OpNode { op: Op::IfZero { count: 1 }, inputs: vec![0], outputs: vec![] }, "ranges do not nest");
+    check(&|p| { p.ops[0].op = Op::IfZero { count: 3 }; }, "delegate output 0");
+    check(&|p| p.ops[0].inputs = vec![1], "flag");
+    check(&|p| p.ops[3] = OpNode { op: Op::Positions, inputs: vec![0], outputs: vec![4] }, "output must be i32/i64 of rank 1");
 }
 
 #[test]

@@ -21,7 +21,7 @@ use alloc::vec::Vec;
 
 use half::{bf16, f16};
 use rbuild_runtime::backend::{Backend, BackendInitContext, CompileSpec, DelegateHandle};
-use rbuild_runtime::backends::gpu::payload::{DType, Dim, Payload, StateInit, ValueDef, ValueId, ValueKind};
+use rbuild_runtime::backends::gpu::payload::{DType, Dim, Op, Payload, StateInit, ValueDef, ValueId, ValueKind};
 use rbuild_runtime::backends::gpu::RBUILD_GPU_BACKEND_ID;
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
 use rbuild_runtime::{kerr, ScalarType};
@@ -451,11 +451,17 @@ impl Interpreter {
             }
             self.slots[id as usize] = Slot::Dense(t);
         }
-        for index in 0..self.payload.ops.len() {
-            ops::run_op(self, index).map_err(|m| {
-                let node = &self.payload.ops[index];
-                format!("op {index} (`{}`): {m}", node.op.name())
-            })?;
+        let mut index = 0;
+        while index < self.payload.ops.len() {
+            let node = &self.payload.ops[index];
+            let err = |m: String| format!("op {index} (`{}`): {m}", node.op.name());
+            if let Op::IfZero { count } = node.op {
+                let flag = self.flag(node.inputs[0]).map_err(err)?;
+                index += 1 + if flag == 0 { 0 } else { count as usize };
+                continue;
+            }
+            ops::run_op(self, index).map_err(|m| format!("op {index} (`{}`): {m}", self.payload.ops[index].op.name()))?;
+            index += 1;
         }
         let mut outs = Vec::with_capacity(self.payload.outputs.len());
         for (pos, &id) in self.payload.outputs.iter().enumerate() {

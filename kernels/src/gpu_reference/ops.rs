@@ -54,6 +54,14 @@ impl Interpreter {
         }
     }
 
+    /// An `if_zero` flag: an integer tensor of one element.
+    pub(crate) fn flag(&self, id: ValueId) -> R<i64> {
+        match self.ints(id)? {
+            (_, [f]) => Ok(*f),
+            (_, d) => Err(format!("flag {} has {} elements, needs 1", self.name(id), d.len())),
+        }
+    }
+
     /// A non-negative scalar position (one element).
     fn position(&self, id: ValueId) -> R<usize> {
         let (_, d) = self.ints(id)?;
@@ -234,6 +242,19 @@ pub(super) fn run_op(it: &mut Interpreter, index: usize) -> R {
             it.put(index, HostTensor { dtype: to, dims: t.dims, data })
         }
         Op::CacheUpdate { seq_dim } => cache_update(it, ins, *seq_dim),
+        // The interpreter's run loop skips the guarded ops; the op itself computes nothing.
+        Op::IfZero { .. } => Ok(()),
+        Op::Positions => {
+            let start = it.position(ins[0])?;
+            let id = it.payload.ops[index].outputs[0];
+            let len = match it.payload.values[id as usize].meta.dims[0] {
+                Dim::Fixed(n) => n as usize,
+                Dim::Symbol(s) => it.env[s as usize].ok_or_else(|| format!("the length of {} is a symbol no input bound in this call", it.name(id)))?,
+            };
+            let data = (0..len).map(|i| (start + i) as i64).collect();
+            let dtype = it.out_dtype(index);
+            it.put(index, HostTensor { dtype, dims: vec![len], data: HostData::I64(data) })
+        }
     }
 }
 

@@ -137,6 +137,15 @@ pub enum Op {
     /// Writes `rows` into the state tensor `cache` along `seq_dim` starting at `position`;
     /// inputs `cache, rows, position`; no outputs (the state is updated in place).
     CacheUpdate { seq_dim: i64 },
+    /// Runs the next `count` ops only when the integer scalar `flag` (its one element) is 0;
+    /// inputs `flag`; no outputs. What a guarded op produces is used only inside the guarded
+    /// range (or written to state), so skipping it leaves nothing undefined: e.g. cross-attention
+    /// keys/values projected into state once per audio window, at position 0.
+    IfZero { count: u32 },
+    /// `out[i] = position + i` for `i < L` (the output's one dim, often a symbol); inputs
+    /// `position` (an i32/i64 scalar): the position ids of a call's rows (learned position
+    /// tables gathered with `embedding`).
+    Positions,
 }
 
 /// Wire schema of one op code.
@@ -169,6 +178,8 @@ pub(crate) const SCHEMAS: &[OpSchema] = &[
     OpSchema { code: 18, name: "cat", attrs: &[("dim", I)] },
     OpSchema { code: 19, name: "cast", attrs: &[] },
     OpSchema { code: 20, name: "cache_update", attrs: &[("seq_dim", I)] },
+    OpSchema { code: 21, name: "if_zero", attrs: &[("count", I)] },
+    OpSchema { code: 22, name: "positions", attrs: &[] },
 ];
 
 pub(crate) fn schema(code: u16) -> Option<&'static OpSchema> {
@@ -198,6 +209,8 @@ impl Op {
             Op::Cat { .. } => 18,
             Op::Cast => 19,
             Op::CacheUpdate { .. } => 20,
+            Op::IfZero { .. } => 21,
+            Op::Positions => 22,
         }
     }
 
@@ -215,6 +228,8 @@ impl Op {
             Op::Attention { .. } => (3, 4, 1),
             Op::Cat { .. } => (1, u8::MAX as usize, 1),
             Op::CacheUpdate { .. } => (3, 3, 0),
+            Op::IfZero { .. } => (1, 1, 0),
+            Op::Positions => (1, 1, 1),
             Op::Gelu { .. } | Op::Silu | Op::Softmax { .. } | Op::Unary(_) | Op::Reshape | Op::Permute { .. }
             | Op::Transpose { .. } | Op::Slice { .. } | Op::Cast => (1, 1, 1),
         }
@@ -242,7 +257,8 @@ impl Op {
             Op::Transpose { dim0, dim1 } => alloc::vec![Int(*dim0), Int(*dim1)],
             Op::Slice { dim, start, end, step } => alloc::vec![Int(*dim), Int(*start), Int(*end), Int(*step)],
             Op::CacheUpdate { seq_dim } => alloc::vec![Int(*seq_dim)],
-            Op::MatMul | Op::Silu | Op::Embedding | Op::Reshape | Op::Cast => Vec::new(),
+            Op::IfZero { count } => alloc::vec![Int(*count as i64)],
+            Op::MatMul | Op::Silu | Op::Embedding | Op::Reshape | Op::Cast | Op::Positions => Vec::new(),
         }
     }
 
@@ -337,6 +353,8 @@ impl Op {
             18 => Op::Cat { dim: int(0) },
             19 => Op::Cast,
             20 => Op::CacheUpdate { seq_dim: int(0) },
+            21 => Op::IfZero { count: size(0, false)? },
+            22 => Op::Positions,
             _ => return Err(format!("unknown op code {code}")),
         })
     }

@@ -97,7 +97,15 @@ pub(super) fn validate(p: &Payload) -> Result<(), PayloadError> {
 
     // Ops in order: every input defined before use, every activation produced exactly once.
     let mut defined: alloc::vec::Vec<bool> = p.values.iter().map(|v| !matches!(v.kind, ValueKind::Activation)).collect();
+    // `if_zero` ranges: the op index of the guard that produced each value (if any), and the
+    // range (guard index, first op after it) being walked. Values a guarded op produces may only
+    // be used inside that range: when it is skipped they do not exist.
+    let mut guarded_by: alloc::vec::Vec<Option<usize>> = vec![None; value_count];
+    let mut guard: Option<(usize, usize)> = None;
     for (index, node) in p.ops.iter().enumerate() {
+        if guard.is_some_and(|(_, end)| index >= end) {
+            guard = None;
+        }
         let name = node.op.name();
         // Attribute value rules (finite positive eps, a real permutation, ...) live in the
         // decoder; running it here keeps hand-built payloads to the same rules as parsed ones.
@@ -115,6 +123,24 @@ pub(super) fn validate(p: &Payload) -> Result<(), PayloadError> {
             if !defined[id as usize] {
                 return Err(invalid(format!("op {index} (`{name}`) input {slot} uses {} before any op produces it", describe(p, id))));
             }
+            if let Some(g) = guarded_by[id as usize] {
+                if guard.map(|(open, _)| open) != Some(g) {
+                    return Err(invalid(format!(
+                        "op {index} (`{name}`) input {slot} uses {}, produced inside the `if_zero` range of op {g}, from outside it",
+                        describe(p, id)
+                    )));
+                }
+            }
+        }
+        if let Op::IfZero { count } = node.op {
+            if let Some((open, _)) = guard {
+                return Err(invalid(format!("op {index} (`if_zero`) is inside the range of op {open}: ranges do not nest")));
+            }
+            let end = index + 1 + count as usize;
+            if end > p.ops.len() {
+                return Err(invalid(format!("op {index} (`if_zero`) guards {count} op(s), only {} follow it", p.ops.len() - index - 1)));
+            }
+            guard = Some((index, end));
         }
         for (slot, &id) in node.outputs.iter().enumerate() {
             let v = in_range(id, &|| format!("op {index} (`{name}`) output {slot}"))?;
@@ -124,6 +150,7 @@ pub(super) fn validate(p: &Payload) -> Result<(), PayloadError> {
             if core::mem::replace(&mut defined[id as usize], true) {
                 return Err(invalid(format!("op {index} (`{name}`) output {slot}: {} is produced twice", describe(p, id))));
             }
+            guarded_by[id as usize] = guard.map(|(open, _)| open);
         }
         check_operands(p, index, node)?;
     }
@@ -133,6 +160,9 @@ pub(super) fn validate(p: &Payload) -> Result<(), PayloadError> {
         let v = in_range(id, &|| format!("delegate output {pos}"))?;
         if !matches!(v.kind, ValueKind::Activation) || !defined[id as usize] {
             return Err(invalid(format!("delegate output {pos} is {}, which no op produces", describe(p, id))));
+        }
+        if let Some(g) = guarded_by[id as usize] {
+            return Err(invalid(format!("delegate output {pos} ({}) is produced inside the `if_zero` range of op {g}", describe(p, id))));
         }
         if core::mem::replace(&mut seen[id as usize], true) {
             return Err(invalid(format!("delegate output {pos}: {} is listed twice", describe(p, id))));
@@ -177,6 +207,14 @@ fn check_operands(p: &Payload, index: usize, node: &OpNode) -> Result<(), Payloa
             }
             need_index(2, "position")?;
             need_dim(*seq_dim, rank(0), "seq_dim")?;
+        }
+        Op::IfZero { .. } => need_index(0, "flag")?,
+        Op::Positions => {
+            need_index(0, "position")?;
+            let out = &p.values[node.outputs[0] as usize].meta;
+            if !out.dtype.is_index() || out.dims.len() != 1 {
+                return Err(invalid(format!("op {index} (`{name}`) output must be i32/i64 of rank 1, is {} of rank {}", out.dtype.name(), out.dims.len())));
+            }
         }
         Op::Softmax { dim } | Op::Cat { dim } | Op::Slice { dim, .. } => need_dim(*dim, rank(0), "dim")?,
         Op::Transpose { dim0, dim1 } => {
