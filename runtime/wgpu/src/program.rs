@@ -26,6 +26,8 @@ pub(crate) enum Bind {
     Dummy,
     /// Per-op error flags the kernels set (index out of range, bad position).
     Status,
+    /// The indirect grids of dispatches guarded by a device-side `if_zero`.
+    Indirect,
 }
 
 /// One kernel launch of a run.
@@ -34,6 +36,9 @@ pub(crate) struct Dispatch {
     pub params: [u32; PARAM_WORDS],
     pub binds: Vec<Bind>,
     pub groups: [u32; 3],
+    /// Slot of this dispatch's grid in the indirect buffer when an `if_zero` computed on the
+    /// device guards it.
+    pub indirect: Option<u32>,
 }
 
 pub(crate) fn describe(v: &ValueDef, id: ValueId) -> String {
@@ -62,6 +67,10 @@ pub(crate) struct Plan<'a> {
     pub index: usize,
     /// Largest dispatch grid dimension.
     pub max_groups: u32,
+    /// While planning a range guarded by a device-side `if_zero`: its last op index.
+    pub guard_until: Option<usize>,
+    /// Indirect grid slots handed out in this run.
+    pub indirect_slots: u32,
 }
 
 impl Plan<'_> {
@@ -218,9 +227,26 @@ impl Plan<'_> {
 
     pub fn dispatch(&mut self, kernel: Kernel, params: [u32; PARAM_WORDS], binds: Vec<Bind>, groups: [u32; 3]) {
         if groups.iter().all(|&g| g > 0) {
-            self.dispatches.push(Dispatch { kernel, params, binds, groups });
+            let indirect = match self.guard_until {
+                Some(last) if self.index <= last => {
+                    self.indirect_slots += 1;
+                    Some(self.indirect_slots - 1)
+                }
+                _ => None,
+            };
+            self.dispatches.push(Dispatch { kernel, params, binds, groups, indirect });
         }
     }
+}
+
+/// Ends a device-side `if_zero` range: the gate zeroes the grids of the slots handed out since.
+fn close_gate(plan: &mut Plan<'_>, gate: Option<(usize, u32)>) {
+    if let Some((at, first)) = gate {
+        let d = &mut plan.dispatches[at].params;
+        d[0] = first * 3;
+        d[1] = (plan.indirect_slots - first) * 3;
+    }
+    plan.guard_until = None;
 }
 
 /// Every dim of a value at its largest (symbols at their max).
@@ -244,6 +270,10 @@ pub struct GpuProgram {
     status: wgpu::Buffer,
     params: wgpu::Buffer,
     params_cap: usize,
+    indirect: wgpu::Buffer,
+    indirect_cap: usize,
+    /// Values of one-element integer constants (positions, flags), for host-side checks.
+    const_scalars: Vec<Option<i64>>,
 }
 
 impl GpuProgram {
@@ -269,6 +299,7 @@ impl GpuProgram {
         let max_binding = gpu.limits.max_storage_buffer_binding_size as u128;
         let scope = dev.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let mut buffers = Vec::with_capacity(payload.values.len());
+        let mut const_scalars = vec![None; payload.values.len()];
         for (i, v) in payload.values.iter().enumerate() {
             let id = i as ValueId;
             let what = describe(v, id);
@@ -314,6 +345,11 @@ impl GpuProgram {
                 usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
                 mapped_at_creation: false,
             });
+            if let (Some(w), ValueKind::Constant { .. }, true) = (&words, &v.kind, v.meta.dtype.is_index()) {
+                if w.len() == 1 {
+                    const_scalars[i] = Some(w[0] as i32 as i64);
+                }
+            }
             if let Some(w) = words {
                 if !w.is_empty() {
                     gpu.queue.write_buffer(&buffer, 0, bytemuck::cast_slice(&w));
@@ -339,11 +375,35 @@ impl GpuProgram {
         let status = small("status", (payload.ops.len().max(1) * 4) as u64);
         let params_cap = (payload.ops.len().max(1) * 2) * PARAM_BYTES;
         let params = Self::params_buffer(gpu, params_cap);
+        let indirect_cap = 64 * 12;
+        let indirect = Self::indirect_buffer(gpu, indirect_cap);
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(format!("adapter {}: cannot allocate the program's buffers: {e}", gpu.info));
         }
         let pipelines = Pipelines::compile(gpu)?;
-        Ok(GpuProgram { gpu: gpu.clone(), payload: payload.clone(), pipelines, buffers, storage_of, dummy, status, params, params_cap })
+        Ok(GpuProgram {
+            gpu: gpu.clone(),
+            payload: payload.clone(),
+            pipelines,
+            buffers,
+            storage_of,
+            dummy,
+            status,
+            params,
+            params_cap,
+            indirect,
+            indirect_cap,
+            const_scalars,
+        })
+    }
+
+    fn indirect_buffer(gpu: &GpuDevice, size: usize) -> wgpu::Buffer {
+        gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("indirect grids"),
+            size: size as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::INDIRECT | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
     }
 
     fn params_buffer(gpu: &GpuDevice, size: usize) -> wgpu::Buffer {
@@ -381,9 +441,11 @@ impl GpuProgram {
             dims: vec![None; p.values.len()],
             env: vec![None; p.symbols.len()],
             dispatches: Vec::new(),
-            host_scalars: vec![None; p.values.len()],
+            host_scalars: self.const_scalars.clone(),
             index: 0,
             max_groups: self.gpu.limits.max_compute_workgroups_per_dimension,
+            guard_until: None,
+            indirect_slots: 0,
         };
         for (i, v) in p.values.iter().enumerate() {
             if matches!(v.kind, ValueKind::Constant { .. } | ValueKind::State { .. }) {
@@ -417,10 +479,50 @@ impl GpuProgram {
             }
             uploads.push((id, data::tensor_to_words(t, &format!("{what} ({})", describe(v, id)))?));
         }
-        for index in 0..p.ops.len() {
+        let mut index = 0;
+        // The open device-side guard: (its gate dispatch, its first indirect slot).
+        let mut gate: Option<(usize, u32)> = None;
+        while index < p.ops.len() {
             plan.index = index;
-            ops::plan_op(&mut plan).map_err(|m| format!("op {index} (`{}`): {m}", p.ops[index].op.name()))?;
+            let err = |m: String| format!("op {index} (`{}`): {m}", p.ops[index].op.name());
+            if let Some(last) = plan.guard_until {
+                if index > last {
+                    close_gate(&mut plan, gate.take());
+                }
+            }
+            if let Op::IfZero { count } = p.ops[index].op {
+                let flag = p.ops[index].inputs[0];
+                match ops::flag(&plan, flag).map_err(err)? {
+                    // Known on the host (a delegate input or constant): skip or run the range
+                    // exactly as the reference does.
+                    Some(0) => {}
+                    Some(_) => {
+                        index += 1 + count as usize;
+                        continue;
+                    }
+                    // Computed on the device: the range's dispatches become indirect and a gate
+                    // kernel zeroes their grids when the flag is not 0.
+                    None => {
+                        let mut pr = ops::params();
+                        pr[0] = 0;
+                        plan.dispatches.push(Dispatch {
+                            kernel: Kernel::Gate,
+                            params: pr,
+                            binds: vec![Bind::Value(flag), Bind::Indirect],
+                            groups: [1, 1, 1],
+                            indirect: None,
+                        });
+                        gate = Some((plan.dispatches.len() - 1, plan.indirect_slots));
+                        plan.guard_until = Some(index + count as usize);
+                    }
+                }
+                index += 1;
+                continue;
+            }
+            ops::plan_op(&mut plan).map_err(err)?;
+            index += 1;
         }
+        close_gate(&mut plan, gate.take());
         let mut out_dims = Vec::with_capacity(p.outputs.len());
         for (pos, &id) in p.outputs.iter().enumerate() {
             match &plan.dims[id as usize] {
@@ -454,6 +556,21 @@ impl GpuProgram {
         if !params.is_empty() {
             queue.write_buffer(&self.params, 0, bytemuck::cast_slice(&params));
         }
+        let mut grids = Vec::new();
+        for d in dispatches {
+            if let Some(slot) = d.indirect {
+                let at = slot as usize * 3;
+                grids.resize(grids.len().max(at + 3), 0u32);
+                grids[at..at + 3].copy_from_slice(&d.groups);
+            }
+        }
+        if grids.len() * 4 > self.indirect_cap {
+            self.indirect_cap = (grids.len() * 4).next_power_of_two();
+            self.indirect = Self::indirect_buffer(&gpu, self.indirect_cap);
+        }
+        if !grids.is_empty() {
+            queue.write_buffer(&self.indirect, 0, bytemuck::cast_slice(&grids));
+        }
         let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("rbuild-gpu run") });
         enc.clear_buffer(&self.status, 0, None);
         {
@@ -474,6 +591,7 @@ impl GpuProgram {
                         Bind::Value(id) => self.buffer(*id)?,
                         Bind::Dummy => &self.dummy,
                         Bind::Status => &self.status,
+                        Bind::Indirect => &self.indirect,
                     };
                     entries.push(wgpu::BindGroupEntry { binding: j as u32 + 1, resource: buffer.as_entire_binding() });
                 }
@@ -484,7 +602,10 @@ impl GpuProgram {
                 });
                 pass.set_pipeline(pipeline);
                 pass.set_bind_group(0, &bg, &[]);
-                pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
+                match d.indirect {
+                    Some(slot) => pass.dispatch_workgroups_indirect(&self.indirect, slot as u64 * 12),
+                    None => pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]),
+                }
             }
         }
         // One readback buffer: the outputs, then the status words.

@@ -18,6 +18,8 @@ pub(crate) enum Kernel {
     Rope,
     Embedding,
     Conv1d,
+    Positions,
+    Gate,
 }
 
 /// `(kernel, file name, source)` for every shader.
@@ -33,6 +35,8 @@ pub(crate) const SHADERS: &[(Kernel, &str, &str)] = &[
     (Kernel::Rope, "rope.wgsl", include_str!("../shaders/rope.wgsl")),
     (Kernel::Embedding, "embedding.wgsl", include_str!("../shaders/embedding.wgsl")),
     (Kernel::Conv1d, "conv1d.wgsl", include_str!("../shaders/conv1d.wgsl")),
+    (Kernel::Positions, "positions.wgsl", include_str!("../shaders/positions.wgsl")),
+    (Kernel::Gate, "gate.wgsl", include_str!("../shaders/gate.wgsl")),
 ];
 
 pub(crate) struct Pipelines {

@@ -1,6 +1,7 @@
-//! `embedding` on embedding.wgsl: rows of a float table gathered by i32 indices.
+//! `embedding` on embedding.wgsl (rows of a float table gathered by i32 indices) and
+//! `positions` on positions.wgsl (index generation).
 
-use rbuild_runtime::backends::gpu::payload::ValueId;
+use rbuild_runtime::backends::gpu::payload::{Dim, ValueId};
 
 use super::{numel, params, w32, R};
 use crate::program::{Bind, Plan};
@@ -32,5 +33,26 @@ pub(crate) fn embedding(plan: &mut Plan<'_>, ins: &[ValueId]) -> R {
     plan.put(dims)?;
     let grid = plan.grid(n, 256)?;
     plan.dispatch(Kernel::Embedding, p, vec![Bind::Value(table), Bind::Value(idx), Bind::Value(out), Bind::Status], grid);
+    Ok(())
+}
+
+pub(crate) fn positions(plan: &mut Plan<'_>, pos: ValueId) -> R {
+    plan.position(pos)?;
+    let out = plan.output();
+    let v = &plan.payload.values[out as usize];
+    let len = match v.meta.dims.first() {
+        Some(Dim::Fixed(n)) => *n as usize,
+        Some(Dim::Symbol(s)) => plan.env[*s as usize].ok_or_else(|| format!("the length of {} is a symbol no input bound in this call", plan.name(out)))?,
+        None => return Err(format!("output {} must have rank 1", plan.name(out))),
+    };
+    if !plan.out_dtype().is_index() {
+        return Err(format!("output {} is {}, positions are i32/i64", plan.name(out), plan.out_dtype().name()));
+    }
+    let mut p = params();
+    p[0] = w32(len, "length")?;
+    p[1] = plan.index as u32;
+    plan.put(vec![len])?;
+    let grid = plan.grid(len, 256)?;
+    plan.dispatch(Kernel::Positions, p, vec![Bind::Value(pos), Bind::Value(out), Bind::Status], grid);
     Ok(())
 }

@@ -75,5 +75,20 @@ pub(crate) fn plan_op(plan: &mut Plan<'_>) -> R {
         Op::Cat { dim } => copy::cat(plan, ins, *dim),
         Op::Cast => copy::cast(plan, ins[0]),
         Op::CacheUpdate { seq_dim } => copy::cache_update(plan, ins, *seq_dim),
+        Op::Positions => gather::positions(plan, ins[0]),
+        // Handled by the run loop (program.rs), which skips or gates the guarded range.
+        Op::IfZero { .. } => Ok(()),
     }
+}
+
+/// An `if_zero` flag: an integer tensor of one element; its value when known on the host.
+pub(crate) fn flag(plan: &Plan<'_>, id: rbuild_runtime::backends::gpu::payload::ValueId) -> R<Option<i64>> {
+    let d = plan.dims(id)?;
+    if !plan.dtype(id).is_index() {
+        return Err(format!("{} is {}, an i32/i64 tensor is needed", plan.name(id), plan.dtype(id).name()));
+    }
+    if numel(&d) != 1 {
+        return Err(format!("flag {} has {} elements, needs 1", plan.name(id), numel(&d)));
+    }
+    Ok(plan.host_scalars[id as usize])
 }
