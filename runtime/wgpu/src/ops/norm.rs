@@ -17,7 +17,7 @@ fn norm(plan: &mut Plan<'_>, x: ValueId, mode: u32, w: Option<ValueId>, b: Optio
         }
     }
     plan.float_out()?;
-    let rows = if d == 0 { 0 } else { numel(&dims) / d };
+    let rows = numel(&dims).checked_div(d).unwrap_or(0);
     let mut p = params();
     p[0] = w32(rows, "rows")?;
     p[1] = w32(d, "row length")?;
