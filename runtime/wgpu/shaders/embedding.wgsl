@@ -1,7 +1,8 @@
 // `embedding`: gathers rows of a float table `[V, D]` by i32 indices; one thread per output
 // element. An index outside `0..V` writes 0 and flags the op in STATUS (reported by the host).
 //
-// Params: 0 n (indices × D), 1 D, 2 V, 3 dtype TABLE, 4 dtype OUT, 5 op index.
+// Params: 0 n (indices × D), 1 D, 2 V, 3 dtype TABLE, 4 dtype OUT, 5 op index; a quantized
+// table (dtype 16 int8 / 17 int4, grouped scales in SCALES): 6 D, 7 group size, 8 dtype SCALES.
 // Device dtype codes: 1 f32, 2 f16, 3 bf16 (packed halves in u32 words), 4 i32 (i32/i64
 // tensors), 6 bool (u32).
 
@@ -11,9 +12,17 @@ struct Params { w: array<vec4<u32>, 16> }
 @group(0) @binding(2) var<storage, read> IDX: array<u32>;
 @group(0) @binding(3) var<storage, read_write> OUT: array<atomic<u32>>;
 @group(0) @binding(4) var<storage, read_write> STATUS: array<atomic<u32>>;
+@group(0) @binding(5) var<storage, read> SCALES: array<u32>;
 
 fn p(i: u32) -> u32 { return P.w[i / 4u][i % 4u]; }
 fn pf(i: u32) -> f32 { return bitcast<f32>(p(i)); }
+
+// Scale of weight element (r, col): SCALES is [rows, ceil(C / group)].
+fn qscale(r: u32, col: u32) -> f32 {
+    let g = p(7u);
+    let groups = (p(6u) + g - 1u) / g;
+    return ld_scales(r * groups + col / g, p(8u));
+}
 
 fn ld_table(i: u32, dt: u32) -> f32 {
     switch dt {
@@ -21,7 +30,31 @@ fn ld_table(i: u32, dt: u32) -> f32 {
         case 3u: { return bitcast<f32>(((TABLE[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
         case 4u: { return f32(bitcast<i32>(TABLE[i])); }
         case 6u: { return f32(TABLE[i]); }
+        case 16u: {
+            let c = p(6u);
+            let q = extractBits(bitcast<i32>(TABLE[i >> 2u]), (i & 3u) * 8u, 8u);
+            return f32(q) * qscale(i / c, i % c);
+        }
+        case 17u: {
+            // int4: each row packed separately, ceil(C/2) bytes, low nibble first.
+            let c = p(6u);
+            let r = i / c;
+            let col = i % c;
+            let byte = r * ((c + 1u) / 2u) + col / 2u;
+            let q = extractBits(bitcast<i32>(TABLE[byte >> 2u]), (byte & 3u) * 8u + (col & 1u) * 4u, 4u);
+            return f32(q) * qscale(r, col);
+        }
         default: { return bitcast<f32>(TABLE[i]); }
+    }
+}
+
+fn ld_scales(i: u32, dt: u32) -> f32 {
+    switch dt {
+        case 2u: { return unpack2x16float(SCALES[i >> 1u])[i & 1u]; }
+        case 3u: { return bitcast<f32>(((SCALES[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
+        case 4u: { return f32(bitcast<i32>(SCALES[i])); }
+        case 6u: { return f32(SCALES[i]); }
+        default: { return bitcast<f32>(SCALES[i]); }
     }
 }
 

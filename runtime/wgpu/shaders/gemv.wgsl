@@ -3,7 +3,8 @@
 // memory. Same params and operand addressing as gemm.wgsl (batch fields unused).
 //
 // Params: 0 M (1), 1 N, 2 K, 3 dtype A, 4 dtype B, 5 dtype OUT, 6 has bias, 7 dtype BIAS,
-// 8 A row stride, 9 A col stride, 10 B row stride, 11 B col stride.
+// 8 A row stride, 9 A col stride, 10 B row stride, 11 B col stride; quantized B: 40 its
+// columns, 41 group size, 42 dtype SCALES.
 // Device dtype codes: 1 f32, 2 f16, 3 bf16 (packed halves in u32 words), 4 i32 (i32/i64
 // tensors), 6 bool (u32).
 
@@ -13,6 +14,7 @@ struct Params { w: array<vec4<u32>, 16> }
 @group(0) @binding(2) var<storage, read> B: array<u32>;
 @group(0) @binding(3) var<storage, read> BIAS: array<u32>;
 @group(0) @binding(4) var<storage, read_write> OUT: array<atomic<u32>>;
+@group(0) @binding(5) var<storage, read> SCALES: array<u32>;
 
 fn p(i: u32) -> u32 { return P.w[i / 4u][i % 4u]; }
 fn pf(i: u32) -> f32 { return bitcast<f32>(p(i)); }
@@ -27,13 +29,44 @@ fn ld_a(i: u32, dt: u32) -> f32 {
     }
 }
 
+// Scale of weight element (r, col): SCALES is [rows, ceil(C / group)].
+fn qscale(r: u32, col: u32) -> f32 {
+    let g = p(41u);
+    let groups = (p(40u) + g - 1u) / g;
+    return ld_scales(r * groups + col / g, p(42u));
+}
+
 fn ld_b(i: u32, dt: u32) -> f32 {
     switch dt {
         case 2u: { return unpack2x16float(B[i >> 1u])[i & 1u]; }
         case 3u: { return bitcast<f32>(((B[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
         case 4u: { return f32(bitcast<i32>(B[i])); }
         case 6u: { return f32(B[i]); }
+        case 16u: {
+            let c = p(40u);
+            let q = extractBits(bitcast<i32>(B[i >> 2u]), (i & 3u) * 8u, 8u);
+            return f32(q) * qscale(i / c, i % c);
+        }
+        case 17u: {
+            // int4: each row packed separately, ceil(C/2) bytes, low nibble first.
+            let c = p(40u);
+            let r = i / c;
+            let col = i % c;
+            let byte = r * ((c + 1u) / 2u) + col / 2u;
+            let q = extractBits(bitcast<i32>(B[byte >> 2u]), (byte & 3u) * 8u + (col & 1u) * 4u, 4u);
+            return f32(q) * qscale(r, col);
+        }
         default: { return bitcast<f32>(B[i]); }
+    }
+}
+
+fn ld_scales(i: u32, dt: u32) -> f32 {
+    switch dt {
+        case 2u: { return unpack2x16float(SCALES[i >> 1u])[i & 1u]; }
+        case 3u: { return bitcast<f32>(((SCALES[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
+        case 4u: { return f32(bitcast<i32>(SCALES[i])); }
+        case 6u: { return f32(SCALES[i]); }
+        default: { return bitcast<f32>(SCALES[i]); }
     }
 }
 

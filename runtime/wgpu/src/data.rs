@@ -2,7 +2,8 @@
 //!
 //! On the device every tensor is an array of 32-bit words: f32 as f32; f16 and bf16 as packed
 //! halves (element `i` in the low half of word `i/2` when `i` is even); i32 and i64 as i32 (an
-//! i64 that does not fit is an error at upload); bool as one u32 (0/1) per element.
+//! i64 that does not fit is an error at upload); bool as one u32 (0/1) per element; grouped
+//! int8/int4 weights as their packed bytes (4 per word, little-endian), scales in their own value.
 
 use half::{bf16, f16};
 use rbuild_kernels::gpu_reference::{round_to, HostData, HostTensor};
@@ -16,8 +17,9 @@ pub(crate) fn device_code(d: DType) -> u32 {
         DType::BF16 => 3,
         DType::I32 | DType::I64 => 4,
         DType::Bool => 6,
-        // Quantized values never reach a kernel's dtype switch (rejected at init).
-        DType::QInt8Grouped | DType::QInt4Grouped => 0,
+        // Packed bytes, dequantized in the kernel with the weight's grouped scales.
+        DType::QInt8Grouped => 16,
+        DType::QInt4Grouped => 17,
     }
 }
 

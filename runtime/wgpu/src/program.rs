@@ -98,7 +98,29 @@ impl Plan<'_> {
         self.dtype(self.output())
     }
 
-    /// A float tensor's dims (quantized values are rejected at init, so any float dtype goes).
+    /// A weight's dims: a float tensor, or a grouped quantized constant (`linear` weights and
+    /// `embedding` tables, dequantized in the kernel).
+    pub fn weight_dims(&self, id: ValueId) -> R<Vec<usize>> {
+        if self.dtype(id).is_quantized() {
+            self.dims(id)
+        } else {
+            self.float_dims(id)
+        }
+    }
+
+    /// Kernel params of a weight: `(columns, group size, scales dtype)` and the scales' binding
+    /// (a dummy for a float weight).
+    pub fn quant(&self, id: ValueId) -> ([u32; 3], Bind) {
+        match self.payload.values[id as usize].meta.quant {
+            Some(q) => {
+                let cols = self.dims[id as usize].as_ref().and_then(|d| d.last().copied()).unwrap_or(1) as u32;
+                ([cols, q.group_size, self.code(q.scales)], Bind::Value(q.scales))
+            }
+            None => ([0, 1, 1], Bind::Dummy),
+        }
+    }
+
+    /// A float tensor's dims (quantized values are rejected here).
     pub fn float_dims(&self, id: ValueId) -> R<Vec<usize>> {
         let d = self.dtype(id);
         if !d.is_float() {
@@ -282,13 +304,19 @@ impl GpuProgram {
     pub fn new<'d>(gpu: &GpuDevice, payload: &Payload, named_data: &dyn Fn(&str) -> Option<&'d [u8]>) -> R<GpuProgram> {
         payload.validate().map_err(|e| format!("{e}"))?;
         let dev = &gpu.device;
-        // Quantized constants: not on the GPU yet; name the first op that uses one.
+        // Quantized constants are dequantized inside `linear` (weight) and `embedding` (table)
+        // only; name the op that uses one anywhere else.
         for (index, node) in payload.ops.iter().enumerate() {
-            for &id in &node.inputs {
+            for (slot, &id) in node.inputs.iter().enumerate() {
                 let v = &payload.values[id as usize];
-                if v.meta.dtype.is_quantized() {
+                let ok = match node.op {
+                    Op::Linear { .. } => slot == 1,
+                    Op::Embedding => slot == 0,
+                    _ => false,
+                };
+                if v.meta.dtype.is_quantized() && !ok {
                     return Err(format!(
-                        "op {index} (`{}`): {} has dtype {}, which the wgpu runtime does not support yet",
+                        "op {index} (`{}`): {} has dtype {}, which the wgpu runtime takes only as a `linear` weight or an `embedding` table",
                         node.op.name(),
                         describe(v, id),
                         v.meta.dtype.name()
@@ -303,11 +331,11 @@ impl GpuProgram {
         for (i, v) in payload.values.iter().enumerate() {
             let id = i as ValueId;
             let what = describe(v, id);
-            if v.meta.dtype.is_quantized() {
-                buffers.push(None);
+            let dims = max_dims(payload, v);
+            if let (ValueKind::Constant { key }, Some(q)) = (&v.kind, v.meta.quant) {
+                buffers.push(Some(Self::upload_quantized(gpu, payload, v, id, key, q.group_size, q.scales, &dims, named_data)?));
                 continue;
             }
-            let dims = max_dims(payload, v);
             let n = dims.iter().try_fold(1u128, |a, &d| a.checked_mul(d as u128)).unwrap_or(u128::MAX);
             let bytes = (n.div_ceil(if matches!(v.meta.dtype, DType::F16 | DType::BF16) { 2 } else { 1 }) * 4).max(4);
             if bytes > max_binding {
@@ -395,6 +423,59 @@ impl GpuProgram {
             indirect_cap,
             const_scalars,
         })
+    }
+
+    /// A grouped int8/int4 constant: its packed bytes as words (the reference's size and
+    /// scales-shape checks, with its errors).
+    #[allow(clippy::too_many_arguments)]
+    fn upload_quantized<'d>(
+        gpu: &GpuDevice,
+        payload: &Payload,
+        v: &ValueDef,
+        id: ValueId,
+        key: &str,
+        group: u32,
+        scales: ValueId,
+        dims: &[u64],
+        named_data: &dyn Fn(&str) -> Option<&'d [u8]>,
+    ) -> R<wgpu::Buffer> {
+        let what = describe(v, id);
+        let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+        let cols = dims.last().copied().unwrap_or(1);
+        let rows = if dims.is_empty() { 1 } else { checked_numel(&dims[..dims.len() - 1]).ok_or_else(|| format!("{what}: shape overflows"))? };
+        let row_bytes = if v.meta.dtype == DType::QInt8Grouped { cols } else { cols.div_ceil(2) };
+        let need = rows.checked_mul(row_bytes).ok_or_else(|| format!("{what}: shape overflows"))?;
+        let bytes = named_data(key).ok_or_else(|| format!("{what}: named_data key `{key}` is not in the program"))?;
+        if bytes.len() != need {
+            return Err(format!(
+                "{what} (named_data `{key}`): has {} bytes, {} shape {dims:?} needs {need} ({rows} row(s) of {row_bytes})",
+                bytes.len(),
+                v.meta.dtype.name()
+            ));
+        }
+        let groups = cols.div_ceil(group as usize);
+        let sv = &payload.values[scales as usize];
+        let sd = max_dims(payload, sv);
+        if !sv.meta.dtype.is_float() || sd.len() != 2 || sd[0] as usize != rows || sd[1] as usize != groups {
+            return Err(format!(
+                "{what}: scales {} are {} {sd:?}, expected a float [{rows}, {groups}] (group size {group})",
+                describe(sv, scales),
+                sv.meta.dtype.name()
+            ));
+        }
+        if need as u128 > gpu.limits.max_storage_buffer_binding_size as u128 {
+            return Err(format!("{what}: {need} bytes are more than adapter {} binds", gpu.info));
+        }
+        let mut padded = bytes.to_vec();
+        padded.resize(need.next_multiple_of(4).max(4), 0);
+        let buffer = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(&what),
+            size: padded.len() as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        gpu.queue.write_buffer(&buffer, 0, &padded);
+        Ok(buffer)
     }
 
     fn indirect_buffer(gpu: &GpuDevice, size: usize) -> wgpu::Buffer {

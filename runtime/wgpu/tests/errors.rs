@@ -35,21 +35,25 @@ fn init_errors_name_the_value_and_key() {
     let err = b.program(&gpu).err().unwrap();
     assert!(err.contains("`c`") && err.contains("7 bytes") && err.contains("needs 8"), "{err}");
 
-    // Quantized weights are not on the GPU yet: the error names the op and dtype.
+    // Quantized constants go only into `linear` weights and `embedding` tables: anywhere else
+    // the error names the op and dtype.
     let mut b = B::default();
     let x = b.input("x", DType::F32, &fx(&[1, 4]));
-    let s = b.cf("w.scales", DType::F32, &[2, 1], &[1.0, 1.0]);
-    b.named.insert("w".into(), vec![1; 8]);
-    b.p.values.push(ValueDef {
-        name: "w".into(),
-        meta: TensorMeta { dtype: DType::QInt8Grouped, dims: fx(&[2, 4]), quant: Some(GroupQuant { group_size: 4, scales: s }) },
-        kind: ValueKind::Constant { key: "w".into() },
-    });
-    let w = b.p.values.len() as ValueId - 1;
-    let y = b.op(Op::Linear { weight_transposed: false }, &[x, w], "y", DType::F32, &fx(&[1, 2]));
+    let w = quantized(&mut b, "w", DType::QInt8Grouped, 4, 2, 4, &mut Rng(1));
+    let y = b.op(Op::MatMul, &[x, w], "y", DType::F32, &fx(&[1, 2]));
     b.out(y);
     let err = b.program(&gpu).err().unwrap();
-    assert!(err.contains("op 0 (`linear`)") && err.contains("qint8_grouped"), "{err}");
+    assert!(err.contains("op 0 (`matmul`)") && err.contains("qint8_grouped"), "{err}");
+    // A wrong byte count names the value and key.
+    let mut b = B::default();
+    let x = b.input("x", DType::F32, &fx(&[1, 4]));
+    let w = quantized(&mut b, "w", DType::QInt4Grouped, 2, 4, 4, &mut Rng(1));
+    let y = b.op(Op::Linear { weight_transposed: false }, &[x, w], "y", DType::F32, &fx(&[1, 2]));
+    b.out(y);
+    assert!(b.program(&gpu).is_ok());
+    b.named.insert("w".into(), vec![0; 3]);
+    let err = b.program(&gpu).err().unwrap();
+    assert!(err.contains("`w`") && err.contains("3 bytes"), "{err}");
 }
 
 #[test]

@@ -341,3 +341,35 @@ fn conv1d_grid() {
         }
     }
 }
+
+#[test]
+fn quantized_linear_and_embedding() {
+    let mut rng = Rng(12);
+    for qdt in [DType::QInt8Grouped, DType::QInt4Grouped] {
+        // (m, k, n, group): odd columns, groups that do not divide them, gemv and gemm paths.
+        for &(m, k, n, group) in &[(1usize, 7usize, 3usize, 4usize), (1, 65, 33, 32), (3, 17, 5, 5), (65, 33, 7, 8), (2, 64, 130, 64)] {
+            for transposed in [false, true] {
+                let mut b = B::default();
+                let x = b.input("x", DType::F32, &fx(&[m, k]));
+                let (r, c) = if transposed { (k, n) } else { (n, k) };
+                let w = quantized(&mut b, "w", qdt, r, c, group, &mut rng);
+                let bias = b.cf("b", DType::F32, &[n], &rng.vec(n));
+                let o = b.op(Op::Linear { weight_transposed: transposed }, &[x, w, bias], "y", DType::F32, &fx(&[m, n]));
+                b.out(o);
+                let what = format!("linear {qdt:?} m{m} k{k} n{n} g{group} t{transposed}");
+                if !check(&b, vec![rand_input(&mut rng, DType::F32, &[m, k])], 1e-4, &what) {
+                    return;
+                }
+            }
+        }
+        for &(v, d, group) in &[(11usize, 17usize, 4usize), (5, 3, 2), (9, 64, 32)] {
+            let mut b = B::default();
+            let t = quantized(&mut b, "t", qdt, v, d, group, &mut rng);
+            let idx = b.input("idx", DType::I64, &fx(&[4]));
+            let o = b.op(Op::Embedding, &[t, idx], "e", DType::F16, &fx(&[4, d]));
+            b.out(o);
+            let ids = HostTensor::i64(&[4], vec![0, v as i64 - 1, 3 % v as i64, 1]);
+            check(&b, vec![ids], 1e-3, &format!("embedding {qdt:?} v{v} d{d} g{group}"));
+        }
+    }
+}

@@ -14,8 +14,9 @@ pub(crate) fn embedding(plan: &mut Plan<'_>, ins: &[ValueId]) -> R {
         return Err(format!("{} is {}, an i32/i64 tensor is needed", plan.name(idx), plan.dtype(idx).name()));
     }
     let td = plan.dims(table)?;
+    let dt = plan.dtype(table);
     let (vocab, d) = match td.as_slice() {
-        &[v, d] if plan.dtype(table).is_float() => (v, d),
+        &[v, d] if dt.is_float() || dt.is_quantized() => (v, d),
         _ => return Err(format!("table {} must be a float [V, D] tensor, is {} {:?}", plan.name(table), plan.dtype(table).name(), td)),
     };
     plan.float_out()?;
@@ -28,11 +29,13 @@ pub(crate) fn embedding(plan: &mut Plan<'_>, ins: &[ValueId]) -> R {
     let out = plan.output();
     p[4] = plan.code(out);
     p[5] = plan.index as u32;
+    let (q, scales) = plan.quant(table);
+    p[6..9].copy_from_slice(&q);
     let mut dims = id_dims;
     dims.push(d);
     plan.put(dims)?;
     let grid = plan.grid(n, 256)?;
-    plan.dispatch(Kernel::Embedding, p, vec![Bind::Value(table), Bind::Value(idx), Bind::Value(out), Bind::Status], grid);
+    plan.dispatch(Kernel::Embedding, p, vec![Bind::Value(table), Bind::Value(idx), Bind::Value(out), Bind::Status, scales], grid);
     Ok(())
 }
 

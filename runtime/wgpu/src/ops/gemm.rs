@@ -49,8 +49,10 @@ fn dispatch(plan: &mut Plan<'_>, g: &Gemm, a: ValueId, b: ValueId, bias: Option<
         p[32 + i] = w32(g.sb[i], "stride")?;
     }
     let nb = numel(&g.batch);
-    // Bias-free and batch-free single rows: a GEMV (decode).
-    let binds = vec![Bind::Value(a), Bind::Value(b), bias.map_or(Bind::Dummy, Bind::Value), Bind::Value(out)];
+    let (q, scales) = plan.quant(b);
+    p[40..43].copy_from_slice(&q);
+    // Batch-free single rows: a GEMV (decode).
+    let binds = vec![Bind::Value(a), Bind::Value(b), bias.map_or(Bind::Dummy, Bind::Value), Bind::Value(out), scales];
     if g.m == 1 && nb == 1 {
         let grid = plan.grid(g.n, 1)?;
         plan.dispatch(Kernel::Gemv, p, binds, grid);
@@ -69,7 +71,7 @@ pub(crate) fn linear(plan: &mut Plan<'_>, ins: &[ValueId], transposed: bool) -> 
     let xd = plan.float_dims(ins[0])?;
     let k = *xd.last().ok_or_else(|| format!("input {} is a scalar", plan.name(ins[0])))?;
     let m = numel(&xd[..xd.len() - 1]);
-    let wd = plan.float_dims(ins[1])?;
+    let wd = plan.weight_dims(ins[1])?;
     let (wk, n) = match (wd.as_slice(), transposed) {
         ([o, i], false) => (*i, *o),
         ([i, o], true) => (*i, *o),

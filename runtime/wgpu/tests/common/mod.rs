@@ -145,3 +145,31 @@ pub fn check(b: &B, inputs: Vec<HostTensor>, tol: f32, what: &str) -> bool {
 pub fn tol(dtype: DType) -> f32 {
     if dtype == DType::F16 { 2e-3 } else { 2e-5 }
 }
+
+/// A grouped quantized constant `[rows, cols]` (int8 or int4, int4 rows packed separately, low
+/// nibble first) with random values and f32 scales `[rows, ceil(cols / group)]`.
+pub fn quantized(b: &mut B, name: &str, dtype: DType, rows: usize, cols: usize, group: usize, rng: &mut Rng) -> ValueId {
+    let groups = cols.div_ceil(group);
+    let scales: Vec<f32> = (0..rows * groups).map(|_| rng.next().abs() * 0.1 + 0.01).collect();
+    let s = b.cf(&format!("{name}.scales"), DType::F32, &[rows, groups], &scales);
+    let bytes = if dtype == DType::QInt8Grouped {
+        (0..rows * cols).map(|_| (rng.next() * 127.0) as i8 as u8).collect()
+    } else {
+        let stride = cols.div_ceil(2);
+        let mut packed = vec![0u8; rows * stride];
+        for r in 0..rows {
+            for c in 0..cols {
+                let q = ((rng.next() * 8.0) as i8).clamp(-8, 7);
+                packed[r * stride + c / 2] |= ((q as u8) & 0x0F) << (4 * (c % 2));
+            }
+        }
+        packed
+    };
+    b.named.insert(name.into(), bytes);
+    b.p.values.push(ValueDef {
+        name: name.into(),
+        meta: TensorMeta { dtype, dims: fx(&[rows, cols]), quant: Some(GroupQuant { group_size: group as u32, scales: s }) },
+        kind: ValueKind::Constant { key: name.into() },
+    });
+    b.p.values.len() as ValueId - 1
+}
