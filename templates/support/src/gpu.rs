@@ -44,15 +44,16 @@ pub fn backends(device: &str) -> Result<(BackendRegistry, Device), String> {
 
 #[cfg(feature = "gpu")]
 fn wgpu_backend(device: &str) -> Result<(Box<dyn rbuild_runtime::backend::Backend>, String), String> {
-    use rbuild_gpu_wgpu::{DeviceChoice, WgpuGpuBackend};
-    let choice = match device.to_ascii_lowercase().as_str() {
-        "auto" => DeviceChoice::Auto,
-        "gpu" => DeviceChoice::Gpu,
-        _ => DeviceChoice::Named(device.to_string()),
+    use rbuild_gpu_wgpu::{DeviceChoice, GpuDevice, WgpuGpuBackend};
+    let choice = DeviceChoice::parse(&device.to_ascii_lowercase()).unwrap_or(DeviceChoice::Auto);
+    let choice = match choice {
+        // Adapter names keep the user's spelling (matching is case-insensitive anyway).
+        DeviceChoice::Named(_) => DeviceChoice::Named(device.to_string()),
+        c => c,
     };
-    let backend = WgpuGpuBackend::new(choice)?;
-    let name = backend.describe();
-    Ok((Box::new(backend), name))
+    let gpu = GpuDevice::new(&choice)?;
+    let name = gpu.adapter().to_string();
+    Ok((Box::new(WgpuGpuBackend::new(gpu)), name))
 }
 
 #[cfg(not(feature = "gpu"))]

@@ -1,0 +1,172 @@
+// Fused scaled dot-product attention (`attention`): one workgroup of 64 threads per
+// (batch, query row, head). Keys are visited in chunks of 64 with an online softmax (running max
+// and sum), so any number of keys fits; grouped-query heads share K/V head `h / (H / Hkv)`.
+// With a position (read on the device) row i attends keys `0..pos+i+1` (causal) or
+// `0..pos+Lq`; without, `0..min(i+1, Lk)` (causal) or all `Lk`.
+//
+// Params: 0 B, 1 Lq, 2 H, 3 Hkv, 4 D, 5 Lk, 6 causal, 7 has position, 8 scale (f32 bits),
+// 9 dtype Q, 10 dtype K, 11 dtype V, 12 dtype OUT, 13 op index, 14 Dv (<= 512).
+// Device dtype codes: 1 f32, 2 f16, 3 bf16 (packed halves in u32 words), 4 i32 (i32/i64
+// tensors), 6 bool (u32).
+
+struct Params { w: array<vec4<u32>, 16> }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> Q: array<u32>;
+@group(0) @binding(2) var<storage, read> K: array<u32>;
+@group(0) @binding(3) var<storage, read> V: array<u32>;
+@group(0) @binding(4) var<storage, read> POS: array<u32>;
+@group(0) @binding(5) var<storage, read_write> OUT: array<atomic<u32>>;
+@group(0) @binding(6) var<storage, read_write> STATUS: array<atomic<u32>>;
+
+fn p(i: u32) -> u32 { return P.w[i / 4u][i % 4u]; }
+fn pf(i: u32) -> f32 { return bitcast<f32>(p(i)); }
+
+fn ld_q(i: u32, dt: u32) -> f32 {
+    switch dt {
+        case 2u: { return unpack2x16float(Q[i >> 1u])[i & 1u]; }
+        case 3u: { return bitcast<f32>(((Q[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
+        case 4u: { return f32(bitcast<i32>(Q[i])); }
+        case 6u: { return f32(Q[i]); }
+        default: { return bitcast<f32>(Q[i]); }
+    }
+}
+
+fn ld_k(i: u32, dt: u32) -> f32 {
+    switch dt {
+        case 2u: { return unpack2x16float(K[i >> 1u])[i & 1u]; }
+        case 3u: { return bitcast<f32>(((K[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
+        case 4u: { return f32(bitcast<i32>(K[i])); }
+        case 6u: { return f32(K[i]); }
+        default: { return bitcast<f32>(K[i]); }
+    }
+}
+
+fn ld_v(i: u32, dt: u32) -> f32 {
+    switch dt {
+        case 2u: { return unpack2x16float(V[i >> 1u])[i & 1u]; }
+        case 3u: { return bitcast<f32>(((V[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
+        case 4u: { return f32(bitcast<i32>(V[i])); }
+        case 6u: { return f32(V[i]); }
+        default: { return bitcast<f32>(V[i]); }
+    }
+}
+
+// f32 -> f16 bits, round to nearest even; overflow gives inf and NaN stays NaN (pack2x16float
+// leaves out-of-range values indeterminate).
+fn f16_bits(v: f32) -> u32 {
+    if (v != v) { return 0x7e00u; }
+    if (abs(v) >= 65520.0) { return select(0x7c00u, 0xfc00u, v < 0.0); }
+    return pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu;
+}
+
+fn bf16_bits(v: f32) -> u32 {
+    let b = bitcast<u32>(v);
+    if (v != v) { return (b >> 16u) | 0x40u; }
+    return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
+
+// Two threads may write the two halves of one word: clear then set our half atomically.
+fn put_half(i: u32, h: u32) {
+    let sh = (i & 1u) * 16u;
+    atomicAnd(&OUT[i >> 1u], ~(0xffffu << sh));
+    atomicOr(&OUT[i >> 1u], h << sh);
+}
+
+fn st_out(i: u32, v: f32, dt: u32) {
+    switch dt {
+        case 2u: { put_half(i, f16_bits(v)); }
+        case 3u: { put_half(i, bf16_bits(v)); }
+        case 4u: { atomicStore(&OUT[i], bitcast<u32>(i32(v))); }
+        case 6u: { atomicStore(&OUT[i], select(0u, 1u, v != 0.0)); }
+        default: { atomicStore(&OUT[i], bitcast<u32>(v)); }
+    }
+}
+
+fn nan() -> f32 { return bitcast<f32>(0x7fc00000u); }
+
+var<workgroup> qs: array<f32, 512>;
+var<workgroup> ps: array<f32, 64>;
+var<workgroup> red: array<f32, 64>;
+
+fn reduce64(lid: u32, v: f32, is_max: bool) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            let o = red[lid + s];
+            red[lid] = select(red[lid] + o, max(red[lid], o), is_max);
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let h = wg.x;
+    let i = wg.y;
+    let b = wg.z;
+    let lq = p(1u);
+    let nh = p(2u);
+    let hkv = p(3u);
+    let d = p(4u);
+    let lk = p(5u);
+    let dv = p(14u);
+    let kh = h / (nh / hkv);
+    var n = lk;
+    if (p(7u) == 1u) {
+        let pos = bitcast<i32>(POS[0]);
+        // Uniform across the workgroup, so the early return keeps barriers uniform.
+        if (pos < 0 || u32(pos) + lq > lk) {
+            if (lid == 0u) { atomicMax(&STATUS[p(13u)], 1u); }
+            return;
+        }
+        n = select(u32(pos) + lq, u32(pos) + i + 1u, p(6u) == 1u);
+    } else if (p(6u) == 1u) {
+        n = min(i + 1u, lk);
+    }
+    let qo = ((b * lq + i) * nh + h) * d;
+    for (var c = lid; c < d; c += 64u) { qs[c] = ld_q(qo + c, p(9u)); }
+    workgroupBarrier();
+    let scale = pf(8u);
+    var m = bitcast<f32>(0xff800000u);
+    var l = 0.0;
+    var acc: array<f32, 8>;
+    for (var r = 0u; r < 8u; r++) { acc[r] = 0.0; }
+    for (var c0 = 0u; c0 < n; c0 += 64u) {
+        let j = c0 + lid;
+        var s = bitcast<f32>(0xff800000u);
+        if (j < n) {
+            let ko = ((b * lk + j) * hkv + kh) * d;
+            var dot = 0.0;
+            for (var c = 0u; c < d; c++) { dot += qs[c] * ld_k(ko + c, p(10u)); }
+            s = dot * scale;
+        }
+        let m_new = max(m, reduce64(lid, s, true));
+        let corr = exp(m - m_new);
+        var e = 0.0;
+        if (j < n) { e = exp(s - m_new); }
+        ps[lid] = e;
+        l = l * corr + reduce64(lid, e, false);
+        m = m_new;
+        let cnt = min(64u, n - c0);
+        for (var r = 0u; r < 8u; r++) {
+            let c = lid + r * 64u;
+            if (c < dv) {
+                var a = acc[r] * corr;
+                for (var t = 0u; t < cnt; t++) {
+                    a += ps[t] * ld_v(((b * lk + c0 + t) * hkv + kh) * dv + c, p(11u));
+                }
+                acc[r] = a;
+            }
+        }
+        workgroupBarrier();
+    }
+    let oo = ((b * lq + i) * nh + h) * dv;
+    for (var r = 0u; r < 8u; r++) {
+        let c = lid + r * 64u;
+        if (c < dv) { st_out(oo + c, acc[r] / l, p(12u)); }
+    }
+}

@@ -1,0 +1,24 @@
+//! wgpu/WGSL runtime of rbuild's GPU delegate (`RbuildGpuBackend`, payload format in
+//! `runtime/src/backends/gpu/PAYLOAD.md`): [`GpuDevice`] picks an adapter (Vulkan, Metal,
+//! DX12), [`GpuProgram`] executes a payload with WGSL compute kernels, and
+//! [`WgpuGpuBackend`] exposes it as a runtime [`rbuild_runtime::backend::Backend`]. Tested
+//! against the CPU reference interpreter `rbuild_kernels::gpu_reference` (its twin).
+
+extern crate alloc; // the runtime's `kerr!` expands to `alloc::format!`
+
+mod backend;
+mod data;
+mod device;
+mod ops;
+mod program;
+mod shaders;
+
+pub use backend::{WgpuGpuBackend, WgpuGpuHandle};
+pub use device::{list_adapters, AdapterSummary, DeviceChoice, GpuDevice};
+pub use program::GpuProgram;
+pub use rbuild_kernels::gpu_reference::{HostData, HostTensor};
+
+/// File names of the embedded WGSL kernels (`shaders/`), for diagnostics.
+pub fn shader_files() -> Vec<&'static str> {
+    shaders::SHADERS.iter().map(|s| s.1).collect()
+}

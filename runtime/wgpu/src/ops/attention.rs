@@ -1,0 +1,104 @@
+//! `attention` (attention.wgsl, fused) and `rope` (rope.wgsl). Positions are read on the device;
+//! when a position is a delegate input its value is also checked on the host, with the
+//! reference's errors.
+
+use rbuild_runtime::backends::gpu::payload::ValueId;
+
+use super::{numel, params, w32, R};
+use crate::program::{Bind, Plan};
+use crate::shaders::Kernel;
+
+/// Largest value head dim the kernel holds in registers (8 per thread × 64 threads).
+const MAX_DV: usize = 512;
+
+pub(crate) fn attention(plan: &mut Plan<'_>, ins: &[ValueId], causal: bool, scale: f32, heads: usize, kv_heads: usize) -> R {
+    let qd = plan.float_dims(ins[0])?;
+    let kd = plan.float_dims(ins[1])?;
+    let vd = plan.float_dims(ins[2])?;
+    let (&[b, lq, h, d], &[kb, lk, kh, kdim], &[vb, vl, vh, dv]) = (qd.as_slice(), kd.as_slice(), vd.as_slice()) else {
+        return Err(format!("q {qd:?}, k {kd:?}, v {vd:?} must all be rank 4 [B, L, H, D]"));
+    };
+    if h != heads || kh != kv_heads || vh != kv_heads || kb != b || vb != b || kdim != d || vl != lk {
+        return Err(format!(
+            "q {qd:?}, k {kd:?}, v {vd:?} do not match num_heads {heads}, num_kv_heads {kv_heads} (q [B, Lq, H, D], k/v [B, Lk, Hkv, D])"
+        ));
+    }
+    let pos = match ins.get(3) {
+        Some(&p) => {
+            if let Some(pos) = plan.position(p)? {
+                if pos.checked_add(lq).is_none_or(|e| e > lk) {
+                    return Err(format!("position {pos} + {lq} query row(s) exceeds the cache length {lk}"));
+                }
+            }
+            Some(p)
+        }
+        None => None,
+    };
+    if lk == 0 {
+        return Err(format!("k {kd:?} has no key rows"));
+    }
+    if d > MAX_DV || dv > MAX_DV {
+        return Err(format!("head dims {d} / {dv} exceed the GPU kernel's {MAX_DV}"));
+    }
+    plan.float_out()?;
+    let max = plan.max_groups as usize;
+    if h > max || lq > max || b > max {
+        return Err(format!("q {qd:?} exceeds the adapter's dispatch limit"));
+    }
+    let mut p = params();
+    p[0] = w32(b, "batch")?;
+    p[1] = w32(lq, "query rows")?;
+    p[2] = w32(h, "heads")?;
+    p[3] = w32(kv_heads, "kv heads")?;
+    p[4] = w32(d, "head dim")?;
+    p[5] = w32(lk, "key rows")?;
+    p[6] = causal as u32;
+    p[7] = pos.is_some() as u32;
+    p[8] = scale.to_bits();
+    p[9] = plan.code(ins[0]);
+    p[10] = plan.code(ins[1]);
+    p[11] = plan.code(ins[2]);
+    let out = plan.output();
+    p[12] = plan.code(out);
+    p[13] = plan.index as u32;
+    p[14] = dv as u32;
+    plan.put(vec![b, lq, h, dv])?;
+    let binds = vec![
+        Bind::Value(ins[0]),
+        Bind::Value(ins[1]),
+        Bind::Value(ins[2]),
+        pos.map_or(Bind::Dummy, Bind::Value),
+        Bind::Value(out),
+        Bind::Status,
+    ];
+    plan.dispatch(Kernel::Attention, p, binds, [h as u32, lq as u32, b as u32]);
+    Ok(())
+}
+
+pub(crate) fn rope(plan: &mut Plan<'_>, ins: &[ValueId], theta: f32, head_dim: usize, interleaved: bool) -> R {
+    let dims = plan.float_dims(ins[0])?;
+    plan.position(ins[1])?;
+    let &[_, l, h, d] = dims.as_slice() else {
+        return Err(format!("input {} has shape {dims:?}, rope needs [B, L, H, head_dim]", plan.name(ins[0])));
+    };
+    if d != head_dim || d % 2 != 0 {
+        return Err(format!("input last dim {d} must equal head_dim {head_dim} and be even"));
+    }
+    plan.float_out()?;
+    let pairs = numel(&dims) / 2;
+    let mut p = params();
+    p[0] = w32(pairs, "elements")?;
+    p[1] = w32(l, "rows")?;
+    p[2] = w32(h, "heads")?;
+    p[3] = w32(d, "head dim")?;
+    p[4] = interleaved as u32;
+    p[5] = theta.to_bits();
+    p[6] = plan.code(ins[0]);
+    let out = plan.output();
+    p[7] = plan.code(out);
+    p[8] = plan.index as u32;
+    plan.put(dims)?;
+    let grid = plan.grid(pairs, 256)?;
+    plan.dispatch(Kernel::Rope, p, vec![Bind::Value(ins[0]), Bind::Value(ins[1]), Bind::Value(out), Bind::Status], grid);
+    Ok(())
+}
