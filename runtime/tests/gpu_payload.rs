@@ -182,11 +182,10 @@ fn every_op_round_trips_through_its_attributes() {
     assert!(Op::decode(21, &[Attr::Int(0)]).unwrap_err().contains("count"));
 }
 
-/// `if_zero` ranges: in bounds, not nested, and what they produce stays inside them.
-#[test]
-fn if_zero_ranges_keep_their_values_inside() {
+/// A projection into state guarded by `if_zero`, then a read of the state.
+fn guarded_payload() -> Payload {
     let v = |name: &str, dtype: DType, dims: Vec<Dim>, kind: ValueKind| ValueDef { name: name.into(), meta: TensorMeta { dtype, dims, quant: None }, kind };
-    let base = || Payload {
+    Payload {
         values: vec![
             v("flag", DType::I64, vec![Dim::Fixed(1)], ValueKind::Input),
             v("x", DType::F32, vec![Dim::Fixed(4)], ValueKind::Input),
@@ -204,7 +203,13 @@ fn if_zero_ranges_keep_their_values_inside() {
             OpNode { op: Op::Binary(BinaryOp::Add), inputs: vec![2, 1], outputs: vec![4] },
         ],
         ..Default::default()
-    };
+    }
+}
+
+/// `if_zero` ranges: in bounds, not nested, and what they produce stays inside them.
+#[test]
+fn if_zero_ranges_keep_their_values_inside() {
+    let base = guarded_payload;
     base().validate().expect("a guarded projection into state is valid");
     let check = |edit: &dyn Fn(&mut Payload), needle: &str| {
         let mut p = base();
@@ -453,4 +458,5 @@ fn write_fuzz_seeds() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("whisper_block"), whisper_block().to_bytes().unwrap()).unwrap();
     std::fs::write(dir.join("softmax"), softmax_payload().to_bytes().unwrap()).unwrap();
+    std::fs::write(dir.join("guarded"), guarded_payload().to_bytes().unwrap()).unwrap();
 }

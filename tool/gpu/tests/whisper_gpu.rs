@@ -39,12 +39,15 @@ fn argmax(v: &[f32]) -> i64 {
     v.iter().enumerate().fold((0, f32::NEG_INFINITY), |b, (i, &x)| if x > b.1 { (i, x) } else { b }).0 as i64
 }
 
-/// Largest `|got - want| - (atol + rtol |want|)`; the test asserts it is ≤ 0.
-fn assert_close(got: &[f32], want: &[f32], atol: f32, rtol: f32, what: &str) {
+/// Every element within `atol + rtol |want|`; returns the largest absolute error (reported).
+fn assert_close(got: &[f32], want: &[f32], atol: f32, rtol: f32, what: &str) -> f32 {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let mut worst = 0f32;
     for (i, (a, b)) in got.iter().zip(want).enumerate() {
         assert!(a.is_finite() && (a - b).abs() <= atol + rtol * b.abs(), "{what}: element {i}: got {a}, want {b}");
+        worst = worst.max((a - b).abs());
     }
+    worst
 }
 
 fn export(weights: WeightDtype) -> (AlignedBuf, Vec<MethodReport>) {
@@ -108,17 +111,19 @@ fn check_on(buf: &AlignedBuf, backends: &BackendRegistry, tol: f32, greedy_tol: 
     let enc_io = Weights::open(&dir.join("encoder.io.safetensors")).unwrap();
     let mut enc = program.load_method("encoder", &reg, backends).unwrap();
     let hidden = run_encoder(&mut enc, &enc_io.f32s("input.0", &[1, 80, 300]).unwrap());
-    assert_close(&hidden, &enc_io.f32s("output.0", &[1, 150, 64]).unwrap(), tol, tol, &format!("{what}: encoder vs PyTorch"));
+    let enc_err = assert_close(&hidden, &enc_io.f32s("output.0", &[1, 150, 64]).unwrap(), tol, tol, &format!("{what}: encoder vs PyTorch"));
 
     let dec_io = Weights::open(&dir.join("decoder.io.safetensors")).unwrap();
     let ids = longs(dec_io.get("input.0", ScalarType::Long, &[1, 8]).unwrap().bytes());
     let memory = dec_io.f32s("input.1", &[1, 150, 64]).unwrap();
     let want = dec_io.f32s("output.0", &[1, 8, VOCAB]).unwrap();
     let mut dec = program.load_method("text_decoder", &reg, backends).unwrap();
+    let mut dec_err = 0f32;
     for (i, &id) in ids.iter().enumerate() {
         let logits = decode(&mut dec, &[id], &memory, i as i64);
-        assert_close(&logits, &want[i * VOCAB..(i + 1) * VOCAB], tol, tol, &format!("{what}: decoder step {i} vs PyTorch"));
+        dec_err = dec_err.max(assert_close(&logits, &want[i * VOCAB..(i + 1) * VOCAB], tol, tol, &format!("{what}: decoder step {i} vs PyTorch")));
     }
+    println!("{what}: max |error| vs PyTorch: encoder {enc_err:.2e}, decoder logits {dec_err:.2e}");
     let logits = decode(&mut dec, &ids, &memory, 0);
     assert_close(&logits, &want[7 * VOCAB..], tol, tol, &format!("{what}: decoder prefill vs PyTorch"));
 
