@@ -28,6 +28,8 @@ pub(crate) enum Bind {
     Status,
     /// The indirect grids of dispatches guarded by a device-side `if_zero`.
     Indirect,
+    /// The constant table an op built at init (`rope` frequencies), by op index.
+    OpTable(usize),
 }
 
 /// One kernel launch of a run.
@@ -296,6 +298,8 @@ pub struct GpuProgram {
     indirect_cap: usize,
     /// Values of one-element integer constants (positions, flags), for host-side checks.
     const_scalars: Vec<Option<i64>>,
+    /// Per-op constant tables built at init (`rope`: frequencies), by op index.
+    op_tables: Vec<Option<wgpu::Buffer>>,
 }
 
 impl GpuProgram {
@@ -403,6 +407,19 @@ impl GpuProgram {
         let status = small("status", (payload.ops.len().max(1) * 4) as u64);
         let params_cap = (payload.ops.len().max(1) * 2) * PARAM_BYTES;
         let params = Self::params_buffer(gpu, params_cap);
+        let op_tables = payload
+            .ops
+            .iter()
+            .map(|node| match node.op {
+                Op::Rope { theta, head_dim, .. } => {
+                    let words = ops::rope_table(theta, head_dim);
+                    let b = small("rope frequencies", (words.len() * 4).max(8) as u64);
+                    gpu.queue.write_buffer(&b, 0, bytemuck::cast_slice(&words));
+                    Some(b)
+                }
+                _ => None,
+            })
+            .collect();
         let indirect_cap = 64 * 12;
         let indirect = Self::indirect_buffer(gpu, indirect_cap);
         if let Some(e) = pollster::block_on(scope.pop()) {
@@ -422,6 +439,7 @@ impl GpuProgram {
             indirect,
             indirect_cap,
             const_scalars,
+            op_tables,
         })
     }
 
@@ -673,6 +691,7 @@ impl GpuProgram {
                         Bind::Dummy => &self.dummy,
                         Bind::Status => &self.status,
                         Bind::Indirect => &self.indirect,
+                        Bind::OpTable(op) => self.op_tables[*op].as_ref().ok_or_else(|| format!("op {op} has no table"))?,
                     };
                     entries.push(wgpu::BindGroupEntry { binding: j as u32 + 1, resource: buffer.as_entire_binding() });
                 }

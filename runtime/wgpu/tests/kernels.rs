@@ -373,3 +373,24 @@ fn quantized_linear_and_embedding() {
         }
     }
 }
+
+/// Long-context positions: the angle reduction keeps rope within f32 rounding of the reference's
+/// f64 angles.
+#[test]
+fn rope_at_large_positions() {
+    let mut rng = Rng(13);
+    for start in [0i64, 3000, 40_000, 1_000_000, 16_000_000] {
+        for theta in [10000.0f32, 500000.0] {
+            let (l, h, d) = (3usize, 2usize, 128usize);
+            let mut b = B::default();
+            let x = b.input("x", DType::F32, &fx(&[1, l, h, d]));
+            let pos = b.input("pos", DType::I64, &[]);
+            let o = b.op(Op::Rope { theta, head_dim: d as u32, interleaved: false }, &[x, pos], "r", DType::F32, &fx(&[1, l, h, d]));
+            b.out(o);
+            let inputs = vec![rand_input(&mut rng, DType::F32, &[1, l, h, d]), HostTensor::i64(&[], vec![start])];
+            if !check(&b, inputs, 2e-5, &format!("rope at {start} theta {theta}")) {
+                return;
+            }
+        }
+    }
+}

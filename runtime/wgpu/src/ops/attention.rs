@@ -75,7 +75,7 @@ pub(crate) fn attention(plan: &mut Plan<'_>, ins: &[ValueId], causal: bool, scal
     Ok(())
 }
 
-pub(crate) fn rope(plan: &mut Plan<'_>, ins: &[ValueId], theta: f32, head_dim: usize, interleaved: bool) -> R {
+pub(crate) fn rope(plan: &mut Plan<'_>, ins: &[ValueId], head_dim: usize, interleaved: bool) -> R {
     let dims = plan.float_dims(ins[0])?;
     plan.position(ins[1])?;
     let &[_, l, h, d] = dims.as_slice() else {
@@ -92,13 +92,31 @@ pub(crate) fn rope(plan: &mut Plan<'_>, ins: &[ValueId], theta: f32, head_dim: u
     p[2] = w32(h, "heads")?;
     p[3] = w32(d, "head dim")?;
     p[4] = interleaved as u32;
-    p[5] = theta.to_bits();
+    // p[5] (theta) is unused: the frequencies come from the op's table (rope_table).
     p[6] = plan.code(ins[0]);
     let out = plan.output();
     p[7] = plan.code(out);
     p[8] = plan.index as u32;
     plan.put(dims)?;
     let grid = plan.grid(pairs, 256)?;
-    plan.dispatch(Kernel::Rope, p, vec![Bind::Value(ins[0]), Bind::Value(ins[1]), Bind::Value(out), Bind::Status], grid);
+    let binds = vec![Bind::Value(ins[0]), Bind::Value(ins[1]), Bind::Value(out), Bind::Status, Bind::OpTable(plan.index)];
+    plan.dispatch(Kernel::Rope, p, binds, grid);
     Ok(())
+}
+
+/// rope.wgsl's frequency table, computed in f64 like the reference: per pair `i`,
+/// `g = theta^(-2i/D) / 2π` (turns per position) as `[g0, g1, g2]` f32 bits with `g0`, `g1`
+/// of 12 significant bits, so the kernel's products with 12-bit halves of the position are exact.
+pub(crate) fn rope_table(theta: f32, head_dim: u32) -> Vec<u32> {
+    let d = head_dim as f64;
+    (0..head_dim / 2)
+        .flat_map(|i| {
+            let g = (theta as f64).powf(-(2.0 * i as f64) / d) / std::f64::consts::TAU;
+            let top12 = |v: f64| f32::from_bits((v as f32).to_bits() & !0xfff);
+            let g0 = top12(g);
+            let g1 = top12(g - g0 as f64);
+            let g2 = (g - g0 as f64 - g1 as f64) as f32;
+            [g0.to_bits(), g1.to_bits(), g2.to_bits()]
+        })
+        .collect()
 }
