@@ -273,6 +273,58 @@ fn close_gate(plan: &mut Plan<'_>, gate: Option<(usize, u32)>) {
     plan.guard_until = None;
 }
 
+/// Shares activation buffers by liveness: an activation's buffer is free for outputs of ops
+/// after its last use (strictly after, so no op reads and writes one buffer). Reshape outputs
+/// alias their input (`storage_of`), so a storage root lives as long as any alias; delegate
+/// outputs live to the end. Returns each buffer (size) with the activation roots it holds.
+fn plan_activations(payload: &Payload, storage_of: &[ValueId], bytes: &[u64]) -> Vec<(Vec<ValueId>, u64)> {
+    let n = payload.values.len();
+    let is_act = |id: ValueId| matches!(payload.values[id as usize].kind, ValueKind::Activation);
+    let mut last = vec![0usize; n];
+    for (index, node) in payload.ops.iter().enumerate() {
+        for &id in node.inputs.iter().chain(&node.outputs) {
+            let r = storage_of[id as usize] as usize;
+            last[r] = last[r].max(index);
+        }
+    }
+    for &id in &payload.outputs {
+        last[storage_of[id as usize] as usize] = usize::MAX;
+    }
+    // (size, last use, roots) per buffer; free ones are reused best-fit, growing if needed.
+    let mut pool: Vec<(u64, usize, Vec<ValueId>)> = Vec::new();
+    for (index, node) in payload.ops.iter().enumerate() {
+        for &out in &node.outputs {
+            if storage_of[out as usize] != out || !is_act(out) {
+                continue;
+            }
+            let need = bytes[out as usize];
+            let free = pool
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.1 < index)
+                .min_by_key(|(_, b)| (b.0 < need, b.0.abs_diff(need)))
+                .map(|(i, _)| i);
+            match free {
+                Some(i) => {
+                    let b = &mut pool[i];
+                    b.0 = b.0.max(need);
+                    b.1 = last[out as usize];
+                    b.2.push(out);
+                }
+                None => pool.push((need, last[out as usize], vec![out])),
+            }
+        }
+    }
+    // Aliases (reshape outputs) take their root's buffer.
+    let mut out: Vec<(Vec<ValueId>, u64)> = pool.into_iter().map(|(size, _, roots)| (roots, size)).collect();
+    for (roots, _) in &mut out {
+        let extra: Vec<ValueId> =
+            (0..n as ValueId).filter(|&id| storage_of[id as usize] != id && roots.contains(&storage_of[id as usize])).collect();
+        roots.extend(extra);
+    }
+    out
+}
+
 /// Every dim of a value at its largest (symbols at their max).
 fn max_dims(p: &Payload, v: &ValueDef) -> Vec<u64> {
     v.meta.dims.iter().map(|d| match *d {
@@ -300,6 +352,7 @@ pub struct GpuProgram {
     const_scalars: Vec<Option<i64>>,
     /// Per-op constant tables built at init (`rope`: frequencies), by op index.
     op_tables: Vec<Option<wgpu::Buffer>>,
+    activation_bytes: u64,
 }
 
 impl GpuProgram {
@@ -330,7 +383,8 @@ impl GpuProgram {
         }
         let max_binding = gpu.limits.max_storage_buffer_binding_size as u128;
         let scope = dev.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let mut buffers = Vec::with_capacity(payload.values.len());
+        let mut buffers: Vec<Option<wgpu::Buffer>> = Vec::with_capacity(payload.values.len());
+        let mut act_bytes = vec![0u64; payload.values.len()];
         let mut const_scalars = vec![None; payload.values.len()];
         for (i, v) in payload.values.iter().enumerate() {
             let id = i as ValueId;
@@ -349,7 +403,13 @@ impl GpuProgram {
                     gpu.info
                 ));
             }
-            let bytes = bytes as u64;
+            let bytes = (bytes as u64).next_multiple_of(4);
+            if matches!(v.kind, ValueKind::Activation) {
+                // Placed after the loop, sharing buffers by liveness.
+                act_bytes[i] = bytes;
+                buffers.push(None);
+                continue;
+            }
             let init: Option<(Vec<u32>, String)> = match &v.kind {
                 ValueKind::Constant { key } => Some((Vec::new(), key.clone())),
                 ValueKind::State { init: StateInit::Named(key) } => Some((Vec::new(), key.clone())),
@@ -373,7 +433,7 @@ impl GpuProgram {
             };
             let buffer = dev.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(&what),
-                size: bytes.next_multiple_of(4),
+                size: bytes,
                 usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
                 mapped_at_creation: false,
             });
@@ -393,6 +453,19 @@ impl GpuProgram {
         for node in &payload.ops {
             if matches!(node.op, Op::Reshape) {
                 storage_of[node.outputs[0] as usize] = storage_of[node.inputs[0] as usize];
+            }
+        }
+        let mut activation_bytes = 0;
+        for (root, size) in plan_activations(payload, &storage_of, &act_bytes) {
+            activation_bytes += size;
+            let buffer = dev.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("activations"),
+                size,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            for id in root {
+                buffers[id as usize] = Some(buffer.clone());
             }
         }
         let small = |label: &str, size: u64| {
@@ -440,6 +513,7 @@ impl GpuProgram {
             indirect_cap,
             const_scalars,
             op_tables,
+            activation_bytes,
         })
     }
 
@@ -512,6 +586,11 @@ impl GpuProgram {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         })
+    }
+
+    /// Device bytes of all activation buffers (shared by liveness), for diagnostics.
+    pub fn activation_bytes(&self) -> u64 {
+        self.activation_bytes
     }
 
     pub fn payload(&self) -> &Payload {

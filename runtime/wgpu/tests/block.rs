@@ -81,6 +81,29 @@ fn transformer_block_over_three_calls_matches_the_reference() {
 }
 
 #[test]
+fn activation_buffers_are_shared_by_liveness() {
+    let Some(gpu) = gpu() else { return };
+    let b = block(DType::F32);
+    let program = b.program(&gpu).unwrap();
+    // Without sharing: every non-alias activation at its max size.
+    let p = b.payload();
+    let unshared: u64 = p
+        .ops
+        .iter()
+        .filter(|n| !matches!(n.op, Op::Reshape))
+        .flat_map(|n| n.outputs.iter())
+        .map(|&id| {
+            let n: u64 = p.values[id as usize].meta.dims.iter().map(|d| match *d {
+                Dim::Fixed(n) => n,
+                Dim::Symbol(s) => p.symbols[s as usize].max,
+            }).product();
+            n * 4
+        })
+        .sum();
+    assert!(program.activation_bytes() < unshared, "{} >= {unshared}", program.activation_bytes());
+}
+
+#[test]
 fn position_past_the_cache_is_an_error_naming_the_op() {
     let Some(gpu) = gpu() else { return };
     let b = block(DType::F32);
