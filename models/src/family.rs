@@ -139,6 +139,15 @@ pub struct ExportReport {
 
 /// Builds, quantizes, optimizes, plans and emits the family's program.
 pub fn export(family: &dyn Family, source: &Source, o: &ExportOptions) -> Result<(Vec<u8>, ExportReport)> {
+    export_with(family, source, o, &mut |_, _| Ok(()))
+}
+
+/// Hands each method's optimized functional graph to a backend before the out-variant
+/// conversion (the GPU partitioner replaces subgraphs with delegate calls there).
+pub type DelegateHook<'a> = dyn FnMut(&str, &mut Graph) -> Result<()> + 'a;
+
+/// [`export`], with `delegate` called on every method between the graph passes and planning.
+pub fn export_with(family: &dyn Family, source: &Source, o: &ExportOptions, delegate: &mut DelegateHook<'_>) -> Result<(Vec<u8>, ExportReport)> {
     let t0 = Instant::now();
     if o.core_aten && (o.linear.is_some() || o.embedding.is_some()) {
         return Err(ExportError::Invalid("the Core-ATen-only export is float32 (drop quantization)".into()));
@@ -182,7 +191,9 @@ pub fn export(family: &dyn Family, source: &Source, o: &ExportOptions) -> Result
     let options = Options { decompose_linear: o.core_aten };
     let mut plans = Vec::new();
     for m in &mut methods {
-        passes::optimize_with(&mut m.graph, &options)?;
+        passes::optimize_functional(&mut m.graph, &options)?;
+        delegate(&m.name, &mut m.graph)?;
+        passes::to_out::to_out_variants(&mut m.graph)?;
         plans.push(plan::plan_memory(&m.graph));
     }
     let specs: Vec<MethodSpec<'_>> =

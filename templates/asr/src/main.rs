@@ -52,6 +52,10 @@ struct Args {
     /// Threads kernels may use.
     #[arg(short = 't', long, default_value_t = 1)]
     threads: usize,
+    /// Where GPU-delegated parts of the program run: auto (the GPU when one is found, else the
+    /// CPU reference runtime, with a notice), gpu, cpu, or part of an adapter's name.
+    #[arg(long, default_value = "auto")]
+    device: String,
     /// First decoding temperature (0 = greedy).
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     temperature: f32,
@@ -135,7 +139,11 @@ fn run(a: Args) -> Outcome {
     let prog = file.load()?;
     let model_name = file.name();
     let registry = kernels::registry();
-    let mut model = in_file(WhisperProgram::load(&prog, &registry, a.threads), model_name)?;
+    let (backends, device) = rbuild_runner_support::gpu::backends(&a.device).map_err(Failure)?;
+    if let Some(note) = &device.registry_note {
+        eprintln!("{note}");
+    }
+    let mut model = in_file(WhisperProgram::load(&prog, &registry, &backends, a.threads), model_name)?;
     let vocab = model.meta.vocab.clone();
     let language = in_file(vocab.resolve_language(&a.language), model_name)?;
     let task = if a.task == "translate" { Task::Translate } else { Task::Transcribe };

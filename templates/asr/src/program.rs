@@ -207,7 +207,8 @@ fn f32s(b: &[u8]) -> Vec<f32> {
 }
 
 impl<'p> WhisperProgram<'p> {
-    pub fn load(program: &Program<'p>, kernels: &KernelRegistry, threads: usize) -> Result<WhisperProgram<'p>, String> {
+    /// `backends` runs the program's delegates (see `rbuild_runner_support::gpu`).
+    pub fn load(program: &Program<'p>, kernels: &KernelRegistry, backends: &BackendRegistry, threads: usize) -> Result<WhisperProgram<'p>, String> {
         let get = |n: &str| getter(program, n, kernels);
         let meta = read_metadata(&Getters::new(&get))?;
         let names = program.method_names();
@@ -215,7 +216,7 @@ impl<'p> WhisperProgram<'p> {
             if !names.contains(&name) {
                 return Err(format!("the program has no method '{name}' (required by the Whisper runner)"));
             }
-            program.load_method(name, kernels, &BackendRegistry::new()).map_err(|e| format!("method '{name}': {e}"))
+            program.load_method(name, kernels, backends).map_err(|e| format!("method '{name}': {e}"))
         };
         let (pre, enc, dec) = (load("preprocessor")?, load("encoder")?, load("text_decoder")?);
         for (m, n) in [(&pre, 1), (&enc, 1), (&dec, 3)] {

@@ -19,6 +19,8 @@ pub mod fs;
 #[cfg(feature = "runner")]
 pub mod getters;
 #[cfg(feature = "runner")]
+pub mod gpu;
+#[cfg(feature = "runner")]
 pub mod program;
 #[cfg(feature = "runner")]
 pub mod protocol;

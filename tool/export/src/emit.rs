@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use rbuild_runtime::format::schema::{
     self as fb, AllocationDetails, BackendDelegate, BackendDelegateDataReference, Chain, CompileSpec, ContainerMetadata, DelegateCall,
-    EValue, ExecutionPlan, Instruction, InstructionArguments, KernelCall, KernelTypes, Operator, SubsegmentOffsets,
+    EValue, ExecutionPlan, Instruction, InstructionArguments, KernelCall, KernelTypes, NamedData, Operator, SubsegmentOffsets,
 };
 use rbuild_runtime::format::write_pte;
 use rbuild_runtime::Scalar;
@@ -372,6 +372,26 @@ pub fn emit_program(methods: &[MethodSpec<'_>], getters: &[Getter]) -> Result<Ve
         segments.push(&constants.mutable_data);
         vec![SubsegmentOffsets { segment_index: (segments.len() - 1) as u32, offsets: Some(constants.mutable_offsets.clone()) }]
     });
+    // Named data (delegate weights): one segment per key, after the constants, as
+    // ExecuTorch's named data store lays it out. A key two methods share is stored once.
+    let mut named: Vec<(&str, &[u8])> = Vec::new();
+    for m in methods {
+        for (key, data) in &m.graph.named_data {
+            match named.iter().find(|(k, _)| *k == key.as_str()) {
+                Some((_, bytes)) if *bytes == data.bytes() => {}
+                Some(_) => return Err(ExportError::Invalid(format!("named data key `{key}` is used for two different blobs"))),
+                None => named.push((key.as_str(), data.bytes())),
+            }
+        }
+    }
+    if !named.is_empty() && segments.is_empty() {
+        segments.push(&constants.data);
+    }
+    let mut named_data = Vec::with_capacity(named.len());
+    for &(key, bytes) in &named {
+        segments.push(bytes);
+        named_data.push(NamedData { key: Some(key), segment_index: (segments.len() - 1) as u32 });
+    }
     let mut delegate_lists: Vec<Vec<BackendDelegate>> = Vec::new();
     for p in &parts {
         let mut list = Vec::new();
@@ -418,7 +438,7 @@ pub fn emit_program(methods: &[MethodSpec<'_>], getters: &[Getter]) -> Result<Ve
         segments: Some(vec![]),
         constant_segment: Some(SubsegmentOffsets { segment_index: 0, offsets: Some(constants.offsets) }),
         mutable_data_segments,
-        named_data: None,
+        named_data: (!named_data.is_empty()).then_some(named_data),
     };
     Ok(write_pte(&program, &segments))
 }

@@ -186,6 +186,9 @@ pub struct Graph {
     pub syms: Vec<Sym>,
     /// Subgraphs handed to backends; [`DELEGATE_CALL`] nodes run them by index.
     pub delegates: Vec<Delegate>,
+    /// Blobs the delegates look up by key at init (their weights): the program's
+    /// `named_data`, each stored once in its own segment.
+    pub named_data: Vec<(String, ConstData)>,
 }
 
 /// The op of a node that runs a delegate (ExecuTorch's `executorch_call_delegate`): arguments
@@ -208,6 +211,14 @@ impl std::fmt::Debug for Delegate {
 }
 
 impl Graph {
+    /// Adds a named-data blob; the same key with the same bytes is stored once, the same key
+    /// with other bytes is a caller bug reported when the program is emitted.
+    pub fn add_named_data(&mut self, key: String, data: ConstData) {
+        if !self.named_data.iter().any(|(k, d)| *k == key && d.bytes() == data.bytes()) {
+            self.named_data.push((key, data));
+        }
+    }
+
     pub fn add_value(&mut self, meta: TensorMeta, origin: Origin, name: impl Into<String>) -> ValueId {
         self.values.push(Value { meta, origin, name: name.into() });
         self.values.len() - 1

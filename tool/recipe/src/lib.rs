@@ -30,7 +30,7 @@ pub use overrides::OVERRIDE_KEYS;
 pub use probe::{InstallError, ToolStatus};
 pub use probe_cache::{Captured, Probes};
 pub use recipe::{
-    recipe_names, Accelerator, Backend, BackendSpec, Catalog, DimMax, Dtype, EmbeddingQuantize, Fallback, LlmSpec, NpuOptions, ModelSpec, Pt2Spec, Quantize, Recipe,
+    recipe_names, Accelerator, Backend, BackendSpec, Catalog, GpuApi, GpuOptions, DimMax, Dtype, EmbeddingQuantize, Fallback, LlmSpec, NpuOptions, ModelSpec, Pt2Spec, Quantize, Recipe,
     RunnerSpec, VerifyInput, VerifySpec, WeightsSource, GENERIC_RUNNER, PT2_MODEL,
 };
 pub use toolchain::{load_platform, load_platforms, InstallStep, Platform, RunSpec, Tool};

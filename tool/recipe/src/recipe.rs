@@ -197,6 +197,8 @@ pub struct BackendSpec {
     pub fallback: Fallback,
     /// `ethos-u`: the NPU configuration Vela compiles for.
     pub npu: Option<NpuOptions>,
+    /// `gpu`: the GPU delegate's settings.
+    pub gpu: Option<GpuOptions>,
     /// The `backend` node's name in the recipe.
     pub span: SourceSpan,
 }
@@ -207,12 +209,14 @@ pub enum Backend {
     Cuda,
     Metal,
     EthosU,
+    /// rbuild's GPU delegate (`RbuildGpuBackend`): WGSL kernels over wgpu (Metal, Vulkan, DX12).
+    Gpu,
 }
 
 impl Choice for Backend {
     const WHAT: &'static str = "backend";
     const ALL: &'static [(&'static str, Self)] =
-        &[("cpu", Backend::Cpu), ("cuda", Backend::Cuda), ("metal", Backend::Metal), ("ethos-u", Backend::EthosU)];
+        &[("cpu", Backend::Cpu), ("cuda", Backend::Cuda), ("metal", Backend::Metal), ("ethos-u", Backend::EthosU), ("gpu", Backend::Gpu)];
 }
 
 impl Backend {
@@ -220,6 +224,37 @@ impl Backend {
     pub fn as_str(self) -> &'static str {
         self.name()
     }
+}
+
+/// The graphics API a `gpu` backend targets first. The delegate's WGSL kernels run on all of
+/// them through wgpu; a platform without the named API (Linux for `metal`) uses its own
+/// (Vulkan), which the build says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuApi {
+    Auto,
+    Metal,
+    Vulkan,
+    Dx12,
+}
+
+impl Choice for GpuApi {
+    const WHAT: &'static str = "GPU API";
+    const ALL: &'static [(&'static str, Self)] =
+        &[("auto", GpuApi::Auto), ("metal", GpuApi::Metal), ("vulkan", GpuApi::Vulkan), ("dx12", GpuApi::Dx12)];
+}
+
+impl GpuApi {
+    pub fn as_str(self) -> &'static str {
+        self.name()
+    }
+}
+
+/// The `gpu` backend's settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuOptions {
+    pub api: GpuApi,
+    /// How weights are stored: `float32`, or `float16` (half the bytes; compute stays f32).
+    pub dtype: Dtype,
 }
 
 /// An Arm Ethos-U configuration (Vela's `--accelerator-config`).
@@ -365,7 +400,7 @@ const MODEL: &[&str] = &[
 pub(crate) const PT2_ONLY: &[&str] = &["archive", "dim-max"];
 
 pub(crate) const LLM_ONLY: &[&str] = &["max-seq-len", "group-size", "embedding-quantize", "tokenizer", "full-logits", "max-audio-seconds"];
-const BACKEND: &[&str] = &["fallback", "accelerator", "system-config", "memory-mode"];
+const BACKEND: &[&str] = &["fallback", "accelerator", "system-config", "memory-mode", "api", "dtype"];
 const RUNNER: &[&str] = &["embed-program", "top"];
 
 impl Recipe {
@@ -737,6 +772,32 @@ fn backend(d: &mut Decoder, node: &KdlNode, catalog: &Catalog) -> Option<Backend
             }
         }
     }
+    if kind != Backend::Gpu {
+        for f in ["api", "dtype"] {
+            if let Some(n) = fields.get(f) {
+                d.error(n.name().span(), format!("`{f}` is a gpu backend setting"), "not for this backend", format!("backend `{}` does not take it", kind.as_str()));
+            }
+        }
+    }
+    let gpu = if kind == Backend::Gpu {
+        let api = match fields.get("api") {
+            Some(n) => d.string(n).and_then(|s| d.choice::<GpuApi>(&s)),
+            None => Some(GpuApi::Auto),
+        };
+        let dtype = match fields.get("dtype") {
+            Some(n) => d.string(n).and_then(|s| d.choice::<Dtype>(&s)).and_then(|t| {
+                if t == Dtype::BFloat16 {
+                    d.error(n.name().span(), "the gpu backend stores weights as float32 or float16", "bfloat16 is not supported here", "use `dtype \"float16\"`");
+                    return None;
+                }
+                Some(t)
+            }),
+            None => Some(Dtype::Float32),
+        };
+        Some(Some(GpuOptions { api: api?, dtype: dtype? }))
+    } else {
+        Some(None)
+    };
     let accelerator = match fields.get("accelerator") {
         Some(n) => d.string(n).and_then(|s| d.choice::<Accelerator>(&s)),
         None => Some(Accelerator("ethos-u55-128")),
@@ -752,7 +813,7 @@ fn backend(d: &mut Decoder, node: &KdlNode, catalog: &Catalog) -> Option<Backend
         Some(o) => Some(Some(o?)),
         None => Some(None),
     };
-    Some(BackendSpec { kind, fallback: fallback?, npu: npu?, span: node.name().span() })
+    Some(BackendSpec { kind, fallback: fallback?, npu: npu?, gpu: gpu?, span: node.name().span() })
 }
 
 fn runner(d: &mut Decoder, node: &KdlNode, catalog: &Catalog) -> Option<RunnerSpec> {

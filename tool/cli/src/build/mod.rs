@@ -3,6 +3,7 @@
 
 pub mod bundle_step;
 pub mod ethosu;
+pub mod gpu;
 mod firmware;
 pub mod int8_quality;
 mod steps;
@@ -49,7 +50,7 @@ pub fn load(project: &Project, name: &str, overrides: &[String]) -> CliResult<Lo
     let catalog = Catalog {
         models: rbuild_models::names(),
         language_models: rbuild_models::language_models(),
-        backends: &[Backend::Cpu, Backend::EthosU],
+        backends: &[Backend::Cpu, Backend::EthosU, Backend::Gpu],
         runners: &runner_names,
         platforms: &platform_names,
     };
@@ -76,6 +77,12 @@ impl Skipped {
     /// The missing tools' names: `aarch64-linux-gnu-gcc, qemu-aarch64`.
     pub fn tool_names(&self) -> String {
         self.missing.iter().map(|s| s.tool.as_str()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Whether the platform builds only on another OS (its first missing "tool" is the build
+    /// machine itself): no install here can fix it.
+    pub fn needs_other_os(&self) -> bool {
+        self.missing.first().is_some_and(|s| s.tool.ends_with(" build machine"))
     }
 
     /// `rbuild toolchain install <platform>` when it can install at least one missing tool.
@@ -140,8 +147,9 @@ fn missing_tools_error(skipped: &[Skipped], why: &str) -> CliError {
 pub struct Options {
     /// Only plan: print the steps and what is cached.
     pub dry_run: bool,
-    /// Fail when any platform of the recipe would be skipped (CI: every expected platform
-    /// must be built).
+    /// Fail when any platform of the recipe this machine can build would be skipped (CI: every
+    /// expected platform must be built; platforms that build only on another OS are still
+    /// skipped with their notice).
     pub strict: bool,
 }
 
@@ -163,8 +171,12 @@ fn leave_out_unbuildable(project: &Project, loaded: &mut Loaded, overrides: &[St
     if overrides.iter().any(|w| w.starts_with("platform=")) {
         return Err(missing_tools_error(&skipped, "the platform was asked for by name"));
     }
-    if strict {
-        return Err(missing_tools_error(&skipped, "--strict builds every platform of the recipe or none"));
+    // --strict asks for every platform this machine can build: one that builds only on
+    // another OS (macOS with Xcode) is still left out, with its notice.
+    let here: Vec<&Skipped> = skipped.iter().filter(|s| !s.needs_other_os()).collect();
+    if strict && !here.is_empty() {
+        let here: Vec<Skipped> = here.into_iter().map(|s| Skipped { platform: s.platform.clone(), missing: s.missing.clone() }).collect();
+        return Err(missing_tools_error(&here, "--strict builds every platform of the recipe this machine can build, or none"));
     }
     if skipped.len() == loaded.platforms.len() {
         return Err(missing_tools_error(&skipped, "no platform of the recipe can be built here"));

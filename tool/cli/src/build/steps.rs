@@ -214,18 +214,22 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
         }
         let target = p.rust_target.clone();
         let linker = p.linker.clone();
+        // A GPU-delegated program's runner carries the wgpu runtime when its template offers it
+        // (the `gpu` feature); otherwise its delegates run on the CPU reference runtime.
+        let runner_features: Vec<String> = if r.backend.gpu.is_some() && template_has_feature(&template, "gpu") { vec!["gpu".into()] } else { vec![] };
         let compile_key = |what: &str| {
             let mut k = KeyHasher::new();
             k.add("tool", &version).add("rustc", &rustc).add("what", what).add("template", &template_hash);
             k.add("target", target.as_deref().unwrap_or("host")).add("linker", linker.as_deref().unwrap_or("default"));
             k.add("embed-program", &r.runner.embed_program.to_string());
+            k.add("features", &runner_features.join(","));
             k
         };
         let target_dir = out.join(".target");
         let opts = rbuild_selective::CompileOptions {
             target: target.clone(),
             target_dir,
-            features: vec![],
+            features: runner_features.clone(),
             env: {
                 let mut env = vec![("CARGO_PROFILE_RELEASE_STRIP".into(), "symbols".into())];
                 if let (Some(t), Some(l)) = (&target, &linker) {
@@ -291,6 +295,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
         // package: program + runner + manifest in out/<recipe>/<platform>/.
         let (pte_to, manifest) = (dir.join("model.pte"), dir.join("manifest.json"));
         let (pte_from, pt, mf, kj, rb, ab) = (program.clone(), pte_to.clone(), manifest.clone(), kernels_json.clone(), bin.clone(), all_bin.clone());
+        let gpu_report = r.backend.gpu.map(|_| super::gpu::report_path(&program));
         // Tokenizer files (language models) sit next to the program.
         let extras: Vec<(PathBuf, PathBuf)> =
             extra_files.iter().filter_map(|(f, _)| f.file_name().map(|n| (f.clone(), dir.join(n)))).collect();
@@ -359,6 +364,11 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                 info["kernels"] = serde_json::json!(selected_kernels(&kj)?.iter().map(|(o, _)| o.clone()).collect::<Vec<_>>());
                 info["runner_stripped_bytes"] = serde_json::json!(std::fs::metadata(&rb).map_err(step_err)?.len());
                 info["runner_all_kernels_stripped_bytes"] = serde_json::json!(std::fs::metadata(&ab).map_err(step_err)?.len());
+                // A delegated program's placement report, as the export wrote it.
+                if let Some(report) = &gpu_report {
+                    let text = std::fs::read_to_string(report).map_err(|e| format!("{}: {e}", report.display()))?;
+                    info["delegation"] = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", report.display()))?;
+                }
                 write_atomic(&mf, serde_json::to_string_pretty(&info).map_err(step_err)?.as_bytes()).map_err(step_err)
             },
         )
@@ -381,7 +391,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                 deps: bundle_deps,
                 rustc: rustc.clone(),
                 version: version.clone(),
-                delegation: None,
+                delegation: r.backend.gpu.map(|_| super::gpu::report_path(&program)),
                 int8_quality: int8_quality.clone(),
                 qemu_firmware: None,
             },
@@ -419,6 +429,9 @@ fn add_select(dag: &mut Dag<'_>, id: &str, program: &Path, kernels_json: &Path, 
 }
 
 fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path) -> CliResult {
+    if r.backend.gpu.is_some() {
+        return Err(CliError(format!("{}: backend gpu builds the sequence-model families (whisper, llama) for now; image models use `cpu` or `ethos-u`", r.name)));
+    }
     let npu = match &r.backend.npu {
         Some(o) => {
             if r.model.quantize != Quantize::Int8 {
@@ -621,8 +634,26 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     let arch = r.model.arch.clone();
     let tokenizer_arch = arch.clone();
     let program_out = program.to_path_buf();
-    let label = format!("export {} ({}, {linear}, max_seq_len {})", r.model.arch, r.model.weights, llm.max_seq_len);
-    dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs: vec![program.to_path_buf()] }, move |_| {
+    let mut label = format!("export {} ({}, {linear}, max_seq_len {})", r.model.arch, r.model.weights, llm.max_seq_len);
+    let mut export_outputs = vec![program.to_path_buf()];
+    // backend "gpu": the float program with its GPU subgraphs delegated; weights stored in the
+    // backend's dtype (quantization is the CPU backends' business).
+    let gpu = r.backend.gpu.map(|g| (g, r.backend.fallback));
+    if let Some((g, fallback)) = gpu {
+        if r.model.quantize != Quantize::None {
+            return Err(CliError(format!(
+                "{}: backend gpu runs float programs: set `quantize \"none\"` and the weights' precision with the backend's `dtype \"float16\"`",
+                r.name
+            )));
+        }
+        key.add("gpu", &format!("{:?} {:?} {:?}", g.api, g.dtype, fallback));
+        label += &format!(", GPU delegate ({} weights)", g.dtype.name());
+        export_outputs.push(super::gpu::report_path(program));
+    }
+    dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs: export_outputs }, move |_| {
+        if let Some((g, fallback)) = gpu {
+            return super::gpu::export(&arch, &source, &options, g.api, super::gpu::weight_dtype(g.dtype), fallback, &program_out);
+        }
         let (bytes, report) = crate::family::export(&arch, &source, &options).map_err(|e| e.0)?;
         for n in &report.notes {
             eprintln!("note: {n}");
@@ -704,6 +735,14 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     })
     .map_err(CliError)?;
     Ok(outputs)
+}
+
+/// Whether the runner template's Cargo.toml declares `feature`.
+fn template_has_feature(template: &Path, feature: &str) -> bool {
+    std::fs::read_to_string(template.join("Cargo.toml")).is_ok_and(|t| {
+        let features = t.split("[features]").nth(1).map(|rest| rest.split("\n[").next().unwrap_or("")).unwrap_or("");
+        features.lines().any(|l| l.trim_start().starts_with(&format!("{feature} =")))
+    })
 }
 
 /// The files an earlier `manifest.json` at `manifest` lists (beside it); none when absent.

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use rbuild_runner_support::binding::{output_tensor, Signature};
-use rbuild_runtime::backend::BackendRegistry;
 use rbuild_runtime::{KernelContext, Program};
 
 use crate::error::{CliResult, InFile};
@@ -78,7 +77,8 @@ pub fn run(a: RunArgs) -> CliResult {
         KernelSet::Optimized => rbuild_kernels::registry(),
         KernelSet::Portable => rbuild_kernels::portable_registry(),
     };
-    let backends = BackendRegistry::new();
+    // GPU delegates run on the payload's CPU reference runtime here (the CLI has no GPU runtime).
+    let backends = crate::verify::reference_backends();
     let t0 = Instant::now();
     let mut method = program.load_method(&a.method, &kernels, &backends).in_file(&a.program)?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;

@@ -91,7 +91,7 @@ fn speech_reference(program_path: &std::path::Path, input: PathBuf) -> CliResult
     let bytes = crate::io::program::read_program(program_path)?;
     let program = Program::load(bytes.as_slice()).map_err(|e| fail(e.to_string()))?;
     let kernels = rbuild_kernels::registry();
-    let mut model = WhisperProgram::load(&program, &kernels, 1).map_err(fail)?;
+    let mut model = WhisperProgram::load(&program, &kernels, &reference_backends(), 1).map_err(fail)?;
     let data = std::fs::read(&input).map_err(|e| CliError(format!("{}: {e}", input.display())))?;
     let pcm = verify::read_pcm(&data).map_err(|e| CliError(format!("{}: {e}", input.display())))?;
     let outputs = verify::outputs(&mut model, &pcm, None, Task::Transcribe).map_err(fail)?;
@@ -103,6 +103,14 @@ fn speech_reference(program_path: &std::path::Path, input: PathBuf) -> CliResult
         })
         .collect();
     Ok(Reference { input, outputs })
+}
+
+/// The host reference runs GPU delegates on the payload's CPU reference runtime (the twin the
+/// GPU kernels are tested against).
+pub fn reference_backends() -> BackendRegistry {
+    let mut b = BackendRegistry::new();
+    b.register(Box::new(rbuild_kernels::gpu_reference::ReferenceGpuBackend));
+    b
 }
 
 /// The verify input and host reference outputs of a built recipe.
@@ -124,7 +132,7 @@ pub fn host_reference(project: &Project, l: &Loaded) -> CliResult<Reference> {
     let program = Program::load(bytes.as_slice()).map_err(|e| CliError(format!("{}: {e}", program_path.display())))?;
     let kernels = rbuild_kernels::registry();
     let mut method = program
-        .load_method("forward", &kernels, &BackendRegistry::new())
+        .load_method("forward", &kernels, &reference_backends())
         .map_err(|e| CliError(format!("{}: {e}", program_path.display())))?;
     let inputs = numbered(&read_safetensors(&input)?, "input");
     Signature::of(&method).bind(&mut method, &inputs).map_err(|e| CliError(format!("{}: {e}", input.display())))?;

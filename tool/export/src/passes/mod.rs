@@ -69,13 +69,21 @@ pub fn optimize(g: &mut Graph) -> Result<PassReport> {
 
 /// [`optimize`] with explicit options.
 pub fn optimize_with(g: &mut Graph, options: &Options) -> Result<PassReport> {
+    let mut r = optimize_functional(g, options)?;
+    to_out::to_out_variants(g)?;
+    r.nodes_after = g.nodes.len();
+    Ok(r)
+}
+
+/// The passes of [`optimize_with`] before the out-variant conversion: the graph stays
+/// functional, which is what partitioners read.
+pub fn optimize_functional(g: &mut Graph, options: &Options) -> Result<PassReport> {
     let mut r = PassReport { nodes_before: g.nodes.len(), ..Default::default() };
     r.decomposed = decompose::decompose(g, options)?;
     r.noops_removed = noop::remove_noops(g)?;
     r.bn_folded = fold_bn::fold_batch_norms(g)?;
     r.consts_folded = const_fold::fold_constants(g)?;
     r.dead_removed = dce::eliminate_dead_code(g);
-    to_out::to_out_variants(g)?;
     r.nodes_after = g.nodes.len();
     Ok(r)
 }

@@ -8,7 +8,7 @@ use rbuild_recipe::{Backend, Catalog, LoadError};
 
 pub const MODELS: &[&str] = &["mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large"];
 pub const LANGUAGE_MODELS: &[&str] = &["llama", "whisper"];
-pub const BACKENDS: &[Backend] = &[Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::EthosU];
+pub const BACKENDS: &[Backend] = &[Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::EthosU, Backend::Gpu];
 pub const RUNNERS: &[&str] = &["asr", "firmware", "image-classifier", "llm", "tensor-io"];
 pub const PLATFORMS: &[&str] = &["android-arm64", "corstone-300", "host", "ios-arm64", "linux-arm64", "macos-arm64"];
 
