@@ -132,6 +132,10 @@ impl GpuDevice {
         };
         let (device, queue) = pollster::block_on(adapter.request_device(&desc))
             .map_err(|e| format!("adapter {info}: cannot open a device: {e}"))?;
+        // wgpu panics on errors outside an error scope by default; every call that can fail is
+        // inside one (and reported as an error String), so anything else is only logged.
+        let name = info.to_string();
+        device.on_uncaptured_error(std::sync::Arc::new(move |e: wgpu::Error| eprintln!("warning: wgpu ({name}): {e}")));
         Ok(GpuDevice { device, queue, info, limits })
     }
 

@@ -382,7 +382,8 @@ impl GpuProgram {
             }
         }
         let max_binding = gpu.limits.max_storage_buffer_binding_size as u128;
-        let scope = dev.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let oom = dev.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let invalid = dev.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut buffers: Vec<Option<wgpu::Buffer>> = Vec::with_capacity(payload.values.len());
         let mut act_bytes = vec![0u64; payload.values.len()];
         let mut const_scalars = vec![None; payload.values.len()];
@@ -495,7 +496,8 @@ impl GpuProgram {
             .collect();
         let indirect_cap = 64 * 12;
         let indirect = Self::indirect_buffer(gpu, indirect_cap);
-        if let Some(e) = pollster::block_on(scope.pop()) {
+        let invalid = pollster::block_on(invalid.pop());
+        if let Some(e) = pollster::block_on(oom.pop()).or(invalid) {
             return Err(format!("adapter {}: cannot allocate the program's buffers: {e}", gpu.info));
         }
         let pipelines = Pipelines::compile(gpu)?;
