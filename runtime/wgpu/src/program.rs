@@ -19,7 +19,7 @@ pub(crate) const PARAM_BYTES: usize = 256;
 pub(crate) const PARAM_WORDS: usize = PARAM_BYTES / 4;
 
 /// What a kernel binding refers to.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Bind {
     Value(ValueId),
     /// A small buffer for an optional operand the kernel ignores (no bias, no position).
@@ -353,6 +353,11 @@ pub struct GpuProgram {
     /// Per-op constant tables built at init (`rope`: frequencies), by op index.
     op_tables: Vec<Option<wgpu::Buffer>>,
     activation_bytes: u64,
+    /// Bind groups of earlier runs, by (dispatch slot, kernel, bindings): every buffer is fixed
+    /// at init, so decode steps reuse them. Cleared when the params or indirect buffer grows.
+    bind_groups: std::collections::HashMap<(usize, Kernel, Vec<Bind>), wgpu::BindGroup>,
+    /// The readback buffer of earlier runs, reused while it is large enough.
+    readback: Option<wgpu::Buffer>,
 }
 
 impl GpuProgram {
@@ -516,6 +521,8 @@ impl GpuProgram {
             const_scalars,
             op_tables,
             activation_bytes,
+            bind_groups: Default::default(),
+            readback: None,
         })
     }
 
@@ -715,6 +722,34 @@ impl GpuProgram {
         self.submit(&uploads, &dispatches, &out_dims)
     }
 
+    fn bind_group(&self, k: usize, d: &Dispatch) -> R<wgpu::BindGroup> {
+        let pipeline = self.pipelines.get(d.kernel);
+        let mut entries = Vec::with_capacity(d.binds.len() + 1);
+        entries.push(wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.params,
+                offset: (k * PARAM_BYTES) as u64,
+                size: std::num::NonZeroU64::new(PARAM_BYTES as u64),
+            }),
+        });
+        for (j, b) in d.binds.iter().enumerate() {
+            let buffer = match b {
+                Bind::Value(id) => self.buffer(*id)?,
+                Bind::Dummy => &self.dummy,
+                Bind::Status => &self.status,
+                Bind::Indirect => &self.indirect,
+                Bind::OpTable(op) => self.op_tables[*op].as_ref().ok_or_else(|| format!("op {op} has no table"))?,
+            };
+            entries.push(wgpu::BindGroupEntry { binding: j as u32 + 1, resource: buffer.as_entire_binding() });
+        }
+        Ok(self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        }))
+    }
+
     fn submit(&mut self, uploads: &[(ValueId, Vec<u32>)], dispatches: &[Dispatch], out_dims: &[Vec<usize>]) -> R<Vec<HostTensor>> {
         let gpu = self.gpu.clone();
         let (dev, queue) = (&gpu.device, &gpu.queue);
@@ -728,6 +763,7 @@ impl GpuProgram {
         if need > self.params_cap {
             self.params_cap = need.next_power_of_two();
             self.params = Self::params_buffer(&gpu, self.params_cap);
+            self.bind_groups.clear();
         }
         let mut params = Vec::with_capacity(dispatches.len() * PARAM_WORDS);
         for d in dispatches {
@@ -747,6 +783,7 @@ impl GpuProgram {
         if grids.len() * 4 > self.indirect_cap {
             self.indirect_cap = (grids.len() * 4).next_power_of_two();
             self.indirect = Self::indirect_buffer(&gpu, self.indirect_cap);
+            self.bind_groups.clear();
         }
         if !grids.is_empty() {
             queue.write_buffer(&self.indirect, 0, bytemuck::cast_slice(&grids));
@@ -757,32 +794,14 @@ impl GpuProgram {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("ops"), timestamp_writes: None });
             for (k, d) in dispatches.iter().enumerate() {
                 let pipeline = self.pipelines.get(d.kernel);
-                let mut entries = Vec::with_capacity(d.binds.len() + 1);
-                entries.push(wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &self.params,
-                        offset: (k * PARAM_BYTES) as u64,
-                        size: std::num::NonZeroU64::new(PARAM_BYTES as u64),
-                    }),
-                });
-                for (j, b) in d.binds.iter().enumerate() {
-                    let buffer = match b {
-                        Bind::Value(id) => self.buffer(*id)?,
-                        Bind::Dummy => &self.dummy,
-                        Bind::Status => &self.status,
-                        Bind::Indirect => &self.indirect,
-                        Bind::OpTable(op) => self.op_tables[*op].as_ref().ok_or_else(|| format!("op {op} has no table"))?,
-                    };
-                    entries.push(wgpu::BindGroupEntry { binding: j as u32 + 1, resource: buffer.as_entire_binding() });
+                let key = (k, d.kernel, d.binds.clone());
+                if !self.bind_groups.contains_key(&key) {
+                    let bg = self.bind_group(k, d)?;
+                    self.bind_groups.insert(key.clone(), bg);
                 }
-                let bg = dev.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: None,
-                    layout: &pipeline.get_bind_group_layout(0),
-                    entries: &entries,
-                });
+                let bg = &self.bind_groups[&key];
                 pass.set_pipeline(pipeline);
-                pass.set_bind_group(0, &bg, &[]);
+                pass.set_bind_group(0, bg, &[]);
                 match d.indirect {
                     Some(slot) => pass.dispatch_workgroups_indirect(&self.indirect, slot as u64 * 12),
                     None => pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]),
@@ -799,12 +818,16 @@ impl GpuProgram {
             total += bytes;
         }
         let status_bytes = (self.payload.ops.len().max(1) * 4) as u64;
-        let readback = dev.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size: total + status_bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let need = total + status_bytes;
+        let readback = match self.readback.take() {
+            Some(b) if b.size() >= need => b,
+            _ => dev.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("readback"),
+                size: need.next_power_of_two(),
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+        };
         for (&id, &(off, bytes)) in self.payload.outputs.iter().zip(&offsets) {
             if bytes > 0 {
                 enc.copy_buffer_to_buffer(self.buffer(id)?, 0, &readback, off, bytes);
@@ -812,7 +835,7 @@ impl GpuProgram {
         }
         enc.copy_buffer_to_buffer(&self.status, 0, &readback, total, status_bytes);
         queue.submit([enc.finish()]);
-        let slice = readback.slice(..);
+        let slice = readback.slice(..need);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
@@ -829,6 +852,7 @@ impl GpuProgram {
         let words: Vec<u32> = view.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         drop(view);
         readback.unmap();
+        self.readback = Some(readback);
         let status = &words[(total / 4) as usize..];
         if let Some((index, &code)) = status.iter().enumerate().find(|(_, &c)| c != 0) {
             let node = &self.payload.ops[index];
