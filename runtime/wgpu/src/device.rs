@@ -1,6 +1,9 @@
 //! Adapter selection: the wgpu instance, adapter, device and queue a [`crate::GpuProgram`] runs on.
 
 use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use crate::shaders::Pipelines;
 
 /// Which adapter to use. The runners' `--device cpu` is handled by the caller (the CPU
 /// reference interpreter); everything else lands here.
@@ -82,6 +85,9 @@ pub struct GpuDevice {
     pub(crate) queue: wgpu::Queue,
     pub(crate) info: AdapterSummary,
     pub(crate) limits: wgpu::Limits,
+    /// The compiled kernels, built by the first program on this device and shared by the rest
+    /// (a model's methods, a test's many programs).
+    pub(crate) pipelines: Arc<OnceLock<Result<Arc<Pipelines>, String>>>,
 }
 
 impl fmt::Debug for GpuDevice {
@@ -135,12 +141,17 @@ impl GpuDevice {
         // wgpu panics on errors outside an error scope by default; every call that can fail is
         // inside one (and reported as an error String), so anything else is only logged.
         let name = info.to_string();
-        device.on_uncaptured_error(std::sync::Arc::new(move |e: wgpu::Error| eprintln!("warning: wgpu ({name}): {e}")));
-        Ok(GpuDevice { device, queue, info, limits })
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| eprintln!("warning: wgpu ({name}): {e}")));
+        Ok(GpuDevice { device, queue, info, limits, pipelines: Arc::default() })
     }
 
     /// The opened adapter.
     pub fn adapter(&self) -> &AdapterSummary {
         &self.info
+    }
+
+    /// Every kernel compiled for this device (once; an error names the shader and adapter).
+    pub(crate) fn pipelines(&self) -> Result<Arc<Pipelines>, String> {
+        self.pipelines.get_or_init(|| Pipelines::compile(self).map(Arc::new)).clone()
     }
 }

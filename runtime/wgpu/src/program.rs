@@ -337,7 +337,7 @@ fn max_dims(p: &Payload, v: &ValueDef) -> Vec<u64> {
 pub struct GpuProgram {
     gpu: GpuDevice,
     payload: Payload,
-    pipelines: Pipelines,
+    pipelines: std::sync::Arc<Pipelines>,
     /// Device buffer of each value (`None`: quantized constants, not supported yet).
     buffers: Vec<Option<wgpu::Buffer>>,
     /// The buffer a value's elements live in (reshape outputs alias their input).
@@ -505,7 +505,7 @@ impl GpuProgram {
         if let Some(e) = pollster::block_on(oom.pop()).or(invalid) {
             return Err(format!("adapter {}: cannot allocate the program's buffers: {e}", gpu.info));
         }
-        let pipelines = Pipelines::compile(gpu)?;
+        let pipelines = gpu.pipelines()?;
         Ok(GpuProgram {
             gpu: gpu.clone(),
             payload: payload.clone(),
