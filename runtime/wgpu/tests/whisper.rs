@@ -127,3 +127,40 @@ fn whisper_tiny_on_the_gpu_matches_pytorch() {
 fn whisper_tiny_with_f16_weights_on_the_gpu_stays_within_its_tolerance() {
     check_against_pytorch(WeightDtype::F16, 2e-2, 2e-2, "f16");
 }
+
+/// Wall time of the encoder and of one decode step, GPU runtime vs the CPU reference runtime
+/// (`cargo test -p rbuild-gpu-wgpu --test whisper -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn whisper_tiny_timing() {
+    let Some(gpu) = common::gpu() else { return };
+    let Some(dir) = model_dir() else { return };
+    let buf = export(&dir, WeightDtype::F32);
+    let program = Program::load(buf.as_slice()).unwrap();
+    let reg = rbuild_kernels::registry();
+    let enc_io = Weights::open(&dir.join("encoder.io.safetensors")).unwrap();
+    let features = enc_io.f32s("input.0", &[1, 80, 300]).unwrap();
+    for name in ["wgpu", "cpu reference"] {
+        let mut backends = BackendRegistry::new();
+        if name == "wgpu" {
+            backends.register(Box::new(WgpuGpuBackend::new(gpu.clone())));
+        } else {
+            backends.register(Box::new(rbuild_kernels::gpu_reference::ReferenceGpuBackend));
+        }
+        let mut enc = program.load_method("encoder", &reg, &backends).unwrap();
+        let mut dec = program.load_method("text_decoder", &reg, &backends).unwrap();
+        let hidden = run_encoder(&mut enc, &features);
+        let t = std::time::Instant::now();
+        for _ in 0..3 {
+            run_encoder(&mut enc, &features);
+        }
+        let enc_ms = t.elapsed().as_secs_f64() * 1000.0 / 3.0;
+        decode(&mut dec, &[1, 2, 3, 4], &hidden, 0);
+        let t = std::time::Instant::now();
+        for step in 0..16 {
+            decode(&mut dec, &[5], &hidden, 4 + step);
+        }
+        let dec_ms = t.elapsed().as_secs_f64() * 1000.0 / 16.0;
+        eprintln!("{name} ({}): encoder {enc_ms:.1} ms, decode step {dec_ms:.2} ms", gpu.adapter());
+    }
+}
