@@ -394,3 +394,82 @@ fn rope_at_large_positions() {
         }
     }
 }
+
+/// Cache writes into f16 / bf16 / f32 state along different seq dims, with odd row widths (rows
+/// start mid-word in packed halves), over consecutive calls, read back through attention-free
+/// ops (a cast of the whole cache).
+#[test]
+fn cache_update_odd_rows_and_seq_dims() {
+    let mut rng = Rng(14);
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        // (cache dims, seq_dim, rows per call)
+        for (cache, seq_dim, rows) in [(vec![1usize, 9, 1, 3], 1i64, 2usize), (vec![2, 3, 7, 5], 2, 3), (vec![5, 3], 0, 1), (vec![3, 7], -1, 2)] {
+            let mut b = B::default();
+            let ax = if seq_dim < 0 { cache.len() - 1 } else { seq_dim as usize };
+            let mut rd = cache.clone();
+            rd[ax] = rows;
+            let r = b.input("rows", dt, &fx(&rd));
+            let pos = b.input("pos", DType::I32, &[]);
+            let c = b.state("cache", dt, &cache);
+            b.op0(Op::CacheUpdate { seq_dim }, &[c, r, pos]);
+            let o = b.op(Op::Cast, &[c], "snapshot", DType::F32, &fx(&cache));
+            b.out(o);
+            let n: usize = rd.iter().product();
+            let calls: Vec<Vec<HostTensor>> = (0..cache[ax] / rows)
+                .map(|k| vec![tensor(dt, &rd, rng.vec(n)), HostTensor::i32(&[], vec![(k * rows) as i64])])
+                .collect();
+            if !check_calls(&b, &calls, 0.0, &format!("cache_update {dt:?} {cache:?} seq_dim {seq_dim}")) {
+                return;
+            }
+        }
+    }
+}
+
+/// More attention shapes: more query rows than keys (causal, top-left aligned), a value head
+/// dim different from the key head dim, and a cache read at its last rows.
+#[test]
+fn attention_edge_shapes() {
+    let mut rng = Rng(15);
+    for (lq, lk, d, dv, pos) in [(5usize, 3usize, 8usize, 8usize, None), (2, 6, 4, 7, None), (2, 6, 4, 7, Some(4i64)), (1, 300, 16, 16, Some(299))] {
+        for causal in [false, true] {
+            let mut b = B::default();
+            let q = b.input("q", DType::F32, &fx(&[1, lq, 2, d]));
+            let k = b.input("k", DType::F32, &fx(&[1, lk, 1, d]));
+            let v = b.input("v", DType::F32, &fx(&[1, lk, 1, dv]));
+            let mut ins = vec![q, k, v];
+            if pos.is_some() {
+                ins.push(b.input("pos", DType::I64, &[]));
+            }
+            let o = b.op(Op::Attention { causal, scale: 0.3, num_heads: 2, num_kv_heads: 1 }, &ins, "o", DType::F32, &fx(&[1, lq, 2, dv]));
+            b.out(o);
+            let mut inputs = vec![rand_input(&mut rng, DType::F32, &[1, lq, 2, d]), rand_input(&mut rng, DType::F32, &[1, lk, 1, d]), rand_input(&mut rng, DType::F32, &[1, lk, 1, dv])];
+            if let Some(p) = pos {
+                inputs.push(HostTensor::i64(&[], vec![p]));
+            }
+            if !check(&b, inputs, 1e-4, &format!("attention lq{lq} lk{lk} d{d} dv{dv} pos {pos:?} causal {causal}")) {
+                return;
+            }
+        }
+    }
+}
+
+/// Shape ops on integer and bool tensors take the integer copy path.
+#[test]
+fn shape_ops_on_integers_and_bools() {
+    let ints = |d: &[usize], v: Vec<i64>| HostTensor::i64(d, v);
+    let b = single(Op::Cat { dim: 0 }, &[(DType::I64, vec![2]), (DType::I64, vec![3])], DType::I64, &[5]);
+    if !check(&b, vec![ints(&[2], vec![-1, 2]), ints(&[3], vec![3, -4_000_000, 5])], 0.0, "cat i64") {
+        return;
+    }
+    let b = single(Op::Permute { dims: vec![1, 0] }, &[(DType::I32, vec![2, 3])], DType::I32, &[3, 2]);
+    check(&b, vec![HostTensor::i32(&[2, 3], vec![1, 2, 3, 4, 5, 6])], 0.0, "permute i32");
+    let bools = HostTensor { dtype: DType::Bool, dims: vec![2, 3], data: rbuild_gpu_wgpu::HostData::Bool(vec![1, 0, 0, 1, 1, 0]) };
+    let b = single(Op::Transpose { dim0: 0, dim1: 1 }, &[(DType::Bool, vec![2, 3])], DType::Bool, &[3, 2]);
+    check(&b, vec![bools.clone()], 0.0, "transpose bool");
+    for to in [DType::F32, DType::F16, DType::I64] {
+        let b = single(Op::Cast, &[(DType::Bool, vec![2, 3])], to, &[2, 3]);
+        check(&b, vec![bools.clone()], 0.0, &format!("cast bool -> {to:?}"));
+    }
+    let b = single(Op::Slice { dim: 1, start: 1, end: 3, step: 1 }, &[(DType::I64, vec![2, 3])], DType::I64, &[2, 2]);
+    check(&b, vec![ints(&[2, 3], vec![1, 2, 3, 4, 5, 6])], 0.0, "slice i64");
+}
