@@ -26,7 +26,7 @@ cd "$(dirname "$0")/../.."
 
 # Cross toolchains: the aarch64 linker and QEMU (linux-arm64 builds run under qemu-aarch64,
 # Corstone-300 firmware under qemu-system-arm), the Arm bare-metal GCC (test ELFs, firmware
-# tools). apt-get runs as root, through sudo when not root, or not at all (then say what to do).
+# tools); Mesa's CPU Vulkan driver for the GPU runtime's tests. apt-get runs as root, through sudo when not root, or not at all (then say what to do).
 missing_pkgs=()
 for pair in aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu qemu-aarch64:qemu-user \
             qemu-system-arm:qemu-system-arm arm-none-eabi-gcc:gcc-arm-none-eabi; do
@@ -35,6 +35,10 @@ done
 # The aarch64 C runtime and libc (crti.o, -lc) for linking: only a recommendation of
 # gcc-aarch64-linux-gnu, which --no-install-recommends drops.
 [ -f /usr/aarch64-linux-gnu/lib/crti.o ] || missing_pkgs+=(libc6-dev-arm64-cross)
+# A Vulkan device without a GPU: Mesa's lavapipe (a CPU Vulkan driver) and the Vulkan loader
+# (a hard dependency, so --no-install-recommends keeps it), on which the GPU delegate's wgpu
+# runtime and the whisper-metal host build run in tests.
+[ -f /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || [ -f /usr/share/vulkan/icd.d/lvp_icd.aarch64.json ] || missing_pkgs+=(mesa-vulkan-drivers)
 # whisper.cpp's build (--whisper-bench) needs a C++ compiler; cmake/ninja come from PyPI wheels.
 if [ "$WHISPER_BENCH" = 1 ]; then
   command -v g++ >/dev/null 2>&1 || missing_pkgs+=(g++)

@@ -1,13 +1,15 @@
 //! Whisper through the GPU delegate, on the CPU reference runtime of the payload (the twin
-//! every GPU runtime is tested against): the shared tiny checkpoint exported with every
-//! encoder and decoder op delegated, its outputs against PyTorch's, greedy ids against HF's,
-//! and the same in f16 weights within a stated tolerance. Also: the placement report and what
-//! stays on the CPU.
+//! every GPU runtime is tested against) and on the wgpu runtime (the machine's GPU, or Mesa's
+//! lavapipe Vulkan driver in CI; skipped with a notice when no adapter exists): the shared tiny
+//! checkpoint exported with every encoder and decoder op delegated, its outputs against
+//! PyTorch's, greedy ids against HF's, and the same in f16 weights within a stated tolerance.
+//! Also: the placement report and what stays on the CPU.
 
 use std::path::{Path, PathBuf};
 
 use rbuild_export::Graph;
 use rbuild_gpu::{delegate_method, GpuOptions, MethodReport, Placement, WeightDtype};
+use rbuild_gpu_wgpu::{DeviceChoice, GpuDevice, WgpuGpuBackend};
 use rbuild_kernels::gpu_reference::ReferenceGpuBackend;
 use rbuild_models::family::{self, ExportOptions, Source};
 use rbuild_models::Weights;
@@ -58,10 +60,21 @@ fn export(weights: WeightDtype) -> (AlignedBuf, Vec<MethodReport>) {
     (AlignedBuf::from_bytes(&bytes), reports)
 }
 
-fn backends() -> BackendRegistry {
-    let mut b = BackendRegistry::new();
-    b.register(Box::new(ReferenceGpuBackend));
-    b
+/// The GPU delegate's runtimes to test: the CPU reference, and wgpu when an adapter exists.
+fn runtimes() -> Vec<(String, BackendRegistry)> {
+    let mut reference = BackendRegistry::new();
+    reference.register(Box::new(ReferenceGpuBackend));
+    let mut all = vec![("cpu reference".to_string(), reference)];
+    match GpuDevice::new(&DeviceChoice::Auto) {
+        Ok(gpu) => {
+            let name = format!("wgpu {}", gpu.adapter());
+            let mut b = BackendRegistry::new();
+            b.register(Box::new(WgpuGpuBackend::new(gpu)));
+            all.push((name, b));
+        }
+        Err(e) => eprintln!("notice: {e}; skipping the wgpu runtime"),
+    }
+    all
 }
 
 fn run_encoder(m: &mut Method<'_>, features: &[f32]) -> Vec<f32> {
@@ -82,12 +95,18 @@ fn decode(m: &mut Method<'_>, ids: &[i64], hidden: &[f32], pos: i64) -> Vec<f32>
 /// Encoder and decoder against PyTorch (tolerances `tol`), then 16 greedy steps from HF's
 /// prompt: the ids must be HF's.
 fn check_against_pytorch(buf: &AlignedBuf, tol: f32, greedy_tol: f32, what: &str) {
+    for (name, backends) in runtimes() {
+        check_on(buf, &backends, tol, greedy_tol, &format!("{what} on {name}"));
+        println!("{what}: {name}: encoder, decoder and 16 greedy ids match");
+    }
+}
+
+fn check_on(buf: &AlignedBuf, backends: &BackendRegistry, tol: f32, greedy_tol: f32, what: &str) {
     let program = Program::load(buf.as_slice()).unwrap();
     let reg = rbuild_kernels::registry();
-    let backends = backends();
     let dir = model_dir("whisper_tiny");
     let enc_io = Weights::open(&dir.join("encoder.io.safetensors")).unwrap();
-    let mut enc = program.load_method("encoder", &reg, &backends).unwrap();
+    let mut enc = program.load_method("encoder", &reg, backends).unwrap();
     let hidden = run_encoder(&mut enc, &enc_io.f32s("input.0", &[1, 80, 300]).unwrap());
     assert_close(&hidden, &enc_io.f32s("output.0", &[1, 150, 64]).unwrap(), tol, tol, &format!("{what}: encoder vs PyTorch"));
 
@@ -95,7 +114,7 @@ fn check_against_pytorch(buf: &AlignedBuf, tol: f32, greedy_tol: f32, what: &str
     let ids = longs(dec_io.get("input.0", ScalarType::Long, &[1, 8]).unwrap().bytes());
     let memory = dec_io.f32s("input.1", &[1, 150, 64]).unwrap();
     let want = dec_io.f32s("output.0", &[1, 8, VOCAB]).unwrap();
-    let mut dec = program.load_method("text_decoder", &reg, &backends).unwrap();
+    let mut dec = program.load_method("text_decoder", &reg, backends).unwrap();
     for (i, &id) in ids.iter().enumerate() {
         let logits = decode(&mut dec, &[id], &memory, i as i64);
         assert_close(&logits, &want[i * VOCAB..(i + 1) * VOCAB], tol, tol, &format!("{what}: decoder step {i} vs PyTorch"));
