@@ -176,3 +176,77 @@ fn backend_runs_the_block_through_kernel_args_with_persistent_state() {
     let err = backend.init(&BackendInitContext { named_data: &empty }, &blob, &[]).err().unwrap();
     assert!(err.contains("named_data key `ln.w`"), "{err}");
 }
+
+/// Mutated blocks (an activation's dim or dtype, an op attribute): the GPU program never panics,
+/// and agrees with the reference on which mutations are errors and, when both run, on the
+/// outputs.
+#[test]
+fn mutated_blocks_error_without_panicking_and_agree_with_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    let base = block(DType::F32);
+    let mut r = Rng(99);
+    let mut pick = |n: usize| ((r.next() + 1.0) * 0.5 * n as f32) as usize % n.max(1);
+    let dtypes = [DType::F32, DType::F16, DType::I64, DType::Bool, DType::I32, DType::BF16];
+    let (mut errors, mut mismatched) = (0, Vec::new());
+    for round in 0..200 {
+        let mut b = B { p: base.p.clone(), named: base.named.clone() };
+        let acts: Vec<usize> = (0..b.p.values.len()).filter(|&i| matches!(b.p.values[i].kind, ValueKind::Activation)).collect();
+        for _ in 0..1 + pick(2) {
+            let v = acts[pick(acts.len())];
+            match pick(3) {
+                0 => {
+                    let rank = b.p.values[v].meta.dims.len();
+                    if rank > 0 {
+                        let d = pick(rank);
+                        b.p.values[v].meta.dims[d] = Dim::Fixed(pick(30) as u64);
+                    }
+                }
+                1 => b.p.values[v].meta.dtype = dtypes[pick(dtypes.len())],
+                _ => {
+                    let o = pick(b.p.ops.len());
+                    match &mut b.p.ops[o].op {
+                        Op::Attention { causal, .. } => *causal = !*causal,
+                        Op::Rope { head_dim, interleaved, .. } => {
+                            *head_dim = 1 + pick(8) as u32;
+                            *interleaved = !*interleaved;
+                        }
+                        Op::CacheUpdate { seq_dim } => *seq_dim = pick(4) as i64 - 4,
+                        Op::Linear { weight_transposed } => *weight_transposed = !*weight_transposed,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        if b.p.validate().is_err() {
+            continue;
+        }
+        let inputs = calls(DType::F32);
+        let gpu_result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<Vec<Vec<HostTensor>>, String> {
+            let mut p = b.program(&gpu)?;
+            inputs.iter().map(|i| p.run(i)).collect()
+        }));
+        let Ok(got) = gpu_result else {
+            panic!("round {round}: panicked on a mutated block: {:?}", b.p.ops.iter().map(|o| &o.op).collect::<Vec<_>>());
+        };
+        let want: Result<Vec<Vec<HostTensor>>, String> = (|| {
+            let mut it = b.reference()?;
+            inputs.iter().map(|i| it.run(i)).collect()
+        })();
+        match (got, want) {
+            (Ok(g), Ok(w)) => {
+                for (c, (g, w)) in g.iter().zip(&w).enumerate() {
+                    for (o, (g, w)) in g.iter().zip(w).enumerate() {
+                        close(g, w, 1e-3, &format!("round {round} call {c} output {o}"));
+                    }
+                }
+            }
+            (Err(e), Err(_)) => {
+                assert!(e.starts_with("op ") || e.contains("value") || e.contains("delegate"), "round {round}: {e}");
+                errors += 1;
+            }
+            (g, w) => mismatched.push(format!("round {round}: gpu {:?} / reference {:?}", g.err(), w.err())),
+        }
+    }
+    assert!(mismatched.is_empty(), "{} disagreement(s):\n{}", mismatched.len(), mismatched.join("\n"));
+    assert!(errors > 30, "only {errors} mutations were rejected");
+}
