@@ -14,7 +14,8 @@ pub enum DeviceChoice {
     Auto,
     /// A hardware GPU only (discrete, integrated or virtual); CPU adapters are refused.
     Gpu,
-    /// The first adapter whose name contains this text (case-insensitive).
+    /// The best adapter whose name contains this text, or whose backend is this word (`vulkan`,
+    /// `metal`, `dx12`), case-insensitive.
     Named(String),
 }
 
@@ -122,7 +123,10 @@ impl GpuDevice {
             DeviceChoice::Gpu => adapters.into_iter().find(|a| rank(a) <= 2),
             DeviceChoice::Named(n) => {
                 let n = n.to_lowercase();
-                adapters.into_iter().find(|a| a.get_info().name.to_lowercase().contains(&n))
+                adapters.into_iter().find(|a| {
+                    let info = a.get_info();
+                    info.name.to_lowercase().contains(&n) || format!("{:?}", info.backend).to_lowercase() == n
+                })
             }
         };
         let Some(adapter) = adapter else {
