@@ -59,23 +59,30 @@ fn summary(a: &wgpu::Adapter) -> AdapterSummary {
     }
 }
 
-fn instance() -> Result<wgpu::Instance, String> {
+/// The wgpu instance, and the backends it tries (compiled in, and allowed by `WGPU_BACKEND`)
+/// for the error message when it finds nothing.
+fn instance() -> Result<(wgpu::Instance, String), String> {
+    let compiled = wgpu::Instance::enabled_backend_features();
     // `Instance::new` panics when no backend is compiled in for this target; report it instead.
-    if wgpu::Instance::enabled_backend_features().is_empty() {
+    if compiled.is_empty() {
         return Err("no GPU adapter found (no wgpu backend is compiled in for this target)".into());
     }
-    Ok(wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env()))
-}
-
-fn backends_tried() -> String {
-    let b = wgpu::Instance::enabled_backend_features();
-    let names: Vec<String> = b.iter().map(|x| format!("{x:?}")).collect();
-    names.join(", ")
+    let desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    let tried = desc.backends & compiled;
+    let mut names: Vec<String> = tried.iter_names().map(|(n, _)| n.to_lowercase()).collect();
+    if names.is_empty() {
+        names.push("none".into());
+    }
+    let mut tried = names.join(", ");
+    if let Ok(env) = std::env::var("WGPU_BACKEND") {
+        tried.push_str(&format!("; WGPU_BACKEND={env}"));
+    }
+    Ok((wgpu::Instance::new(desc), tried))
 }
 
 /// Every adapter wgpu can see, for diagnostics.
 pub fn list_adapters() -> Result<Vec<AdapterSummary>, String> {
-    let inst = instance()?;
+    let (inst, _) = instance()?;
     Ok(pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all())).iter().map(summary).collect())
 }
 
@@ -111,10 +118,10 @@ impl GpuDevice {
     /// Opens the adapter `choice` selects, with the adapter's own limits (large storage
     /// buffers) and no optional features.
     pub fn new(choice: &DeviceChoice) -> Result<GpuDevice, String> {
-        let inst = instance()?;
+        let (inst, tried) = instance()?;
         let mut adapters = pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all()));
         if adapters.is_empty() {
-            return Err(format!("no GPU adapter found (wgpu backends tried: {})", backends_tried()));
+            return Err(format!("no GPU adapter found (wgpu backends tried: {tried})"));
         }
         adapters.sort_by_key(rank);
         let all: Vec<String> = adapters.iter().map(|a| summary(a).to_string()).collect();
