@@ -597,6 +597,47 @@ impl GpuProgram {
         })
     }
 
+    /// The current contents of a state value (KV caches), read back from the device: for tests
+    /// and debugging, like the reference's `Interpreter::state`.
+    pub fn read_state(&self, id: ValueId) -> R<HostTensor> {
+        let v = self.payload.values.get(id as usize).ok_or_else(|| format!("value {id} does not exist"))?;
+        if !matches!(v.kind, ValueKind::State { .. }) {
+            return Err(format!("{} is not a state value", describe(v, id)));
+        }
+        let dims: Vec<usize> = max_dims(&self.payload, v).iter().map(|&d| d as usize).collect();
+        let bytes = (data::words(v.meta.dtype, dims.iter().product()) * 4) as u64;
+        let (dev, queue) = (&self.gpu.device, &self.gpu.queue);
+        let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
+        let staging = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("state readback"),
+            size: bytes.max(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("state readback") });
+        if bytes > 0 {
+            enc.copy_buffer_to_buffer(self.buffer(id)?, 0, &staging, 0, bytes);
+        }
+        queue.submit([enc.finish()]);
+        let slice = staging.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        dev.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| format!("adapter {}: {e}", self.gpu.info))?;
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(format!("adapter {}: reading {} failed: {e}", self.gpu.info, describe(v, id)));
+        }
+        rx.recv()
+            .map_err(|_| format!("adapter {}: readback was dropped", self.gpu.info))?
+            .map_err(|e| format!("adapter {}: cannot read {} back: {e}", self.gpu.info, describe(v, id)))?;
+        let view = slice.get_mapped_range().map_err(|e| format!("adapter {}: {e}", self.gpu.info))?;
+        let words: Vec<u32> = view.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        drop(view);
+        staging.unmap();
+        Ok(data::words_to_tensor(v.meta.dtype, &dims, &words))
+    }
+
     /// Device bytes of all activation buffers (shared by liveness), for diagnostics.
     pub fn activation_bytes(&self) -> u64 {
         self.activation_bytes

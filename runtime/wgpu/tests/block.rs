@@ -80,6 +80,30 @@ fn transformer_block_over_three_calls_matches_the_reference() {
     }
 }
 
+/// After three calls the KV caches on the device hold exactly the reference's values (f16
+/// caches: the same f16 values).
+#[test]
+fn kv_caches_equal_the_reference_state() {
+    let Some(gpu) = gpu() else { return };
+    for dt in [DType::F32, DType::F16] {
+        let b = block(dt);
+        let mut reference = b.reference().unwrap();
+        let mut program = b.program(&gpu).unwrap();
+        for inputs in calls(dt) {
+            reference.run(&inputs).unwrap();
+            program.run(&inputs).unwrap();
+        }
+        for name in ["k_cache", "v_cache"] {
+            let id = b.p.values.iter().position(|v| v.name == name).unwrap() as ValueId;
+            let got = program.read_state(id).unwrap();
+            let want = reference.state(id).unwrap();
+            close(&got, want, if dt == DType::F32 { 1e-4 } else { 1e-2 }, &format!("{name} {dt:?}"));
+        }
+        let err = program.read_state(0).unwrap_err();
+        assert!(err.contains("not a state value"), "{err}");
+    }
+}
+
 #[test]
 fn activation_buffers_are_shared_by_liveness() {
     let Some(gpu) = gpu() else { return };
