@@ -131,13 +131,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     for (var c = lid; c < d; c += 64u) { qs[c] = ld_q(qo + c, p(9u)); }
     workgroupBarrier();
     let scale = pf(8u);
-    var m = bitcast<f32>(0xff800000u);
+    // Finite floors rather than -inf: Metal compiles with fast math, which assumes no
+    // infinities; exp(floor - max) still underflows to 0.
+    var m = -3.0e38;
     var l = 0.0;
     var acc: array<f32, 8>;
     for (var r = 0u; r < 8u; r++) { acc[r] = 0.0; }
     for (var c0 = 0u; c0 < n; c0 += 64u) {
         let j = c0 + lid;
-        var s = bitcast<f32>(0xff800000u);
+        var s = -3.0e38;
         if (j < n) {
             let ko = ((b * lk + j) * hkv + kh) * d;
             var dot = 0.0;
