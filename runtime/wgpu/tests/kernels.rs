@@ -473,3 +473,25 @@ fn shape_ops_on_integers_and_bools() {
     let b = single(Op::Slice { dim: 1, start: 1, end: 3, step: 1 }, &[(DType::I64, vec![2, 3])], DType::I64, &[2, 2]);
     check(&b, vec![ints(&[2, 3], vec![1, 2, 3, 4, 5, 6])], 0.0, "slice i64");
 }
+
+/// Grids past 65535 workgroups in x fold into y: elementwise (16.8M elements), one workgroup
+/// per row (70000 rows), GEMV (70000 columns).
+#[test]
+fn grids_past_the_per_dimension_limit() {
+    let mut rng = Rng(16);
+    let n = 65535 * 256 + 1000;
+    let b = single(Op::Unary(UnaryOp::Neg), &[(DType::F32, vec![n])], DType::F32, &[n]);
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    if !check(&b, vec![tensor(DType::F32, &[n], x)], 0.0, "neg over 16.8M elements") {
+        return;
+    }
+    let rows = 70_000;
+    let b = single(Op::Softmax { dim: -1 }, &[(DType::F32, vec![rows, 3])], DType::F32, &[rows, 3]);
+    check(&b, vec![rand_input(&mut rng, DType::F32, &[rows, 3])], 1e-5, "softmax over 70000 rows");
+    let mut b = B::default();
+    let x = b.input("x", DType::F32, &fx(&[1, 3]));
+    let w = b.cf("w", DType::F16, &[rows, 3], &rng.vec(rows * 3));
+    let o = b.op(Op::Linear { weight_transposed: false }, &[x, w], "y", DType::F32, &fx(&[1, rows]));
+    b.out(o);
+    check(&b, vec![rand_input(&mut rng, DType::F32, &[1, 3])], 1e-5, "gemv over 70000 columns");
+}
