@@ -338,7 +338,8 @@ pub struct GpuProgram {
     gpu: GpuDevice,
     payload: Payload,
     pipelines: std::sync::Arc<Pipelines>,
-    /// Device buffer of each value (`None`: quantized constants, not supported yet).
+    /// Device buffer of each value (activations share them by liveness; reshape outputs alias
+    /// their input through `storage_of`). `None` only for a value no op produces.
     buffers: Vec<Option<wgpu::Buffer>>,
     /// The buffer a value's elements live in (reshape outputs alias their input).
     storage_of: Vec<ValueId>,
