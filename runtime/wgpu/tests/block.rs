@@ -274,3 +274,36 @@ fn mutated_blocks_error_without_panicking_and_agree_with_the_reference() {
     assert!(mismatched.is_empty(), "{} disagreement(s):\n{}", mismatched.len(), mismatched.join("\n"));
     assert!(errors > 30, "only {errors} mutations were rejected");
 }
+
+/// f16 in and out, plus an i32 output, through `KernelArgs`: the backend's byte encodings.
+#[test]
+fn backend_f16_and_integer_io() {
+    let Some(gpu) = gpu() else { return };
+    let mut b = B::default();
+    let x = b.input("x", DType::F16, &fx(&[5]));
+    let pos = b.input("pos", DType::I32, &[]);
+    let y = b.op(Op::Unary(UnaryOp::Neg), &[x], "y", DType::F16, &fx(&[5]));
+    let ids = b.op(Op::Positions, &[pos], "ids", DType::I32, &fx(&[3]));
+    b.out(y);
+    b.out(ids);
+    let blob = b.p.to_bytes().unwrap();
+    let named = |k: &str| b.named.get(k).map(|v| v.as_slice());
+    let backend = WgpuGpuBackend::new(gpu);
+    let handle = backend.init(&BackendInitContext { named_data: &named }, &blob, &[]).unwrap_or_else(|e| panic!("{e}"));
+    HANDLE.with(|h| *h.borrow_mut() = Some(handle));
+    let mut hn = OpHarness::new();
+    let xs: Vec<half::f16> = [1.5f32, -2.0, 0.25, 65504.0, -0.0].iter().map(|&v| half::f16::from_f32(v)).collect();
+    let xi = hn.tensor(ScalarType::Half, &[5], &xs);
+    let pi = hn.tensor(ScalarType::Int, &[], &[7i32]);
+    let yo = hn.out(ScalarType::Half, &[5]);
+    let io = hn.out(ScalarType::Int, &[3]);
+    hn.call(call_handle, &[xi, pi, yo, io]).unwrap();
+    let want: Vec<half::f16> = xs.iter().map(|v| -*v).collect();
+    assert_eq!(hn.read::<half::f16>(yo), want);
+    assert_eq!(hn.read::<i32>(io), vec![7, 8, 9]);
+    // The program's output dtype must be the payload's.
+    let wrong = hn.out(ScalarType::Float, &[5]);
+    let err = hn.call(call_handle, &[xi, pi, wrong, io]).unwrap_err();
+    assert!(err.message.contains("output 0") && err.message.contains("f32") && err.message.contains("f16"), "{}", err.message);
+    HANDLE.with(|h| *h.borrow_mut() = None);
+}
