@@ -143,7 +143,8 @@ impl GpuDevice {
         let limits = adapter.limits();
         let desc = wgpu::DeviceDescriptor {
             label: Some("rbuild-gpu"),
-            required_features: wgpu::Features::empty(),
+            // Only what profiling can use (`GpuProgram::set_profiling`); kernels need nothing.
+            required_features: adapter.features() & wgpu::Features::TIMESTAMP_QUERY,
             required_limits: limits.clone(),
             ..Default::default()
         };

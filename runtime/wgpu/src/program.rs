@@ -41,6 +41,19 @@ pub(crate) struct Dispatch {
     /// Slot of this dispatch's grid in the indirect buffer when an `if_zero` computed on the
     /// device guards it.
     pub indirect: Option<u32>,
+    /// The op it belongs to (profiles).
+    pub op: usize,
+}
+
+/// GPU time of one dispatch of the last profiled run (see [`GpuProgram::set_profiling`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DispatchTime {
+    /// Op index and name in the payload.
+    pub op: usize,
+    pub op_name: &'static str,
+    /// The shader file.
+    pub kernel: &'static str,
+    pub nanos: f64,
 }
 
 pub(crate) fn describe(v: &ValueDef, id: ValueId) -> String {
@@ -258,7 +271,7 @@ impl Plan<'_> {
                 }
                 _ => None,
             };
-            self.dispatches.push(Dispatch { kernel, params, binds, groups, indirect });
+            self.dispatches.push(Dispatch { kernel, params, binds, groups, indirect, op: self.index });
         }
     }
 }
@@ -359,6 +372,8 @@ pub struct GpuProgram {
     bind_groups: std::collections::HashMap<(usize, Kernel, Vec<Bind>), wgpu::BindGroup>,
     /// The readback buffer of earlier runs, reused while it is large enough.
     readback: Option<wgpu::Buffer>,
+    profiling: bool,
+    profile: Vec<DispatchTime>,
 }
 
 impl GpuProgram {
@@ -524,6 +539,8 @@ impl GpuProgram {
             activation_bytes,
             bind_groups: Default::default(),
             readback: None,
+            profiling: false,
+            profile: Vec::new(),
         })
     }
 
@@ -639,6 +656,22 @@ impl GpuProgram {
         Ok(data::words_to_tensor(v.meta.dtype, &dims, &words))
     }
 
+    /// Records GPU timestamps around every dispatch of the following runs (one compute pass per
+    /// dispatch, so slower: for diagnosis only); see [`GpuProgram::last_profile`]. Needs the
+    /// adapter's `TIMESTAMP_QUERY`.
+    pub fn set_profiling(&mut self, on: bool) -> R {
+        if on && !self.gpu.device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+            return Err(format!("adapter {} has no TIMESTAMP_QUERY: cannot profile", self.gpu.info));
+        }
+        self.profiling = on;
+        Ok(())
+    }
+
+    /// Per-dispatch GPU times of the last run made with profiling on (empty otherwise).
+    pub fn last_profile(&self) -> &[DispatchTime] {
+        &self.profile
+    }
+
     /// Device bytes of all activation buffers (shared by liveness), for diagnostics.
     pub fn activation_bytes(&self) -> u64 {
         self.activation_bytes
@@ -740,6 +773,7 @@ impl GpuProgram {
                             binds: vec![Bind::Value(flag), Bind::Indirect],
                             groups: [1, 1, 1],
                             indirect: None,
+                            op: index,
                         });
                         gate = Some((plan.dispatches.len() - 1, plan.indirect_slots));
                         plan.guard_until = Some(index + count as usize);
@@ -832,23 +866,54 @@ impl GpuProgram {
         }
         let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("rbuild-gpu run") });
         enc.clear_buffer(&self.status, 0, None);
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("ops"), timestamp_writes: None });
-            for (k, d) in dispatches.iter().enumerate() {
-                let pipeline = self.pipelines.get(d.kernel);
-                let key = (k, d.kernel, d.binds.clone());
-                if !self.bind_groups.contains_key(&key) {
-                    let bg = self.bind_group(k, d)?;
-                    self.bind_groups.insert(key.clone(), bg);
-                }
-                let bg = &self.bind_groups[&key];
-                pass.set_pipeline(pipeline);
-                pass.set_bind_group(0, bg, &[]);
-                match d.indirect {
-                    Some(slot) => pass.dispatch_workgroups_indirect(&self.indirect, slot as u64 * 12),
-                    None => pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]),
+        for (k, d) in dispatches.iter().enumerate() {
+            let key = (k, d.kernel, d.binds.clone());
+            if !self.bind_groups.contains_key(&key) {
+                let bg = self.bind_group(k, d)?;
+                self.bind_groups.insert(key, bg);
+            }
+        }
+        let record = |pass: &mut wgpu::ComputePass<'_>, k: usize, d: &Dispatch| {
+            pass.set_pipeline(self.pipelines.get(d.kernel));
+            pass.set_bind_group(0, &self.bind_groups[&(k, d.kernel, d.binds.clone())], &[]);
+            match d.indirect {
+                Some(slot) => pass.dispatch_workgroups_indirect(&self.indirect, slot as u64 * 12),
+                None => pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]),
+            }
+        };
+        // Profiling: one pass per dispatch with timestamps at its start and end.
+        let queries = (self.profiling && !dispatches.is_empty()).then(|| {
+            let n = (dispatches.len() * 2) as u32;
+            let set = dev.create_query_set(&wgpu::QuerySetDescriptor { label: Some("profile"), ty: wgpu::QueryType::Timestamp, count: n });
+            let resolve = dev.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("profile resolve"),
+                size: n as u64 * 8,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            (set, resolve, n)
+        });
+        match &queries {
+            Some((set, _, _)) => {
+                for (k, d) in dispatches.iter().enumerate() {
+                    let writes = wgpu::ComputePassTimestampWrites {
+                        query_set: set,
+                        beginning_of_pass_write_index: Some(2 * k as u32),
+                        end_of_pass_write_index: Some(2 * k as u32 + 1),
+                    };
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: Some(writes) });
+                    record(&mut pass, k, d);
                 }
             }
+            None => {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("ops"), timestamp_writes: None });
+                for (k, d) in dispatches.iter().enumerate() {
+                    record(&mut pass, k, d);
+                }
+            }
+        }
+        if let Some((set, resolve, n)) = &queries {
+            enc.resolve_query_set(set, 0..*n, resolve, 0);
         }
         // One readback buffer: the outputs, then the status words.
         let mut offsets = Vec::with_capacity(out_dims.len());
@@ -860,7 +925,8 @@ impl GpuProgram {
             total += bytes;
         }
         let status_bytes = (self.payload.ops.len().max(1) * 4) as u64;
-        let need = total + status_bytes;
+        let profile_bytes = queries.as_ref().map_or(0, |q| q.2 as u64 * 8);
+        let need = total + status_bytes + profile_bytes;
         let readback = match self.readback.take() {
             Some(b) if b.size() >= need => b,
             _ => dev.create_buffer(&wgpu::BufferDescriptor {
@@ -876,6 +942,9 @@ impl GpuProgram {
             }
         }
         enc.copy_buffer_to_buffer(&self.status, 0, &readback, total, status_bytes);
+        if let Some((_, resolve, _)) = &queries {
+            enc.copy_buffer_to_buffer(resolve, 0, &readback, total + status_bytes, profile_bytes);
+        }
         queue.submit([enc.finish()]);
         let slice = readback.slice(..need);
         let (tx, rx) = std::sync::mpsc::channel();
@@ -895,7 +964,22 @@ impl GpuProgram {
         drop(view);
         readback.unmap();
         self.readback = Some(readback);
-        let status = &words[(total / 4) as usize..];
+        let status = &words[(total / 4) as usize..((total + status_bytes) / 4) as usize];
+        self.profile.clear();
+        if queries.is_some() {
+            let ticks = &words[((total + status_bytes) / 4) as usize..];
+            let period = queue.get_timestamp_period() as f64;
+            for (k, d) in dispatches.iter().enumerate() {
+                let at = |i: usize| ticks[2 * i] as u64 | (ticks[2 * i + 1] as u64) << 32;
+                let (t0, t1) = (at(2 * k), at(2 * k + 1));
+                self.profile.push(DispatchTime {
+                    op: d.op,
+                    op_name: self.payload.ops[d.op].op.name(),
+                    kernel: crate::shaders::file_of(d.kernel),
+                    nanos: t1.saturating_sub(t0) as f64 * period,
+                });
+            }
+        }
         if let Some((index, &code)) = status.iter().enumerate().find(|(_, &c)| c != 0) {
             let node = &self.payload.ops[index];
             let why = match code {

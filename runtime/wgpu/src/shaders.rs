@@ -39,6 +39,11 @@ pub(crate) const SHADERS: &[(Kernel, &str, &str)] = &[
     (Kernel::Gate, "gate.wgsl", include_str!("../shaders/gate.wgsl")),
 ];
 
+/// The shader file of a kernel.
+pub(crate) fn file_of(k: Kernel) -> &'static str {
+    SHADERS.iter().find(|s| s.0 == k).map_or("?", |s| s.1)
+}
+
 pub(crate) struct Pipelines {
     map: HashMap<Kernel, wgpu::ComputePipeline>,
 }

@@ -307,3 +307,31 @@ fn backend_f16_and_integer_io() {
     assert!(err.message.contains("output 0") && err.message.contains("f32") && err.message.contains("f16"), "{}", err.message);
     HANDLE.with(|h| *h.borrow_mut() = None);
 }
+
+/// With profiling on, every dispatch of a run gets a GPU time tagged with its op and shader, and
+/// the results are unchanged.
+#[test]
+fn profiling_times_every_dispatch() {
+    let Some(gpu) = gpu() else { return };
+    let b = block(DType::F32);
+    let mut program = b.program(&gpu).unwrap();
+    if let Err(e) = program.set_profiling(true) {
+        eprintln!("notice: {e}; skipping");
+        return;
+    }
+    let mut reference = b.reference().unwrap();
+    for inputs in calls(DType::F32) {
+        let want = reference.run(&inputs).unwrap();
+        let got = program.run(&inputs).unwrap();
+        close(&got[0], &want[0], 1e-4, "profiled run");
+        let profile = program.last_profile();
+        // One dispatch per op except the reshapes (aliases).
+        let expected = b.p.ops.iter().filter(|n| !matches!(n.op, Op::Reshape)).count();
+        assert_eq!(profile.len(), expected, "{profile:?}");
+        assert!(profile.iter().all(|t| t.nanos >= 0.0 && t.op < b.p.ops.len()));
+        assert!(profile.iter().any(|t| t.op_name == "attention" && t.kernel == "attention.wgsl"));
+    }
+    program.set_profiling(false).unwrap();
+    program.run(&calls(DType::F32)[0]).unwrap();
+    assert!(program.last_profile().is_empty());
+}
