@@ -30,6 +30,8 @@ pub(crate) enum Bind {
     Indirect,
     /// The constant table an op built at init (`rope` frequencies), by op index.
     OpTable(usize),
+    /// Scratch for split-key attention's partial results.
+    Scratch,
 }
 
 /// One kernel launch of a run.
@@ -357,6 +359,8 @@ pub struct GpuProgram {
     /// The buffer a value's elements live in (reshape outputs alias their input).
     storage_of: Vec<ValueId>,
     dummy: wgpu::Buffer,
+    /// Split-key attention partials (see ops/attention.rs), sized for the largest split.
+    scratch: wgpu::Buffer,
     status: wgpu::Buffer,
     params: wgpu::Buffer,
     params_cap: usize,
@@ -499,6 +503,7 @@ impl GpuProgram {
             })
         };
         let dummy = small("dummy", 16);
+        let scratch = small("attention partials", ops::attention_scratch_bytes(payload).max(16));
         let status = small("status", (payload.ops.len().max(1) * 4) as u64);
         let params_cap = (payload.ops.len().max(1) * 2) * PARAM_BYTES;
         let params = Self::params_buffer(gpu, params_cap);
@@ -529,6 +534,7 @@ impl GpuProgram {
             buffers,
             storage_of,
             dummy,
+            scratch,
             status,
             params,
             params_cap,
@@ -813,6 +819,7 @@ impl GpuProgram {
             let buffer = match b {
                 Bind::Value(id) => self.buffer(*id)?,
                 Bind::Dummy => &self.dummy,
+                Bind::Scratch => &self.scratch,
                 Bind::Status => &self.status,
                 Bind::Indirect => &self.indirect,
                 Bind::OpTable(op) => self.op_tables[*op].as_ref().ok_or_else(|| format!("op {op} has no table"))?,

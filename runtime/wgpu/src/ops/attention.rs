@@ -2,7 +2,7 @@
 //! when a position is a delegate input its value is also checked on the host, with the
 //! reference's errors.
 
-use rbuild_runtime::backends::gpu::payload::ValueId;
+use rbuild_runtime::backends::gpu::payload::{Dim, Op, Payload, ValueId};
 
 use super::{numel, params, w32, R};
 use crate::program::{Bind, Plan};
@@ -10,6 +10,41 @@ use crate::shaders::Kernel;
 
 /// Largest value head dim the kernel holds in registers (8 per thread × 64 threads).
 const MAX_DV: usize = 512;
+/// Keys are split across workgroups only when a call has at most this many (batch, row, head)
+/// rows (decode), so the scratch for partials stays small.
+const SPLIT_MAX_ROWS: usize = 64;
+/// At most this many key ranges per row, each of at least `SPLIT_MIN_KEYS` keys.
+const SPLIT_MAX: usize = 16;
+const SPLIT_MIN_KEYS: usize = 128;
+
+/// How many key ranges a call with `rows` (batch × query rows × heads) and `lk` keys uses: one
+/// workgroup per row leaves most of a GPU idle in decode, so long caches are split.
+fn splits(rows: usize, lk: usize) -> usize {
+    if rows > SPLIT_MAX_ROWS {
+        1
+    } else {
+        (lk / SPLIT_MIN_KEYS).clamp(1, SPLIT_MAX)
+    }
+}
+
+/// Bytes of split-attention scratch the payload can need: partial records of
+/// `[max, sum, Dv values]` for up to `SPLIT_MAX_ROWS × SPLIT_MAX` workgroups.
+pub(crate) fn attention_scratch_bytes(payload: &Payload) -> u64 {
+    payload
+        .ops
+        .iter()
+        .filter(|n| matches!(n.op, Op::Attention { .. }))
+        .filter_map(|n| {
+            let v = &payload.values[*n.inputs.get(2)? as usize];
+            let dv = match v.meta.dims.last()? {
+                Dim::Fixed(d) => *d,
+                Dim::Symbol(s) => payload.symbols.get(*s as usize)?.max,
+            };
+            Some((SPLIT_MAX_ROWS * SPLIT_MAX) as u64 * (dv.min(MAX_DV as u64) + 2) * 4)
+        })
+        .max()
+        .unwrap_or(0)
+}
 
 pub(crate) fn attention(plan: &mut Plan<'_>, ins: &[ValueId], causal: bool, scale: f32, heads: usize, kv_heads: usize) -> R {
     let qd = plan.float_dims(ins[0])?;
@@ -42,7 +77,8 @@ pub(crate) fn attention(plan: &mut Plan<'_>, ins: &[ValueId], causal: bool, scal
     }
     plan.float_out()?;
     let max = plan.max_groups as usize;
-    if h > max || lq > max || b > max {
+    let split = splits(b * lq * h, lk);
+    if h > max || lq > max || b * split > max {
         return Err(format!("q {qd:?} exceeds the adapter's dispatch limit"));
     }
     let mut p = params();
@@ -62,6 +98,7 @@ pub(crate) fn attention(plan: &mut Plan<'_>, ins: &[ValueId], causal: bool, scal
     p[12] = plan.code(out);
     p[13] = plan.index as u32;
     p[14] = dv as u32;
+    p[15] = split as u32;
     plan.put(vec![b, lq, h, dv])?;
     let binds = vec![
         Bind::Value(ins[0]),
@@ -70,8 +107,19 @@ pub(crate) fn attention(plan: &mut Plan<'_>, ins: &[ValueId], causal: bool, scal
         pos.map_or(Bind::Dummy, Bind::Value),
         Bind::Value(out),
         Bind::Status,
+        Bind::Scratch,
     ];
-    plan.dispatch(Kernel::Attention, p, binds, [h as u32, lq as u32, b as u32]);
+    plan.dispatch(Kernel::Attention, p, binds, [h as u32, lq as u32, (b * split) as u32]);
+    if split > 1 {
+        let n = b * lq * h * dv;
+        let mut c = params();
+        c[0] = w32(n, "elements")?;
+        c[1] = dv as u32;
+        c[2] = split as u32;
+        c[3] = plan.code(out);
+        let grid = plan.grid(n, 256)?;
+        plan.dispatch(Kernel::AttentionCombine, c, vec![Bind::Scratch, Bind::Value(out)], grid);
+    }
     Ok(())
 }
 

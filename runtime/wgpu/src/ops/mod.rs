@@ -15,7 +15,7 @@ use crate::program::{Plan, PARAM_WORDS};
 
 pub(crate) type R<T = ()> = Result<T, String>;
 
-pub(crate) use attention::rope_table;
+pub(crate) use attention::{attention_scratch_bytes, rope_table};
 
 /// Zeroed parameter words of one dispatch.
 pub(crate) fn params() -> [u32; PARAM_WORDS] {
