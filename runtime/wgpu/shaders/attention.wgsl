@@ -4,8 +4,12 @@
 // With a position (read on the device) row i attends keys `0..pos+i+1` (causal) or
 // `0..pos+Lq`; without, `0..min(i+1, Lk)` (causal) or all `Lk`.
 //
+// Split keys (few query rows, long caches, e.g. decode): with S = params[15] > 1 the keys of a
+// row are cut into S ranges handled by S workgroups (z = b·S + s), each writing its running max,
+// sum and unnormalized output to PART; attention_combine.wgsl merges them.
+//
 // Params: 0 B, 1 Lq, 2 H, 3 Hkv, 4 D, 5 Lk, 6 causal, 7 has position, 8 scale (f32 bits),
-// 9 dtype Q, 10 dtype K, 11 dtype V, 12 dtype OUT, 13 op index, 14 Dv (<= 512).
+// 9 dtype Q, 10 dtype K, 11 dtype V, 12 dtype OUT, 13 op index, 14 Dv (<= 512), 15 splits S.
 // Device dtype codes: 1 f32, 2 f16, 3 bf16 (packed halves in u32 words), 4 i32 (i32/i64
 // tensors), 6 bool (u32).
 
@@ -17,6 +21,7 @@ struct Params { w: array<vec4<u32>, 16> }
 @group(0) @binding(4) var<storage, read> POS: array<u32>;
 @group(0) @binding(5) var<storage, read_write> OUT: array<atomic<u32>>;
 @group(0) @binding(6) var<storage, read_write> STATUS: array<atomic<u32>>;
+@group(0) @binding(7) var<storage, read_write> PART: array<f32>;
 
 fn p(i: u32) -> u32 { return P.w[i / 4u][i % 4u]; }
 fn pf(i: u32) -> f32 { return bitcast<f32>(p(i)); }
@@ -107,7 +112,9 @@ fn reduce64(lid: u32, v: f32, is_max: bool) -> f32 {
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let h = wg.x;
     let i = wg.y;
-    let b = wg.z;
+    let splits = max(p(15u), 1u);
+    let b = wg.z / splits;
+    let split = wg.z % splits;
     let lq = p(1u);
     let nh = p(2u);
     let hkv = p(3u);
@@ -131,14 +138,20 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     for (var c = lid; c < d; c += 64u) { qs[c] = ld_q(qo + c, p(9u)); }
     workgroupBarrier();
     let scale = pf(8u);
-    var m = bitcast<f32>(0xff800000u);
+    // Finite floors rather than -inf: Metal compiles with fast math, which assumes no
+    // infinities; exp(floor - max) still underflows to 0.
+    var m = -3.0e38;
     var l = 0.0;
     var acc: array<f32, 8>;
     for (var r = 0u; r < 8u; r++) { acc[r] = 0.0; }
-    for (var c0 = 0u; c0 < n; c0 += 64u) {
+    // This workgroup's keys: all of 0..n, or its share of them when split.
+    let per = (n + splits - 1u) / splits;
+    let k_begin = min(split * per, n);
+    let k_end = min(k_begin + per, n);
+    for (var c0 = k_begin; c0 < k_end; c0 += 64u) {
         let j = c0 + lid;
-        var s = bitcast<f32>(0xff800000u);
-        if (j < n) {
+        var s = -3.0e38;
+        if (j < k_end) {
             let ko = ((b * lk + j) * hkv + kh) * d;
             var dot = 0.0;
             for (var c = 0u; c < d; c++) { dot += qs[c] * ld_k(ko + c, p(10u)); }
@@ -147,11 +160,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let m_new = max(m, reduce64(lid, s, true));
         let corr = exp(m - m_new);
         var e = 0.0;
-        if (j < n) { e = exp(s - m_new); }
+        if (j < k_end) { e = exp(s - m_new); }
         ps[lid] = e;
         l = l * corr + reduce64(lid, e, false);
         m = m_new;
-        let cnt = min(64u, n - c0);
+        let cnt = min(64u, k_end - c0);
         for (var r = 0u; r < 8u; r++) {
             let c = lid + r * 64u;
             if (c < dv) {
@@ -163,6 +176,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
         workgroupBarrier();
+    }
+    if (splits > 1u) {
+        // Partial record [max, sum, acc[0..dv]] of (b, i, h, split).
+        let at = (((b * lq + i) * nh + h) * splits + split) * (dv + 2u);
+        if (lid == 0u) {
+            PART[at] = m;
+            PART[at + 1u] = l;
+        }
+        for (var r = 0u; r < 8u; r++) {
+            let c = lid + r * 64u;
+            if (c < dv) { PART[at + 2u + c] = acc[r]; }
+        }
+        return;
     }
     let oo = ((b * lq + i) * nh + h) * dv;
     for (var r = 0u; r < 8u; r++) {

@@ -46,7 +46,8 @@ fn ld_b(i: u32, dt: u32) -> f32 {
         case 6u: { return f32(B[i]); }
         case 16u: {
             let c = p(40u);
-            let q = extractBits(bitcast<i32>(B[i >> 2u]), (i & 3u) * 8u, 8u);
+            // Sign-extend byte i % 4 with shifts (extractBits needs MSL 1.2).
+            let q = bitcast<i32>(B[i >> 2u] << (24u - (i & 3u) * 8u)) >> 24u;
             return f32(q) * qscale(i / c, i % c);
         }
         case 17u: {
@@ -55,7 +56,7 @@ fn ld_b(i: u32, dt: u32) -> f32 {
             let r = i / c;
             let col = i % c;
             let byte = r * ((c + 1u) / 2u) + col / 2u;
-            let q = extractBits(bitcast<i32>(B[byte >> 2u]), (byte & 3u) * 8u + (col & 1u) * 4u, 4u);
+            let q = bitcast<i32>(B[byte >> 2u] << (28u - (byte & 3u) * 8u - (col & 1u) * 4u)) >> 28u;
             return f32(q) * qscale(r, col);
         }
         default: { return bitcast<f32>(B[i]); }

@@ -1,9 +1,15 @@
 // `rope`: rotary embedding of `x [B, L, H, D]`, positions `POS[0] + l` read on the device.
-// One thread per rotated pair. Pairs are (2i, 2i+1) when interleaved, else (i, i + D/2);
-// the angle of pair i at position p is p · theta^(-2i/D).
+// One thread per rotated pair. Pairs are (2i, 2i+1) when interleaved, else (i, i + D/2); the
+// angle of pair i at position p is p · theta^(-2i/D).
 //
-// Params: 0 pairs (B·L·H·D/2), 1 L, 2 H, 3 D, 4 interleaved, 5 theta (f32 bits), 6 dtype X,
-// 7 dtype OUT, 8 op index.
+// Accuracy: the angle is reduced to turns exactly enough for long contexts. FREQ holds, per
+// pair, g = theta^(-2i/D) / 2π (computed in f64 on the host) split as g0 + g1 + g2 with g0 and
+// g1 of 12 significant bits each; with p = ph + pl (pl = its low 12 bits) every product of ph or
+// pl with g0 or g1 is exact in f32, so their fractional parts are exact, and only p·g2 (about
+// 2^-24 of the angle) rounds. sin/cos then see an argument in [-π, π]. Positions below 2^24.
+//
+// Params: 0 pairs (B·L·H·D/2), 1 L, 2 H, 3 D, 4 interleaved, 5 unused, 6 dtype X, 7 dtype OUT,
+// 8 op index.
 // Device dtype codes: 1 f32, 2 f16, 3 bf16 (packed halves in u32 words), 4 i32 (i32/i64
 // tensors), 6 bool (u32).
 
@@ -13,6 +19,7 @@ struct Params { w: array<vec4<u32>, 16> }
 @group(0) @binding(2) var<storage, read> POS: array<u32>;
 @group(0) @binding(3) var<storage, read_write> OUT: array<atomic<u32>>;
 @group(0) @binding(4) var<storage, read_write> STATUS: array<atomic<u32>>;
+@group(0) @binding(5) var<storage, read> FREQ: array<f32>;
 
 fn p(i: u32) -> u32 { return P.w[i / 4u][i % 4u]; }
 fn pf(i: u32) -> f32 { return bitcast<f32>(p(i)); }
@@ -74,9 +81,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         atomicMax(&STATUS[p(8u)], 1u);
         return;
     }
-    let pos = f32(u32(start) + (row / p(2u)) % p(1u));
-    let inv_freq = exp2(-(2.0 * f32(i) / f32(d)) * log2(pf(5u)));
-    let a = pos * inv_freq;
+    let pos = u32(start) + (row / p(2u)) % p(1u);
+    let pl = pos & 0xfffu;
+    let ph = pos - pl;
+    let g0 = FREQ[3u * i];
+    let g1 = FREQ[3u * i + 1u];
+    let g2 = FREQ[3u * i + 2u];
+    let fh = f32(ph);
+    let fl = f32(pl);
+    let exact = (fract(fh * g0) + fract(fl * g0)) + (fract(fh * g1) + fract(fl * g1));
+    let turns_raw = fract(exact) + fract(f32(pos) * g2);
+    var turns = fract(turns_raw);
+    if (turns > 0.5) { turns -= 1.0; }
+    let a = turns * 6.283185307179586;
     let c = cos(a);
     let s = sin(a);
     var i0 = row * d + i;

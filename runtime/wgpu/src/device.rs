@@ -1,6 +1,9 @@
 //! Adapter selection: the wgpu instance, adapter, device and queue a [`crate::GpuProgram`] runs on.
 
 use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use crate::shaders::Pipelines;
 
 /// Which adapter to use. The runners' `--device cpu` is handled by the caller (the CPU
 /// reference interpreter); everything else lands here.
@@ -11,7 +14,8 @@ pub enum DeviceChoice {
     Auto,
     /// A hardware GPU only (discrete, integrated or virtual); CPU adapters are refused.
     Gpu,
-    /// The first adapter whose name contains this text (case-insensitive).
+    /// The best adapter whose name contains this text, or whose backend is this word (`vulkan`,
+    /// `metal`, `dx12`), case-insensitive.
     Named(String),
 }
 
@@ -55,23 +59,30 @@ fn summary(a: &wgpu::Adapter) -> AdapterSummary {
     }
 }
 
-fn instance() -> Result<wgpu::Instance, String> {
+/// The wgpu instance, and the backends it tries (compiled in, and allowed by `WGPU_BACKEND`)
+/// for the error message when it finds nothing.
+fn instance() -> Result<(wgpu::Instance, String), String> {
+    let compiled = wgpu::Instance::enabled_backend_features();
     // `Instance::new` panics when no backend is compiled in for this target; report it instead.
-    if wgpu::Instance::enabled_backend_features().is_empty() {
+    if compiled.is_empty() {
         return Err("no GPU adapter found (no wgpu backend is compiled in for this target)".into());
     }
-    Ok(wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env()))
-}
-
-fn backends_tried() -> String {
-    let b = wgpu::Instance::enabled_backend_features();
-    let names: Vec<String> = b.iter().map(|x| format!("{x:?}")).collect();
-    names.join(", ")
+    let desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    let tried = desc.backends & compiled;
+    let mut names: Vec<String> = tried.iter_names().map(|(n, _)| n.to_lowercase()).collect();
+    if names.is_empty() {
+        names.push("none".into());
+    }
+    let mut tried = names.join(", ");
+    if let Ok(env) = std::env::var("WGPU_BACKEND") {
+        tried.push_str(&format!("; WGPU_BACKEND={env}"));
+    }
+    Ok((wgpu::Instance::new(desc), tried))
 }
 
 /// Every adapter wgpu can see, for diagnostics.
 pub fn list_adapters() -> Result<Vec<AdapterSummary>, String> {
-    let inst = instance()?;
+    let (inst, _) = instance()?;
     Ok(pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all())).iter().map(summary).collect())
 }
 
@@ -82,6 +93,9 @@ pub struct GpuDevice {
     pub(crate) queue: wgpu::Queue,
     pub(crate) info: AdapterSummary,
     pub(crate) limits: wgpu::Limits,
+    /// The compiled kernels, built by the first program on this device and shared by the rest
+    /// (a model's methods, a test's many programs).
+    pub(crate) pipelines: Arc<OnceLock<Result<Arc<Pipelines>, String>>>,
 }
 
 impl fmt::Debug for GpuDevice {
@@ -104,10 +118,10 @@ impl GpuDevice {
     /// Opens the adapter `choice` selects, with the adapter's own limits (large storage
     /// buffers) and no optional features.
     pub fn new(choice: &DeviceChoice) -> Result<GpuDevice, String> {
-        let inst = instance()?;
+        let (inst, tried) = instance()?;
         let mut adapters = pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all()));
         if adapters.is_empty() {
-            return Err(format!("no GPU adapter found (wgpu backends tried: {})", backends_tried()));
+            return Err(format!("no GPU adapter found (wgpu backends tried: {tried})"));
         }
         adapters.sort_by_key(rank);
         let all: Vec<String> = adapters.iter().map(|a| summary(a).to_string()).collect();
@@ -116,7 +130,10 @@ impl GpuDevice {
             DeviceChoice::Gpu => adapters.into_iter().find(|a| rank(a) <= 2),
             DeviceChoice::Named(n) => {
                 let n = n.to_lowercase();
-                adapters.into_iter().find(|a| a.get_info().name.to_lowercase().contains(&n))
+                adapters.into_iter().find(|a| {
+                    let info = a.get_info();
+                    info.name.to_lowercase().contains(&n) || format!("{:?}", info.backend).to_lowercase() == n
+                })
             }
         };
         let Some(adapter) = adapter else {
@@ -126,17 +143,27 @@ impl GpuDevice {
         let limits = adapter.limits();
         let desc = wgpu::DeviceDescriptor {
             label: Some("rbuild-gpu"),
-            required_features: wgpu::Features::empty(),
+            // Only what profiling can use (`GpuProgram::set_profiling`); kernels need nothing.
+            required_features: adapter.features() & wgpu::Features::TIMESTAMP_QUERY,
             required_limits: limits.clone(),
             ..Default::default()
         };
         let (device, queue) = pollster::block_on(adapter.request_device(&desc))
             .map_err(|e| format!("adapter {info}: cannot open a device: {e}"))?;
-        Ok(GpuDevice { device, queue, info, limits })
+        // wgpu panics on errors outside an error scope by default; every call that can fail is
+        // inside one (and reported as an error String), so anything else is only logged.
+        let name = info.to_string();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| eprintln!("warning: wgpu ({name}): {e}")));
+        Ok(GpuDevice { device, queue, info, limits, pipelines: Arc::default() })
     }
 
     /// The opened adapter.
     pub fn adapter(&self) -> &AdapterSummary {
         &self.info
+    }
+
+    /// Every kernel compiled for this device (once; an error names the shader and adapter).
+    pub(crate) fn pipelines(&self) -> Result<Arc<Pipelines>, String> {
+        self.pipelines.get_or_init(|| Pipelines::compile(self).map(Arc::new)).clone()
     }
 }

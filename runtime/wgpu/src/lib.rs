@@ -15,7 +15,7 @@ mod shaders;
 
 pub use backend::{WgpuGpuBackend, WgpuGpuHandle};
 pub use device::{list_adapters, AdapterSummary, DeviceChoice, GpuDevice};
-pub use program::GpuProgram;
+pub use program::{DispatchTime, GpuProgram};
 pub use rbuild_kernels::gpu_reference::{HostData, HostTensor};
 
 /// File names of the embedded WGSL kernels (`shaders/`), for diagnostics.

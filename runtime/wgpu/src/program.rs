@@ -19,7 +19,7 @@ pub(crate) const PARAM_BYTES: usize = 256;
 pub(crate) const PARAM_WORDS: usize = PARAM_BYTES / 4;
 
 /// What a kernel binding refers to.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Bind {
     Value(ValueId),
     /// A small buffer for an optional operand the kernel ignores (no bias, no position).
@@ -28,6 +28,10 @@ pub(crate) enum Bind {
     Status,
     /// The indirect grids of dispatches guarded by a device-side `if_zero`.
     Indirect,
+    /// The constant table an op built at init (`rope` frequencies), by op index.
+    OpTable(usize),
+    /// Scratch for split-key attention's partial results.
+    Scratch,
 }
 
 /// One kernel launch of a run.
@@ -39,6 +43,19 @@ pub(crate) struct Dispatch {
     /// Slot of this dispatch's grid in the indirect buffer when an `if_zero` computed on the
     /// device guards it.
     pub indirect: Option<u32>,
+    /// The op it belongs to (profiles).
+    pub op: usize,
+}
+
+/// GPU time of one dispatch of the last profiled run (see [`GpuProgram::set_profiling`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DispatchTime {
+    /// Op index and name in the payload.
+    pub op: usize,
+    pub op_name: &'static str,
+    /// The shader file.
+    pub kernel: &'static str,
+    pub nanos: f64,
 }
 
 pub(crate) fn describe(v: &ValueDef, id: ValueId) -> String {
@@ -256,7 +273,7 @@ impl Plan<'_> {
                 }
                 _ => None,
             };
-            self.dispatches.push(Dispatch { kernel, params, binds, groups, indirect });
+            self.dispatches.push(Dispatch { kernel, params, binds, groups, indirect, op: self.index });
         }
     }
 }
@@ -271,6 +288,58 @@ fn close_gate(plan: &mut Plan<'_>, gate: Option<(usize, u32)>) {
     plan.guard_until = None;
 }
 
+/// Shares activation buffers by liveness: an activation's buffer is free for outputs of ops
+/// after its last use (strictly after, so no op reads and writes one buffer). Reshape outputs
+/// alias their input (`storage_of`), so a storage root lives as long as any alias; delegate
+/// outputs live to the end. Returns each buffer (size) with the activation roots it holds.
+fn plan_activations(payload: &Payload, storage_of: &[ValueId], bytes: &[u64]) -> Vec<(Vec<ValueId>, u64)> {
+    let n = payload.values.len();
+    let is_act = |id: ValueId| matches!(payload.values[id as usize].kind, ValueKind::Activation);
+    let mut last = vec![0usize; n];
+    for (index, node) in payload.ops.iter().enumerate() {
+        for &id in node.inputs.iter().chain(&node.outputs) {
+            let r = storage_of[id as usize] as usize;
+            last[r] = last[r].max(index);
+        }
+    }
+    for &id in &payload.outputs {
+        last[storage_of[id as usize] as usize] = usize::MAX;
+    }
+    // (size, last use, roots) per buffer; free ones are reused best-fit, growing if needed.
+    let mut pool: Vec<(u64, usize, Vec<ValueId>)> = Vec::new();
+    for (index, node) in payload.ops.iter().enumerate() {
+        for &out in &node.outputs {
+            if storage_of[out as usize] != out || !is_act(out) {
+                continue;
+            }
+            let need = bytes[out as usize];
+            let free = pool
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.1 < index)
+                .min_by_key(|(_, b)| (b.0 < need, b.0.abs_diff(need)))
+                .map(|(i, _)| i);
+            match free {
+                Some(i) => {
+                    let b = &mut pool[i];
+                    b.0 = b.0.max(need);
+                    b.1 = last[out as usize];
+                    b.2.push(out);
+                }
+                None => pool.push((need, last[out as usize], vec![out])),
+            }
+        }
+    }
+    // Aliases (reshape outputs) take their root's buffer.
+    let mut out: Vec<(Vec<ValueId>, u64)> = pool.into_iter().map(|(size, _, roots)| (roots, size)).collect();
+    for (roots, _) in &mut out {
+        let extra: Vec<ValueId> =
+            (0..n as ValueId).filter(|&id| storage_of[id as usize] != id && roots.contains(&storage_of[id as usize])).collect();
+        roots.extend(extra);
+    }
+    out
+}
+
 /// Every dim of a value at its largest (symbols at their max).
 fn max_dims(p: &Payload, v: &ValueDef) -> Vec<u64> {
     v.meta.dims.iter().map(|d| match *d {
@@ -283,12 +352,15 @@ fn max_dims(p: &Payload, v: &ValueDef) -> Vec<u64> {
 pub struct GpuProgram {
     gpu: GpuDevice,
     payload: Payload,
-    pipelines: Pipelines,
-    /// Device buffer of each value (`None`: quantized constants, not supported yet).
+    pipelines: std::sync::Arc<Pipelines>,
+    /// Device buffer of each value (activations share them by liveness; reshape outputs alias
+    /// their input through `storage_of`). `None` only for a value no op produces.
     buffers: Vec<Option<wgpu::Buffer>>,
     /// The buffer a value's elements live in (reshape outputs alias their input).
     storage_of: Vec<ValueId>,
     dummy: wgpu::Buffer,
+    /// Split-key attention partials (see ops/attention.rs), sized for the largest split.
+    scratch: wgpu::Buffer,
     status: wgpu::Buffer,
     params: wgpu::Buffer,
     params_cap: usize,
@@ -296,6 +368,16 @@ pub struct GpuProgram {
     indirect_cap: usize,
     /// Values of one-element integer constants (positions, flags), for host-side checks.
     const_scalars: Vec<Option<i64>>,
+    /// Per-op constant tables built at init (`rope`: frequencies), by op index.
+    op_tables: Vec<Option<wgpu::Buffer>>,
+    activation_bytes: u64,
+    /// Bind groups of earlier runs, by (dispatch slot, kernel, bindings): every buffer is fixed
+    /// at init, so decode steps reuse them. Cleared when the params or indirect buffer grows.
+    bind_groups: std::collections::HashMap<(usize, Kernel, Vec<Bind>), wgpu::BindGroup>,
+    /// The readback buffer of earlier runs, reused while it is large enough.
+    readback: Option<wgpu::Buffer>,
+    profiling: bool,
+    profile: Vec<DispatchTime>,
 }
 
 impl GpuProgram {
@@ -325,8 +407,10 @@ impl GpuProgram {
             }
         }
         let max_binding = gpu.limits.max_storage_buffer_binding_size as u128;
-        let scope = dev.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let mut buffers = Vec::with_capacity(payload.values.len());
+        let oom = dev.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let invalid = dev.push_error_scope(wgpu::ErrorFilter::Validation);
+        let mut buffers: Vec<Option<wgpu::Buffer>> = Vec::with_capacity(payload.values.len());
+        let mut act_bytes = vec![0u64; payload.values.len()];
         let mut const_scalars = vec![None; payload.values.len()];
         for (i, v) in payload.values.iter().enumerate() {
             let id = i as ValueId;
@@ -345,7 +429,13 @@ impl GpuProgram {
                     gpu.info
                 ));
             }
-            let bytes = bytes as u64;
+            let bytes = (bytes as u64).next_multiple_of(4);
+            if matches!(v.kind, ValueKind::Activation) {
+                // Placed after the loop, sharing buffers by liveness.
+                act_bytes[i] = bytes;
+                buffers.push(None);
+                continue;
+            }
             let init: Option<(Vec<u32>, String)> = match &v.kind {
                 ValueKind::Constant { key } => Some((Vec::new(), key.clone())),
                 ValueKind::State { init: StateInit::Named(key) } => Some((Vec::new(), key.clone())),
@@ -369,7 +459,7 @@ impl GpuProgram {
             };
             let buffer = dev.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(&what),
-                size: bytes.next_multiple_of(4),
+                size: bytes,
                 usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
                 mapped_at_creation: false,
             });
@@ -391,6 +481,19 @@ impl GpuProgram {
                 storage_of[node.outputs[0] as usize] = storage_of[node.inputs[0] as usize];
             }
         }
+        let mut activation_bytes = 0;
+        for (root, size) in plan_activations(payload, &storage_of, &act_bytes) {
+            activation_bytes += size;
+            let buffer = dev.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("activations"),
+                size,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            for id in root {
+                buffers[id as usize] = Some(buffer.clone());
+            }
+        }
         let small = |label: &str, size: u64| {
             dev.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
@@ -400,15 +503,30 @@ impl GpuProgram {
             })
         };
         let dummy = small("dummy", 16);
+        let scratch = small("attention partials", ops::attention_scratch_bytes(payload).max(16));
         let status = small("status", (payload.ops.len().max(1) * 4) as u64);
         let params_cap = (payload.ops.len().max(1) * 2) * PARAM_BYTES;
         let params = Self::params_buffer(gpu, params_cap);
+        let op_tables = payload
+            .ops
+            .iter()
+            .map(|node| match node.op {
+                Op::Rope { theta, head_dim, .. } => {
+                    let words = ops::rope_table(theta, head_dim);
+                    let b = small("rope frequencies", (words.len() * 4).max(8) as u64);
+                    gpu.queue.write_buffer(&b, 0, bytemuck::cast_slice(&words));
+                    Some(b)
+                }
+                _ => None,
+            })
+            .collect();
         let indirect_cap = 64 * 12;
         let indirect = Self::indirect_buffer(gpu, indirect_cap);
-        if let Some(e) = pollster::block_on(scope.pop()) {
+        let invalid = pollster::block_on(invalid.pop());
+        if let Some(e) = pollster::block_on(oom.pop()).or(invalid) {
             return Err(format!("adapter {}: cannot allocate the program's buffers: {e}", gpu.info));
         }
-        let pipelines = Pipelines::compile(gpu)?;
+        let pipelines = gpu.pipelines()?;
         Ok(GpuProgram {
             gpu: gpu.clone(),
             payload: payload.clone(),
@@ -416,12 +534,19 @@ impl GpuProgram {
             buffers,
             storage_of,
             dummy,
+            scratch,
             status,
             params,
             params_cap,
             indirect,
             indirect_cap,
             const_scalars,
+            op_tables,
+            activation_bytes,
+            bind_groups: Default::default(),
+            readback: None,
+            profiling: false,
+            profile: Vec::new(),
         })
     }
 
@@ -494,6 +619,68 @@ impl GpuProgram {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         })
+    }
+
+    /// The current contents of a state value (KV caches), read back from the device: for tests
+    /// and debugging, like the reference's `Interpreter::state`.
+    pub fn read_state(&self, id: ValueId) -> R<HostTensor> {
+        let v = self.payload.values.get(id as usize).ok_or_else(|| format!("value {id} does not exist"))?;
+        if !matches!(v.kind, ValueKind::State { .. }) {
+            return Err(format!("{} is not a state value", describe(v, id)));
+        }
+        let dims: Vec<usize> = max_dims(&self.payload, v).iter().map(|&d| d as usize).collect();
+        let bytes = (data::words(v.meta.dtype, dims.iter().product()) * 4) as u64;
+        let (dev, queue) = (&self.gpu.device, &self.gpu.queue);
+        let scope = dev.push_error_scope(wgpu::ErrorFilter::Validation);
+        let staging = dev.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("state readback"),
+            size: bytes.max(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("state readback") });
+        if bytes > 0 {
+            enc.copy_buffer_to_buffer(self.buffer(id)?, 0, &staging, 0, bytes);
+        }
+        queue.submit([enc.finish()]);
+        let slice = staging.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        dev.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| format!("adapter {}: {e}", self.gpu.info))?;
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(format!("adapter {}: reading {} failed: {e}", self.gpu.info, describe(v, id)));
+        }
+        rx.recv()
+            .map_err(|_| format!("adapter {}: readback was dropped", self.gpu.info))?
+            .map_err(|e| format!("adapter {}: cannot read {} back: {e}", self.gpu.info, describe(v, id)))?;
+        let view = slice.get_mapped_range().map_err(|e| format!("adapter {}: {e}", self.gpu.info))?;
+        let words: Vec<u32> = view.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        drop(view);
+        staging.unmap();
+        Ok(data::words_to_tensor(v.meta.dtype, &dims, &words))
+    }
+
+    /// Records GPU timestamps around every dispatch of the following runs (one compute pass per
+    /// dispatch, so slower: for diagnosis only); see [`GpuProgram::last_profile`]. Needs the
+    /// adapter's `TIMESTAMP_QUERY`.
+    pub fn set_profiling(&mut self, on: bool) -> R {
+        if on && !self.gpu.device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+            return Err(format!("adapter {} has no TIMESTAMP_QUERY: cannot profile", self.gpu.info));
+        }
+        self.profiling = on;
+        Ok(())
+    }
+
+    /// Per-dispatch GPU times of the last run made with profiling on (empty otherwise).
+    pub fn last_profile(&self) -> &[DispatchTime] {
+        &self.profile
+    }
+
+    /// Device bytes of all activation buffers (shared by liveness), for diagnostics.
+    pub fn activation_bytes(&self) -> u64 {
+        self.activation_bytes
     }
 
     pub fn payload(&self) -> &Payload {
@@ -592,6 +779,7 @@ impl GpuProgram {
                             binds: vec![Bind::Value(flag), Bind::Indirect],
                             groups: [1, 1, 1],
                             indirect: None,
+                            op: index,
                         });
                         gate = Some((plan.dispatches.len() - 1, plan.indirect_slots));
                         plan.guard_until = Some(index + count as usize);
@@ -616,6 +804,35 @@ impl GpuProgram {
         self.submit(&uploads, &dispatches, &out_dims)
     }
 
+    fn bind_group(&self, k: usize, d: &Dispatch) -> R<wgpu::BindGroup> {
+        let pipeline = self.pipelines.get(d.kernel);
+        let mut entries = Vec::with_capacity(d.binds.len() + 1);
+        entries.push(wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.params,
+                offset: (k * PARAM_BYTES) as u64,
+                size: std::num::NonZeroU64::new(PARAM_BYTES as u64),
+            }),
+        });
+        for (j, b) in d.binds.iter().enumerate() {
+            let buffer = match b {
+                Bind::Value(id) => self.buffer(*id)?,
+                Bind::Dummy => &self.dummy,
+                Bind::Scratch => &self.scratch,
+                Bind::Status => &self.status,
+                Bind::Indirect => &self.indirect,
+                Bind::OpTable(op) => self.op_tables[*op].as_ref().ok_or_else(|| format!("op {op} has no table"))?,
+            };
+            entries.push(wgpu::BindGroupEntry { binding: j as u32 + 1, resource: buffer.as_entire_binding() });
+        }
+        Ok(self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        }))
+    }
+
     fn submit(&mut self, uploads: &[(ValueId, Vec<u32>)], dispatches: &[Dispatch], out_dims: &[Vec<usize>]) -> R<Vec<HostTensor>> {
         let gpu = self.gpu.clone();
         let (dev, queue) = (&gpu.device, &gpu.queue);
@@ -629,6 +846,7 @@ impl GpuProgram {
         if need > self.params_cap {
             self.params_cap = need.next_power_of_two();
             self.params = Self::params_buffer(&gpu, self.params_cap);
+            self.bind_groups.clear();
         }
         let mut params = Vec::with_capacity(dispatches.len() * PARAM_WORDS);
         for d in dispatches {
@@ -648,46 +866,61 @@ impl GpuProgram {
         if grids.len() * 4 > self.indirect_cap {
             self.indirect_cap = (grids.len() * 4).next_power_of_two();
             self.indirect = Self::indirect_buffer(&gpu, self.indirect_cap);
+            self.bind_groups.clear();
         }
         if !grids.is_empty() {
             queue.write_buffer(&self.indirect, 0, bytemuck::cast_slice(&grids));
         }
         let mut enc = dev.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("rbuild-gpu run") });
         enc.clear_buffer(&self.status, 0, None);
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("ops"), timestamp_writes: None });
-            for (k, d) in dispatches.iter().enumerate() {
-                let pipeline = self.pipelines.get(d.kernel);
-                let mut entries = Vec::with_capacity(d.binds.len() + 1);
-                entries.push(wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &self.params,
-                        offset: (k * PARAM_BYTES) as u64,
-                        size: std::num::NonZeroU64::new(PARAM_BYTES as u64),
-                    }),
-                });
-                for (j, b) in d.binds.iter().enumerate() {
-                    let buffer = match b {
-                        Bind::Value(id) => self.buffer(*id)?,
-                        Bind::Dummy => &self.dummy,
-                        Bind::Status => &self.status,
-                        Bind::Indirect => &self.indirect,
+        for (k, d) in dispatches.iter().enumerate() {
+            let key = (k, d.kernel, d.binds.clone());
+            if !self.bind_groups.contains_key(&key) {
+                let bg = self.bind_group(k, d)?;
+                self.bind_groups.insert(key, bg);
+            }
+        }
+        let record = |pass: &mut wgpu::ComputePass<'_>, k: usize, d: &Dispatch| {
+            pass.set_pipeline(self.pipelines.get(d.kernel));
+            pass.set_bind_group(0, &self.bind_groups[&(k, d.kernel, d.binds.clone())], &[]);
+            match d.indirect {
+                Some(slot) => pass.dispatch_workgroups_indirect(&self.indirect, slot as u64 * 12),
+                None => pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]),
+            }
+        };
+        // Profiling: one pass per dispatch with timestamps at its start and end.
+        let queries = (self.profiling && !dispatches.is_empty()).then(|| {
+            let n = (dispatches.len() * 2) as u32;
+            let set = dev.create_query_set(&wgpu::QuerySetDescriptor { label: Some("profile"), ty: wgpu::QueryType::Timestamp, count: n });
+            let resolve = dev.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("profile resolve"),
+                size: n as u64 * 8,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            (set, resolve, n)
+        });
+        match &queries {
+            Some((set, _, _)) => {
+                for (k, d) in dispatches.iter().enumerate() {
+                    let writes = wgpu::ComputePassTimestampWrites {
+                        query_set: set,
+                        beginning_of_pass_write_index: Some(2 * k as u32),
+                        end_of_pass_write_index: Some(2 * k as u32 + 1),
                     };
-                    entries.push(wgpu::BindGroupEntry { binding: j as u32 + 1, resource: buffer.as_entire_binding() });
-                }
-                let bg = dev.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: None,
-                    layout: &pipeline.get_bind_group_layout(0),
-                    entries: &entries,
-                });
-                pass.set_pipeline(pipeline);
-                pass.set_bind_group(0, &bg, &[]);
-                match d.indirect {
-                    Some(slot) => pass.dispatch_workgroups_indirect(&self.indirect, slot as u64 * 12),
-                    None => pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]),
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: Some(writes) });
+                    record(&mut pass, k, d);
                 }
             }
+            None => {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("ops"), timestamp_writes: None });
+                for (k, d) in dispatches.iter().enumerate() {
+                    record(&mut pass, k, d);
+                }
+            }
+        }
+        if let Some((set, resolve, n)) = &queries {
+            enc.resolve_query_set(set, 0..*n, resolve, 0);
         }
         // One readback buffer: the outputs, then the status words.
         let mut offsets = Vec::with_capacity(out_dims.len());
@@ -699,20 +932,28 @@ impl GpuProgram {
             total += bytes;
         }
         let status_bytes = (self.payload.ops.len().max(1) * 4) as u64;
-        let readback = dev.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size: total + status_bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let profile_bytes = queries.as_ref().map_or(0, |q| q.2 as u64 * 8);
+        let need = total + status_bytes + profile_bytes;
+        let readback = match self.readback.take() {
+            Some(b) if b.size() >= need => b,
+            _ => dev.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("readback"),
+                size: need.next_power_of_two(),
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+        };
         for (&id, &(off, bytes)) in self.payload.outputs.iter().zip(&offsets) {
             if bytes > 0 {
                 enc.copy_buffer_to_buffer(self.buffer(id)?, 0, &readback, off, bytes);
             }
         }
         enc.copy_buffer_to_buffer(&self.status, 0, &readback, total, status_bytes);
+        if let Some((_, resolve, _)) = &queries {
+            enc.copy_buffer_to_buffer(resolve, 0, &readback, total + status_bytes, profile_bytes);
+        }
         queue.submit([enc.finish()]);
-        let slice = readback.slice(..);
+        let slice = readback.slice(..need);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
@@ -729,7 +970,23 @@ impl GpuProgram {
         let words: Vec<u32> = view.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         drop(view);
         readback.unmap();
-        let status = &words[(total / 4) as usize..];
+        self.readback = Some(readback);
+        let status = &words[(total / 4) as usize..((total + status_bytes) / 4) as usize];
+        self.profile.clear();
+        if queries.is_some() {
+            let ticks = &words[((total + status_bytes) / 4) as usize..];
+            let period = queue.get_timestamp_period() as f64;
+            for (k, d) in dispatches.iter().enumerate() {
+                let at = |i: usize| ticks[2 * i] as u64 | (ticks[2 * i + 1] as u64) << 32;
+                let (t0, t1) = (at(2 * k), at(2 * k + 1));
+                self.profile.push(DispatchTime {
+                    op: d.op,
+                    op_name: self.payload.ops[d.op].op.name(),
+                    kernel: crate::shaders::file_of(d.kernel),
+                    nanos: t1.saturating_sub(t0) as f64 * period,
+                });
+            }
+        }
         if let Some((index, &code)) = status.iter().enumerate().find(|(_, &c)| c != 0) {
             let node = &self.payload.ops[index];
             let why = match code {

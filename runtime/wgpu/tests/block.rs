@@ -80,6 +80,53 @@ fn transformer_block_over_three_calls_matches_the_reference() {
     }
 }
 
+/// After three calls the KV caches on the device hold exactly the reference's values (f16
+/// caches: the same f16 values).
+#[test]
+fn kv_caches_equal_the_reference_state() {
+    let Some(gpu) = gpu() else { return };
+    for dt in [DType::F32, DType::F16] {
+        let b = block(dt);
+        let mut reference = b.reference().unwrap();
+        let mut program = b.program(&gpu).unwrap();
+        for inputs in calls(dt) {
+            reference.run(&inputs).unwrap();
+            program.run(&inputs).unwrap();
+        }
+        for name in ["k_cache", "v_cache"] {
+            let id = b.p.values.iter().position(|v| v.name == name).unwrap() as ValueId;
+            let got = program.read_state(id).unwrap();
+            let want = reference.state(id).unwrap();
+            close(&got, want, if dt == DType::F32 { 1e-4 } else { 1e-2 }, &format!("{name} {dt:?}"));
+        }
+        let err = program.read_state(0).unwrap_err();
+        assert!(err.contains("not a state value"), "{err}");
+    }
+}
+
+#[test]
+fn activation_buffers_are_shared_by_liveness() {
+    let Some(gpu) = gpu() else { return };
+    let b = block(DType::F32);
+    let program = b.program(&gpu).unwrap();
+    // Without sharing: every non-alias activation at its max size.
+    let p = b.payload();
+    let unshared: u64 = p
+        .ops
+        .iter()
+        .filter(|n| !matches!(n.op, Op::Reshape))
+        .flat_map(|n| n.outputs.iter())
+        .map(|&id| {
+            let n: u64 = p.values[id as usize].meta.dims.iter().map(|d| match *d {
+                Dim::Fixed(n) => n,
+                Dim::Symbol(s) => p.symbols[s as usize].max,
+            }).product();
+            n * 4
+        })
+        .sum();
+    assert!(program.activation_bytes() < unshared, "{} >= {unshared}", program.activation_bytes());
+}
+
 #[test]
 fn position_past_the_cache_is_an_error_naming_the_op() {
     let Some(gpu) = gpu() else { return };
@@ -152,4 +199,139 @@ fn backend_runs_the_block_through_kernel_args_with_persistent_state() {
     let empty = |_: &str| -> Option<&[u8]> { None };
     let err = backend.init(&BackendInitContext { named_data: &empty }, &blob, &[]).err().unwrap();
     assert!(err.contains("named_data key `ln.w`"), "{err}");
+}
+
+/// Mutated blocks (an activation's dim or dtype, an op attribute): the GPU program never panics,
+/// and agrees with the reference on which mutations are errors and, when both run, on the
+/// outputs.
+#[test]
+fn mutated_blocks_error_without_panicking_and_agree_with_the_reference() {
+    let Some(gpu) = gpu() else { return };
+    let base = block(DType::F32);
+    let mut r = Rng(99);
+    let mut pick = |n: usize| ((r.next() + 1.0) * 0.5 * n as f32) as usize % n.max(1);
+    let dtypes = [DType::F32, DType::F16, DType::I64, DType::Bool, DType::I32, DType::BF16];
+    let (mut errors, mut mismatched) = (0, Vec::new());
+    for round in 0..200 {
+        let mut b = B { p: base.p.clone(), named: base.named.clone() };
+        let acts: Vec<usize> = (0..b.p.values.len()).filter(|&i| matches!(b.p.values[i].kind, ValueKind::Activation)).collect();
+        for _ in 0..1 + pick(2) {
+            let v = acts[pick(acts.len())];
+            match pick(3) {
+                0 => {
+                    let rank = b.p.values[v].meta.dims.len();
+                    if rank > 0 {
+                        let d = pick(rank);
+                        b.p.values[v].meta.dims[d] = Dim::Fixed(pick(30) as u64);
+                    }
+                }
+                1 => b.p.values[v].meta.dtype = dtypes[pick(dtypes.len())],
+                _ => {
+                    let o = pick(b.p.ops.len());
+                    match &mut b.p.ops[o].op {
+                        Op::Attention { causal, .. } => *causal = !*causal,
+                        Op::Rope { head_dim, interleaved, .. } => {
+                            *head_dim = 1 + pick(8) as u32;
+                            *interleaved = !*interleaved;
+                        }
+                        Op::CacheUpdate { seq_dim } => *seq_dim = pick(4) as i64 - 4,
+                        Op::Linear { weight_transposed } => *weight_transposed = !*weight_transposed,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        if b.p.validate().is_err() {
+            continue;
+        }
+        let inputs = calls(DType::F32);
+        let gpu_result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<Vec<Vec<HostTensor>>, String> {
+            let mut p = b.program(&gpu)?;
+            inputs.iter().map(|i| p.run(i)).collect()
+        }));
+        let Ok(got) = gpu_result else {
+            panic!("round {round}: panicked on a mutated block: {:?}", b.p.ops.iter().map(|o| &o.op).collect::<Vec<_>>());
+        };
+        let want: Result<Vec<Vec<HostTensor>>, String> = (|| {
+            let mut it = b.reference()?;
+            inputs.iter().map(|i| it.run(i)).collect()
+        })();
+        match (got, want) {
+            (Ok(g), Ok(w)) => {
+                for (c, (g, w)) in g.iter().zip(&w).enumerate() {
+                    for (o, (g, w)) in g.iter().zip(w).enumerate() {
+                        close(g, w, 1e-3, &format!("round {round} call {c} output {o}"));
+                    }
+                }
+            }
+            (Err(e), Err(_)) => {
+                assert!(e.starts_with("op ") || e.contains("value") || e.contains("delegate"), "round {round}: {e}");
+                errors += 1;
+            }
+            (g, w) => mismatched.push(format!("round {round}: gpu {:?} / reference {:?}", g.err(), w.err())),
+        }
+    }
+    assert!(mismatched.is_empty(), "{} disagreement(s):\n{}", mismatched.len(), mismatched.join("\n"));
+    assert!(errors > 30, "only {errors} mutations were rejected");
+}
+
+/// f16 in and out, plus an i32 output, through `KernelArgs`: the backend's byte encodings.
+#[test]
+fn backend_f16_and_integer_io() {
+    let Some(gpu) = gpu() else { return };
+    let mut b = B::default();
+    let x = b.input("x", DType::F16, &fx(&[5]));
+    let pos = b.input("pos", DType::I32, &[]);
+    let y = b.op(Op::Unary(UnaryOp::Neg), &[x], "y", DType::F16, &fx(&[5]));
+    let ids = b.op(Op::Positions, &[pos], "ids", DType::I32, &fx(&[3]));
+    b.out(y);
+    b.out(ids);
+    let blob = b.p.to_bytes().unwrap();
+    let named = |k: &str| b.named.get(k).map(|v| v.as_slice());
+    let backend = WgpuGpuBackend::new(gpu);
+    let handle = backend.init(&BackendInitContext { named_data: &named }, &blob, &[]).unwrap_or_else(|e| panic!("{e}"));
+    HANDLE.with(|h| *h.borrow_mut() = Some(handle));
+    let mut hn = OpHarness::new();
+    let xs: Vec<half::f16> = [1.5f32, -2.0, 0.25, 65504.0, -0.0].iter().map(|&v| half::f16::from_f32(v)).collect();
+    let xi = hn.tensor(ScalarType::Half, &[5], &xs);
+    let pi = hn.tensor(ScalarType::Int, &[], &[7i32]);
+    let yo = hn.out(ScalarType::Half, &[5]);
+    let io = hn.out(ScalarType::Int, &[3]);
+    hn.call(call_handle, &[xi, pi, yo, io]).unwrap();
+    let want: Vec<half::f16> = xs.iter().map(|v| -*v).collect();
+    assert_eq!(hn.read::<half::f16>(yo), want);
+    assert_eq!(hn.read::<i32>(io), vec![7, 8, 9]);
+    // The program's output dtype must be the payload's.
+    let wrong = hn.out(ScalarType::Float, &[5]);
+    let err = hn.call(call_handle, &[xi, pi, wrong, io]).unwrap_err();
+    assert!(err.message.contains("output 0") && err.message.contains("f32") && err.message.contains("f16"), "{}", err.message);
+    HANDLE.with(|h| *h.borrow_mut() = None);
+}
+
+/// With profiling on, every dispatch of a run gets a GPU time tagged with its op and shader, and
+/// the results are unchanged.
+#[test]
+fn profiling_times_every_dispatch() {
+    let Some(gpu) = gpu() else { return };
+    let b = block(DType::F32);
+    let mut program = b.program(&gpu).unwrap();
+    if let Err(e) = program.set_profiling(true) {
+        eprintln!("notice: {e}; skipping");
+        return;
+    }
+    let mut reference = b.reference().unwrap();
+    for inputs in calls(DType::F32) {
+        let want = reference.run(&inputs).unwrap();
+        let got = program.run(&inputs).unwrap();
+        close(&got[0], &want[0], 1e-4, "profiled run");
+        let profile = program.last_profile();
+        // One dispatch per op except the reshapes (aliases).
+        let expected = b.p.ops.iter().filter(|n| !matches!(n.op, Op::Reshape)).count();
+        assert_eq!(profile.len(), expected, "{profile:?}");
+        assert!(profile.iter().all(|t| t.nanos >= 0.0 && t.op < b.p.ops.len()));
+        assert!(profile.iter().any(|t| t.op_name == "attention" && t.kernel == "attention.wgsl"));
+    }
+    program.set_profiling(false).unwrap();
+    program.run(&calls(DType::F32)[0]).unwrap();
+    assert!(program.last_profile().is_empty());
 }

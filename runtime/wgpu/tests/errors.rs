@@ -104,6 +104,8 @@ fn adapters_are_listed_and_named_choice_works() {
     let name = gpu.adapter().name.clone();
     let again = GpuDevice::new(&DeviceChoice::Named(name[..name.len().min(4)].to_uppercase())).unwrap();
     assert_eq!(again.adapter().name, name);
+    let by_backend = GpuDevice::new(&DeviceChoice::Named(gpu.adapter().backend.to_lowercase())).unwrap();
+    assert_eq!(by_backend.adapter().backend, gpu.adapter().backend);
     let err = GpuDevice::new(&DeviceChoice::Named("no-such-adapter-xyz".into())).unwrap_err();
     assert!(err.contains("no GPU adapter matches"), "{err}");
     assert_eq!(DeviceChoice::parse("cpu"), None);

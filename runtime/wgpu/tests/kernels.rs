@@ -373,3 +373,175 @@ fn quantized_linear_and_embedding() {
         }
     }
 }
+
+/// Long-context positions: the angle reduction keeps rope within f32 rounding of the reference's
+/// f64 angles.
+#[test]
+fn rope_at_large_positions() {
+    let mut rng = Rng(13);
+    for start in [0i64, 3000, 40_000, 1_000_000, 16_000_000] {
+        for theta in [10000.0f32, 500000.0] {
+            let (l, h, d) = (3usize, 2usize, 128usize);
+            let mut b = B::default();
+            let x = b.input("x", DType::F32, &fx(&[1, l, h, d]));
+            let pos = b.input("pos", DType::I64, &[]);
+            let o = b.op(Op::Rope { theta, head_dim: d as u32, interleaved: false }, &[x, pos], "r", DType::F32, &fx(&[1, l, h, d]));
+            b.out(o);
+            let inputs = vec![rand_input(&mut rng, DType::F32, &[1, l, h, d]), HostTensor::i64(&[], vec![start])];
+            if !check(&b, inputs, 2e-5, &format!("rope at {start} theta {theta}")) {
+                return;
+            }
+        }
+    }
+}
+
+/// Cache writes into f16 / bf16 / f32 state along different seq dims, with odd row widths (rows
+/// start mid-word in packed halves), over consecutive calls, read back through attention-free
+/// ops (a cast of the whole cache).
+#[test]
+fn cache_update_odd_rows_and_seq_dims() {
+    let mut rng = Rng(14);
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        // (cache dims, seq_dim, rows per call)
+        for (cache, seq_dim, rows) in [(vec![1usize, 9, 1, 3], 1i64, 2usize), (vec![2, 3, 7, 5], 2, 3), (vec![5, 3], 0, 1), (vec![3, 7], -1, 2)] {
+            let mut b = B::default();
+            let ax = if seq_dim < 0 { cache.len() - 1 } else { seq_dim as usize };
+            let mut rd = cache.clone();
+            rd[ax] = rows;
+            let r = b.input("rows", dt, &fx(&rd));
+            let pos = b.input("pos", DType::I32, &[]);
+            let c = b.state("cache", dt, &cache);
+            b.op0(Op::CacheUpdate { seq_dim }, &[c, r, pos]);
+            let o = b.op(Op::Cast, &[c], "snapshot", DType::F32, &fx(&cache));
+            b.out(o);
+            let n: usize = rd.iter().product();
+            let calls: Vec<Vec<HostTensor>> = (0..cache[ax] / rows)
+                .map(|k| vec![tensor(dt, &rd, rng.vec(n)), HostTensor::i32(&[], vec![(k * rows) as i64])])
+                .collect();
+            if !check_calls(&b, &calls, 0.0, &format!("cache_update {dt:?} {cache:?} seq_dim {seq_dim}")) {
+                return;
+            }
+        }
+    }
+}
+
+/// More attention shapes: more query rows than keys (causal, top-left aligned), a value head
+/// dim different from the key head dim, and a cache read at its last rows.
+#[test]
+fn attention_edge_shapes() {
+    let mut rng = Rng(15);
+    for (lq, lk, d, dv, pos) in [(5usize, 3usize, 8usize, 8usize, None), (2, 6, 4, 7, None), (2, 6, 4, 7, Some(4i64)), (1, 300, 16, 16, Some(299))] {
+        for causal in [false, true] {
+            let mut b = B::default();
+            let q = b.input("q", DType::F32, &fx(&[1, lq, 2, d]));
+            let k = b.input("k", DType::F32, &fx(&[1, lk, 1, d]));
+            let v = b.input("v", DType::F32, &fx(&[1, lk, 1, dv]));
+            let mut ins = vec![q, k, v];
+            if pos.is_some() {
+                ins.push(b.input("pos", DType::I64, &[]));
+            }
+            let o = b.op(Op::Attention { causal, scale: 0.3, num_heads: 2, num_kv_heads: 1 }, &ins, "o", DType::F32, &fx(&[1, lq, 2, dv]));
+            b.out(o);
+            let mut inputs = vec![rand_input(&mut rng, DType::F32, &[1, lq, 2, d]), rand_input(&mut rng, DType::F32, &[1, lk, 1, d]), rand_input(&mut rng, DType::F32, &[1, lk, 1, dv])];
+            if let Some(p) = pos {
+                inputs.push(HostTensor::i64(&[], vec![p]));
+            }
+            if !check(&b, inputs, 1e-4, &format!("attention lq{lq} lk{lk} d{d} dv{dv} pos {pos:?} causal {causal}")) {
+                return;
+            }
+        }
+    }
+}
+
+/// Shape ops on integer and bool tensors take the integer copy path.
+#[test]
+fn shape_ops_on_integers_and_bools() {
+    let ints = |d: &[usize], v: Vec<i64>| HostTensor::i64(d, v);
+    let b = single(Op::Cat { dim: 0 }, &[(DType::I64, vec![2]), (DType::I64, vec![3])], DType::I64, &[5]);
+    if !check(&b, vec![ints(&[2], vec![-1, 2]), ints(&[3], vec![3, -4_000_000, 5])], 0.0, "cat i64") {
+        return;
+    }
+    let b = single(Op::Permute { dims: vec![1, 0] }, &[(DType::I32, vec![2, 3])], DType::I32, &[3, 2]);
+    check(&b, vec![HostTensor::i32(&[2, 3], vec![1, 2, 3, 4, 5, 6])], 0.0, "permute i32");
+    let bools = HostTensor { dtype: DType::Bool, dims: vec![2, 3], data: rbuild_gpu_wgpu::HostData::Bool(vec![1, 0, 0, 1, 1, 0]) };
+    let b = single(Op::Transpose { dim0: 0, dim1: 1 }, &[(DType::Bool, vec![2, 3])], DType::Bool, &[3, 2]);
+    check(&b, vec![bools.clone()], 0.0, "transpose bool");
+    for to in [DType::F32, DType::F16, DType::I64] {
+        let b = single(Op::Cast, &[(DType::Bool, vec![2, 3])], to, &[2, 3]);
+        check(&b, vec![bools.clone()], 0.0, &format!("cast bool -> {to:?}"));
+    }
+    let b = single(Op::Slice { dim: 1, start: 1, end: 3, step: 1 }, &[(DType::I64, vec![2, 3])], DType::I64, &[2, 2]);
+    check(&b, vec![ints(&[2, 3], vec![1, 2, 3, 4, 5, 6])], 0.0, "slice i64");
+}
+
+/// Grids past 65535 workgroups in x fold into y: elementwise (16.8M elements), one workgroup
+/// per row (70000 rows), GEMV (70000 columns).
+#[test]
+fn grids_past_the_per_dimension_limit() {
+    let mut rng = Rng(16);
+    let n = 65535 * 256 + 1000;
+    let b = single(Op::Unary(UnaryOp::Neg), &[(DType::F32, vec![n])], DType::F32, &[n]);
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    if !check(&b, vec![tensor(DType::F32, &[n], x)], 0.0, "neg over 16.8M elements") {
+        return;
+    }
+    let rows = 70_000;
+    let b = single(Op::Softmax { dim: -1 }, &[(DType::F32, vec![rows, 3])], DType::F32, &[rows, 3]);
+    check(&b, vec![rand_input(&mut rng, DType::F32, &[rows, 3])], 1e-5, "softmax over 70000 rows");
+    let mut b = B::default();
+    let x = b.input("x", DType::F32, &fx(&[1, 3]));
+    let w = b.cf("w", DType::F16, &[rows, 3], &rng.vec(rows * 3));
+    let o = b.op(Op::Linear { weight_transposed: false }, &[x, w], "y", DType::F32, &fx(&[1, rows]));
+    b.out(o);
+    check(&b, vec![rand_input(&mut rng, DType::F32, &[1, 3])], 1e-5, "gemv over 70000 columns");
+}
+
+/// Decode over long caches: keys split across workgroups (attention_combine.wgsl merges them),
+/// including positions that leave some key ranges empty.
+#[test]
+fn split_key_attention_over_long_caches() {
+    let mut rng = Rng(17);
+    for dt in FLOATS {
+        let t = if dt == DType::F32 { 1e-4 } else { 4e-3 };
+        for (lk, lq, h, hkv, d, pos) in [(256usize, 1usize, 2usize, 1usize, 16usize, 255i64), (1000, 1, 4, 2, 64, 3), (1000, 2, 2, 2, 8, 600), (2500, 1, 1, 1, 33, 2499), (2500, 1, 3, 1, 130, 1200)] {
+            for causal in [false, true] {
+                let mut b = B::default();
+                let q = b.input("q", dt, &fx(&[1, lq, h, d]));
+                let k = b.input("k", dt, &fx(&[1, lk, hkv, d]));
+                let v = b.input("v", dt, &fx(&[1, lk, hkv, d]));
+                let p = b.input("pos", DType::I64, &[]);
+                let op = Op::Attention { causal, scale: 1.0 / (d as f32).sqrt(), num_heads: h as u32, num_kv_heads: hkv as u32 };
+                let o = b.op(op, &[q, k, v, p], "o", dt, &fx(&[1, lq, h, d]));
+                b.out(o);
+                let inputs = vec![
+                    rand_input(&mut rng, dt, &[1, lq, h, d]),
+                    rand_input(&mut rng, dt, &[1, lk, hkv, d]),
+                    rand_input(&mut rng, dt, &[1, lk, hkv, d]),
+                    HostTensor::i64(&[], vec![pos.min((lk - lq) as i64)]),
+                ];
+                if !check(&b, inputs, t, &format!("split attention {dt:?} lk{lk} lq{lq} h{h}/{hkv} d{d} pos {pos} causal {causal}")) {
+                    return;
+                }
+            }
+        }
+    }
+    // Without a position, causal rows past the keys (top-left aligned) on a long key set.
+    let mut b = B::default();
+    let q = b.input("q", DType::F32, &fx(&[1, 3, 2, 8]));
+    let k = b.input("k", DType::F32, &fx(&[1, 700, 2, 8]));
+    let v = b.input("v", DType::F32, &fx(&[1, 700, 2, 8]));
+    let o = b.op(Op::Attention { causal: true, scale: 0.35, num_heads: 2, num_kv_heads: 2 }, &[q, k, v], "o", DType::F32, &fx(&[1, 3, 2, 8]));
+    b.out(o);
+    let inputs = vec![rand_input(&mut rng, DType::F32, &[1, 3, 2, 8]), rand_input(&mut rng, DType::F32, &[1, 700, 2, 8]), rand_input(&mut rng, DType::F32, &[1, 700, 2, 8])];
+    if !check(&b, inputs.clone(), 1e-4, "split attention causal without position") {
+        return;
+    }
+    // The split path really ran: its combine pass shows in a profile.
+    let Some(gpu) = gpu() else { return };
+    let mut p = b.program(&gpu).unwrap();
+    if p.set_profiling(true).is_ok() {
+        p.run(&inputs).unwrap();
+        let kernels: Vec<&str> = p.last_profile().iter().map(|t| t.kernel).collect();
+        assert_eq!(kernels, ["attention.wgsl", "attention_combine.wgsl"]);
+    }
+}

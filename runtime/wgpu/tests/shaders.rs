@@ -17,6 +17,7 @@ fn check_shader(path: &Path) -> Result<(), String> {
     let info = Validator::new(ValidationFlags::all(), caps)
         .validate(&module)
         .map_err(|e| format!("{name}: validation error:\n{}", e.emit_to_string(&source)))?;
+    // MSL 1.0 (naga's default), the oldest version wgpu targets on Metal.
     let pipeline = msl::PipelineOptions::default();
     msl::write_string(&module, &info, &msl::Options::default(), &pipeline).map_err(|e| format!("{name}: MSL translation failed: {e}"))?;
     spv::write_vec(&module, &info, &spv::Options::default(), None).map_err(|e| format!("{name}: SPIR-V translation failed: {e}"))?;

@@ -15,6 +15,8 @@ use crate::program::{Plan, PARAM_WORDS};
 
 pub(crate) type R<T = ()> = Result<T, String>;
 
+pub(crate) use attention::{attention_scratch_bytes, rope_table};
+
 /// Zeroed parameter words of one dispatch.
 pub(crate) fn params() -> [u32; PARAM_WORDS] {
     [0; PARAM_WORDS]
@@ -57,7 +59,7 @@ pub(crate) fn plan_op(plan: &mut Plan<'_>) -> R {
         Op::Attention { causal, scale, num_heads, num_kv_heads } => {
             attention::attention(plan, ins, *causal, *scale, *num_heads as usize, *num_kv_heads as usize)
         }
-        Op::Rope { theta, head_dim, interleaved } => attention::rope(plan, ins, *theta, *head_dim as usize, *interleaved),
+        Op::Rope { head_dim, interleaved, .. } => attention::rope(plan, ins, *head_dim as usize, *interleaved),
         Op::Embedding => gather::embedding(plan, ins),
         Op::Reshape => copy::reshape(plan, ins[0]),
         Op::Permute { dims } => {
