@@ -13,7 +13,7 @@ use rbuild_gpu_wgpu::{DeviceChoice, GpuDevice, WgpuGpuBackend};
 use rbuild_models::family::{self, ExportOptions, Source};
 use rbuild_runtime::backend::BackendRegistry;
 use rbuild_runtime::buffer::AlignedBuf;
-use rbuild_runtime::{KernelContext, Method, Program, ScalarType};
+use rbuild_runtime::{KernelContext, KernelRegistry, Method, Program, ScalarType};
 
 struct Args {
     dir: std::path::PathBuf,
@@ -74,6 +74,10 @@ fn export(dir: &std::path::Path, gpu: Option<WeightDtype>) -> Result<AlignedBuf,
         }
     };
     Ok(AlignedBuf::from_bytes(&bytes))
+}
+
+fn load<'p>(p: &Program<'p>, m: &str, kernels: &KernelRegistry, b: &BackendRegistry) -> Result<Method<'p>, String> {
+    p.load_method(m, kernels, b).map_err(|e| format!("{m}: {e}"))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -140,11 +144,10 @@ fn main() -> Result<(), String> {
     let cpu = Program::load(cpu_prog.as_slice()).map_err(|e| e.to_string())?;
     let gp = Program::load(gpu_prog.as_slice()).map_err(|e| e.to_string())?;
     let none = BackendRegistry::new();
-    let load = |p: &Program<'_>, m: &str, b: &BackendRegistry| p.load_method(m, &kernels, b).map_err(|e| format!("{m}: {e}"));
     let mut ctx = KernelContext { threads: a.threads };
-    let (mut ce, mut cd) = (load(&cpu, "encoder", &none)?, load(&cpu, "text_decoder", &none)?);
+    let (mut ce, mut cd) = (load(&cpu, "encoder", &kernels, &none)?, load(&cpu, "text_decoder", &kernels, &none)?);
     let (cpu_enc, cpu_tok, cpu_logits) = run(&mut ce, &mut cd, &mut ctx, &shape, &hidden_shape, &a)?;
-    let (mut ge, mut gd) = (load(&gp, "encoder", &backends)?, load(&gp, "text_decoder", &backends)?);
+    let (mut ge, mut gd) = (load(&gp, "encoder", &kernels, &backends)?, load(&gp, "text_decoder", &kernels, &backends)?);
     let (gpu_enc, gpu_tok, gpu_logits) = run(&mut ge, &mut gd, &mut ctx, &shape, &hidden_shape, &a)?;
     let diff = cpu_logits.iter().zip(&gpu_logits).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
 

@@ -161,12 +161,13 @@ fn whisper_tiny_runs_delegated_and_matches_pytorch() {
     check_against_pytorch(&buf, 1e-4, 1e-3, "f32");
 }
 
-/// f16 weights (what `dtype "float16"` ships): the error grows to about 1e-2 on these logits;
-/// the greedy ids stay HF's.
+/// f16 weights (what `dtype "float16"` ships): measured worst errors vs PyTorch 2.0e-3 (encoder)
+/// and 4.1e-3 (decoder logits), on both runtimes; the tolerance is 1e-2 and the greedy ids stay
+/// HF's.
 #[test]
 fn whisper_tiny_with_f16_weights_stays_within_its_tolerance() {
     let (buf, _) = export(WeightDtype::F16);
     let (f32_buf, _) = export(WeightDtype::F32);
     assert!(buf.as_slice().len() < f32_buf.as_slice().len() * 7 / 10, "f16 weights shrink the program");
-    check_against_pytorch(&buf, 2e-2, 2e-2, "f16");
+    check_against_pytorch(&buf, 1e-2, 1e-2, "f16");
 }
