@@ -46,6 +46,12 @@ pub enum Parsed {
     CrossAttention { q: ValueId, memory: ValueId, wk: ValueId, bk: Option<ValueId>, wv: ValueId, bv: Option<ValueId>, k_cache: ValueId, v_cache: ValueId, position: ValueId },
     /// `rbuild::add_positions`: rows `position..position + S` of a table added to `x [B, S, D]`.
     AddPositions { x: ValueId, table: ValueId, position: ValueId },
+    RmsNorm { x: ValueId, w: ValueId, eps: f32 },
+    /// `rbuild::silu_mul`: `silu(gate) * up` (the gated MLP).
+    SiluMul { gate: ValueId, up: ValueId },
+    /// `rbuild::rope` with cos/sin tables `[max_seq, D]` (any scaling baked in): rows
+    /// `position..` gathered, then `x * cos + rotate_half(x) * sin`.
+    TableRope { x: ValueId, cos: ValueId, sin: ValueId, position: ValueId },
 }
 
 fn tensor(n: &Node, i: usize) -> Result<ValueId, String> {
@@ -307,6 +313,24 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
             position: position_tensor(g, n, 8)?,
         },
         "rbuild::add_positions" => Parsed::AddPositions { x: tensor(n, 0)?, table: tensor(n, 1)?, position: position_tensor(g, n, 2)? },
+        "rbuild::rms_norm" => {
+            let (x, w) = (tensor(n, 0)?, tensor(n, 1)?);
+            f32_value(g, x, "the input")?;
+            let eps = match n.args.get(2) {
+                Some(Arg::Float(e)) if *e > 0.0 => *e as f32,
+                other => return Err(format!("eps {other:?} is not a positive float")),
+            };
+            Parsed::RmsNorm { x, w, eps }
+        }
+        "rbuild::silu_mul" => Parsed::SiluMul { gate: tensor(n, 0)?, up: tensor(n, 1)? },
+        "rbuild::rope" => {
+            let x = tensor(n, 0)?;
+            f32_value(g, x, "the input")?;
+            if g.meta(x).rank() != 4 {
+                return Err("the input is not [B, S, H, D]".into());
+            }
+            Parsed::TableRope { x, cos: tensor(n, 1)?, sin: tensor(n, 2)?, position: position_tensor(g, n, 3)? }
+        }
         "rbuild::log_mel_spectrogram" => return Err("the FFT front end has no GPU kernel (it runs once per audio window)".into()),
         _ => return Err("no GPU kernel for this operator".into()),
     })
@@ -555,6 +579,55 @@ impl Ctx<'_> {
                 let y = self.write(o()?)?;
                 let scale = (1.0 / (d as f64).sqrt()) as f32;
                 self.op(Op::Attention { causal: false, scale, num_heads: heads as u32, num_kv_heads: heads as u32 }, vec![qi, kc, vc], vec![y]);
+            }
+            Parsed::RmsNorm { x, w, eps } => self.op1(Op::RmsNorm { eps }, &[x, w], o()?)?,
+            Parsed::SiluMul { gate, up } => {
+                let gi = self.read(gate)?;
+                let shape = self.g.meta(gate).shape.clone();
+                let act = self.temp(format!("{}.silu", self.g.values[gate].name), DType::F32, &shape);
+                self.op(Op::Silu, vec![gi], vec![act]);
+                let ui = self.read(up)?;
+                let y = self.write(o()?)?;
+                self.op(Op::Binary(BinaryOp::Mul), vec![act, ui], vec![y]);
+            }
+            Parsed::TableRope { x, cos, sin, position } => {
+                let shape = self.g.meta(x).shape.clone();
+                let (rows, d) = (shape[1], self.fixed(x, 3, "head dim")?);
+                if d % 2 != 0 {
+                    return Err(format!("head dim {d} is odd"));
+                }
+                let half = d / 2;
+                let name = self.g.values[x].name.clone();
+                let pos = self.read(position)?;
+                let ids = self.temp(format!("{name}.rope_ids"), DType::I64, &[rows]);
+                self.op(Op::Positions, vec![pos], vec![ids]);
+                // Table rows [S, D] viewed as [1, S, 1, D] broadcast over the heads.
+                let mut tables = Vec::new();
+                for (t, what) in [(cos, "cos"), (sin, "sin")] {
+                    let ti = self.read(t)?;
+                    let gathered = self.temp(format!("{name}.{what}"), DType::F32, &[rows, Dim::Fixed(d)]);
+                    self.op(Op::Embedding, vec![ti, ids], vec![gathered]);
+                    let b = self.temp(format!("{name}.{what}.b"), DType::F32, &[Dim::Fixed(1), rows, Dim::Fixed(1), Dim::Fixed(d)]);
+                    self.op(Op::Reshape, vec![gathered], vec![b]);
+                    tables.push(b);
+                }
+                let xi = self.read(x)?;
+                let mut half_shape = shape.clone();
+                half_shape[3] = Dim::Fixed(half);
+                let lo = self.temp(format!("{name}.lo"), DType::F32, &half_shape);
+                self.op(Op::Slice { dim: 3, start: 0, end: half as i64, step: 1 }, vec![xi], vec![lo]);
+                let hi = self.temp(format!("{name}.hi"), DType::F32, &half_shape);
+                self.op(Op::Slice { dim: 3, start: half as i64, end: d as i64, step: 1 }, vec![xi], vec![hi]);
+                let neg_hi = self.temp(format!("{name}.neg_hi"), DType::F32, &half_shape);
+                self.op(Op::Unary(UnaryOp::Neg), vec![hi], vec![neg_hi]);
+                let rotated = self.temp(format!("{name}.rotated"), DType::F32, &shape);
+                self.op(Op::Cat { dim: 3 }, vec![neg_hi, lo], vec![rotated]);
+                let xc = self.temp(format!("{name}.xcos"), DType::F32, &shape);
+                self.op(Op::Binary(BinaryOp::Mul), vec![xi, tables[0]], vec![xc]);
+                let rs = self.temp(format!("{name}.rsin"), DType::F32, &shape);
+                self.op(Op::Binary(BinaryOp::Mul), vec![rotated, tables[1]], vec![rs]);
+                let y = self.write(o()?)?;
+                self.op(Op::Binary(BinaryOp::Add), vec![xc, rs], vec![y]);
             }
             Parsed::AddPositions { x, table, position } => {
                 let meta = self.g.meta(x).clone();
