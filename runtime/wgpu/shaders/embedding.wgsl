@@ -13,32 +13,13 @@
 @group(0) @binding(4) var<storage, read_write> STATUS: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read> SCALES: array<u32>;
 
-// Scale of weight element (r, col): SCALES is [rows, ceil(C / group)].
-fn qscale(r: u32, col: u32) -> f32 {
-    let g = p(7u);
-    let groups = (p(6u) + g - 1u) / g;
-    return ld_scales(r * groups + col / g, p(8u));
-}
-
+// Quantized dtypes through common/quant.wgsl: columns p(6), group size p(7), scales dtype p(8).
 fn ld_table(i: u32, dt: u32) -> f32 {
-    switch dt {
-        case 16u: {
-            let c = p(6u);
-            // Sign-extend byte i % 4 with shifts (extractBits needs MSL 1.2).
-            let q = bitcast<i32>(TABLE[i >> 2u] << (24u - (i & 3u) * 8u)) >> 24u;
-            return f32(q) * qscale(i / c, i % c);
-        }
-        case 17u: {
-            // int4: each row packed separately, ceil(C/2) bytes, low nibble first.
-            let c = p(6u);
-            let r = i / c;
-            let col = i % c;
-            let byte = r * ((c + 1u) / 2u) + col / 2u;
-            let q = bitcast<i32>(TABLE[byte >> 2u] << (28u - (byte & 3u) * 8u - (col & 1u) * 4u)) >> 28u;
-            return f32(q) * qscale(r, col);
-        }
-        default: { return decode(TABLE[word_of(i, dt)], i, dt); }
+    if (is_quant(dt)) {
+        let c = p(6u);
+        return q_value(TABLE[q_word(i, c, dt)], i, c, dt) * ld_scales(q_scale_at(i, c, p(7u)), p(8u));
     }
+    return decode(TABLE[word_of(i, dt)], i, dt);
 }
 
 fn ld_scales(i: u32, dt: u32) -> f32 { return decode(SCALES[word_of(i, dt)], i, dt); }

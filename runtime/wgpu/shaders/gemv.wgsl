@@ -17,32 +17,13 @@
 
 fn ld_a(i: u32, dt: u32) -> f32 { return decode(A[word_of(i, dt)], i, dt); }
 
-// Scale of weight element (r, col): SCALES is [rows, ceil(C / group)].
-fn qscale(r: u32, col: u32) -> f32 {
-    let g = p(41u);
-    let groups = (p(40u) + g - 1u) / g;
-    return ld_scales(r * groups + col / g, p(42u));
-}
-
+// Quantized dtypes through common/quant.wgsl: columns p(40), group size p(41), scales dtype p(42).
 fn ld_b(i: u32, dt: u32) -> f32 {
-    switch dt {
-        case 16u: {
-            let c = p(40u);
-            // Sign-extend byte i % 4 with shifts (extractBits needs MSL 1.2).
-            let q = bitcast<i32>(B[i >> 2u] << (24u - (i & 3u) * 8u)) >> 24u;
-            return f32(q) * qscale(i / c, i % c);
-        }
-        case 17u: {
-            // int4: each row packed separately, ceil(C/2) bytes, low nibble first.
-            let c = p(40u);
-            let r = i / c;
-            let col = i % c;
-            let byte = r * ((c + 1u) / 2u) + col / 2u;
-            let q = bitcast<i32>(B[byte >> 2u] << (28u - (byte & 3u) * 8u - (col & 1u) * 4u)) >> 28u;
-            return f32(q) * qscale(r, col);
-        }
-        default: { return decode(B[word_of(i, dt)], i, dt); }
+    if (is_quant(dt)) {
+        let c = p(40u);
+        return q_value(B[q_word(i, c, dt)], i, c, dt) * ld_scales(q_scale_at(i, c, p(41u)), p(42u));
     }
+    return decode(B[word_of(i, dt)], i, dt);
 }
 
 fn ld_scales(i: u32, dt: u32) -> f32 { return decode(SCALES[word_of(i, dt)], i, dt); }
