@@ -13,8 +13,7 @@
 // Device dtype codes: 1 f32, 2 f16, 3 bf16 (packed halves in u32 words), 4 i32 (i32/i64
 // tensors), 6 bool (u32).
 
-struct Params { w: array<vec4<u32>, 16> }
-@group(0) @binding(0) var<uniform> P: Params;
+// Binding 0 is P, the parameter words (read with p/pf), declared in common/prelude.wgsl.
 @group(0) @binding(1) var<storage, read> Q: array<u32>;
 @group(0) @binding(2) var<storage, read> K: array<u32>;
 @group(0) @binding(3) var<storage, read> V: array<u32>;
@@ -23,71 +22,17 @@ struct Params { w: array<vec4<u32>, 16> }
 @group(0) @binding(6) var<storage, read_write> STATUS: array<atomic<u32>>;
 @group(0) @binding(7) var<storage, read_write> PART: array<f32>;
 
-fn p(i: u32) -> u32 { return P.w[i / 4u][i % 4u]; }
-fn pf(i: u32) -> f32 { return bitcast<f32>(p(i)); }
+fn ld_q(i: u32, dt: u32) -> f32 { return decode(Q[word_of(i, dt)], i, dt); }
 
-fn ld_q(i: u32, dt: u32) -> f32 {
-    switch dt {
-        case 2u: { return unpack2x16float(Q[i >> 1u])[i & 1u]; }
-        case 3u: { return bitcast<f32>(((Q[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
-        case 4u: { return f32(bitcast<i32>(Q[i])); }
-        case 6u: { return f32(Q[i]); }
-        default: { return bitcast<f32>(Q[i]); }
-    }
-}
+fn ld_k(i: u32, dt: u32) -> f32 { return decode(K[word_of(i, dt)], i, dt); }
 
-fn ld_k(i: u32, dt: u32) -> f32 {
-    switch dt {
-        case 2u: { return unpack2x16float(K[i >> 1u])[i & 1u]; }
-        case 3u: { return bitcast<f32>(((K[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
-        case 4u: { return f32(bitcast<i32>(K[i])); }
-        case 6u: { return f32(K[i]); }
-        default: { return bitcast<f32>(K[i]); }
-    }
-}
+fn ld_v(i: u32, dt: u32) -> f32 { return decode(V[word_of(i, dt)], i, dt); }
 
-fn ld_v(i: u32, dt: u32) -> f32 {
-    switch dt {
-        case 2u: { return unpack2x16float(V[i >> 1u])[i & 1u]; }
-        case 3u: { return bitcast<f32>(((V[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }
-        case 4u: { return f32(bitcast<i32>(V[i])); }
-        case 6u: { return f32(V[i]); }
-        default: { return bitcast<f32>(V[i]); }
-    }
-}
-
-// f32 -> f16 bits, round to nearest even; overflow gives inf and NaN stays NaN (pack2x16float
-// leaves out-of-range values indeterminate).
-fn f16_bits(v: f32) -> u32 {
-    if (v != v) { return 0x7e00u; }
-    if (abs(v) >= 65520.0) { return select(0x7c00u, 0xfc00u, v < 0.0); }
-    return pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu;
-}
-
-fn bf16_bits(v: f32) -> u32 {
-    let b = bitcast<u32>(v);
-    if (v != v) { return (b >> 16u) | 0x40u; }
-    return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
-}
-
-// Two threads may write the two halves of one word: clear then set our half atomically.
-fn put_half(i: u32, h: u32) {
-    let sh = (i & 1u) * 16u;
-    atomicAnd(&OUT[i >> 1u], ~(0xffffu << sh));
-    atomicOr(&OUT[i >> 1u], h << sh);
-}
-
+// Output element i (dtype dt) := v; see `put_of` in common/prelude.wgsl.
 fn st_out(i: u32, v: f32, dt: u32) {
-    switch dt {
-        case 2u: { put_half(i, f16_bits(v)); }
-        case 3u: { put_half(i, bf16_bits(v)); }
-        case 4u: { atomicStore(&OUT[i], bitcast<u32>(i32(v))); }
-        case 6u: { atomicStore(&OUT[i], select(0u, 1u, v != 0.0)); }
-        default: { atomicStore(&OUT[i], bitcast<u32>(v)); }
-    }
+    let s = put_of(i, v, dt);
+    if (s.keep == 0u) { atomicStore(&OUT[s.at], s.bits); } else { atomicAnd(&OUT[s.at], s.keep); atomicOr(&OUT[s.at], s.bits); }
 }
-
-fn nan() -> f32 { return bitcast<f32>(0x7fc00000u); }
 
 var<workgroup> qs: array<f32, 512>;
 var<workgroup> ps: array<f32, 64>;

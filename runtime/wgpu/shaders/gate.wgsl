@@ -5,12 +5,9 @@
 //
 // Params: 0 first word of the guarded grids in ARGS, 1 word count (3 per dispatch).
 
-struct Params { w: array<vec4<u32>, 16> }
-@group(0) @binding(0) var<uniform> P: Params;
+// Binding 0 is P, the parameter words (read with p/pf), declared in common/prelude.wgsl.
 @group(0) @binding(1) var<storage, read> FLAG: array<u32>;
 @group(0) @binding(2) var<storage, read_write> ARGS: array<u32>;
-
-fn p(i: u32) -> u32 { return P.w[i / 4u][i % 4u]; }
 
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) lid: u32) {

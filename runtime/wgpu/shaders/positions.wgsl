@@ -3,13 +3,10 @@
 //
 // Params: 0 n, 1 op index.
 
-struct Params { w: array<vec4<u32>, 16> }
-@group(0) @binding(0) var<uniform> P: Params;
+// Binding 0 is P, the parameter words (read with p/pf), declared in common/prelude.wgsl.
 @group(0) @binding(1) var<storage, read> POS: array<u32>;
 @group(0) @binding(2) var<storage, read_write> OUT: array<u32>;
 @group(0) @binding(3) var<storage, read_write> STATUS: array<atomic<u32>>;
-
-fn p(i: u32) -> u32 { return P.w[i / 4u][i % 4u]; }
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

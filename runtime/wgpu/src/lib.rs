@@ -22,3 +22,17 @@ pub use rbuild_kernels::gpu_reference::{HostData, HostTensor};
 pub fn shader_files() -> Vec<&'static str> {
     shaders::SHADERS.iter().map(|s| s.1).collect()
 }
+
+/// Every embedded kernel as compiled: `(file name, the shared files before it under `shaders/`,
+/// prelude first, e.g. `["common/prelude.wgsl"]`, the exact source handed to wgpu)`. The source
+/// is those files then the kernel file, each followed by a newline except the last.
+pub fn shader_sources() -> Vec<(&'static str, Vec<String>, &'static str)> {
+    shaders::SHADERS
+        .iter()
+        .map(|&(_, file, extras, source)| {
+            let mut shared = vec![shaders::PRELUDE.to_string()];
+            shared.extend(extras.iter().map(|e| format!("common/{e}")));
+            (file, shared, source)
+        })
+        .collect()
+}

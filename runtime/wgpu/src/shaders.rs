@@ -23,23 +23,56 @@ pub(crate) enum Kernel {
     Gate,
 }
 
-/// `(kernel, file name, source)` for every shader.
-pub(crate) const SHADERS: &[(Kernel, &str, &str)] = &[
-    (Kernel::Unary, "unary.wgsl", include_str!("../shaders/unary.wgsl")),
-    (Kernel::Binary, "binary.wgsl", include_str!("../shaders/binary.wgsl")),
-    (Kernel::Copy, "copy.wgsl", include_str!("../shaders/copy.wgsl")),
-    (Kernel::Gemm, "gemm.wgsl", include_str!("../shaders/gemm.wgsl")),
-    (Kernel::Gemv, "gemv.wgsl", include_str!("../shaders/gemv.wgsl")),
-    (Kernel::Norm, "norm.wgsl", include_str!("../shaders/norm.wgsl")),
-    (Kernel::Softmax, "softmax.wgsl", include_str!("../shaders/softmax.wgsl")),
-    (Kernel::Attention, "attention.wgsl", include_str!("../shaders/attention.wgsl")),
-    (Kernel::AttentionCombine, "attention_combine.wgsl", include_str!("../shaders/attention_combine.wgsl")),
-    (Kernel::Rope, "rope.wgsl", include_str!("../shaders/rope.wgsl")),
-    (Kernel::Embedding, "embedding.wgsl", include_str!("../shaders/embedding.wgsl")),
-    (Kernel::Conv1d, "conv1d.wgsl", include_str!("../shaders/conv1d.wgsl")),
-    (Kernel::Positions, "positions.wgsl", include_str!("../shaders/positions.wgsl")),
-    (Kernel::Gate, "gate.wgsl", include_str!("../shaders/gate.wgsl")),
+/// The shared WGSL every kernel starts with (`shaders/common/prelude.wgsl`).
+pub(crate) const PRELUDE: &str = "common/prelude.wgsl";
+
+/// A kernel's compiled source: `common/prelude.wgsl`, then the listed `common/` extras, then the
+/// kernel file, joined at build time (WGSL has no includes).
+macro_rules! kernel {
+    ($kernel:ident, $file:literal $(, $extra:literal)*) => {
+        (
+            Kernel::$kernel,
+            $file,
+            &[$($extra),*],
+            concat!(
+                include_str!("../shaders/common/prelude.wgsl"),
+                "\n",
+                $(include_str!(concat!("../shaders/common/", $extra)), "\n",)*
+                include_str!(concat!("../shaders/", $file)),
+            ),
+        )
+    };
+}
+
+/// `(kernel, file name, common/ extras after the prelude, compiled source)` for every shader.
+pub(crate) const SHADERS: &[(Kernel, &str, &[&str], &str)] = &[
+    kernel!(Unary, "unary.wgsl"),
+    kernel!(Binary, "binary.wgsl"),
+    kernel!(Copy, "copy.wgsl"),
+    kernel!(Gemm, "gemm.wgsl", "quant.wgsl"),
+    kernel!(Gemv, "gemv.wgsl", "quant.wgsl"),
+    kernel!(Norm, "norm.wgsl", "reduce256.wgsl"),
+    kernel!(Softmax, "softmax.wgsl", "reduce256.wgsl"),
+    kernel!(Attention, "attention.wgsl"),
+    kernel!(AttentionCombine, "attention_combine.wgsl"),
+    kernel!(Rope, "rope.wgsl"),
+    kernel!(Embedding, "embedding.wgsl", "quant.wgsl"),
+    kernel!(Conv1d, "conv1d.wgsl"),
+    kernel!(Positions, "positions.wgsl"),
+    kernel!(Gate, "gate.wgsl"),
 ];
+
+/// How a kernel's source is put together, for error messages: `common/prelude.wgsl + … + file`.
+pub(crate) fn parts_of(file: &str, extras: &[&str]) -> String {
+    let mut s = PRELUDE.to_string();
+    for e in extras {
+        s.push_str(" + common/");
+        s.push_str(e);
+    }
+    s.push_str(" + ");
+    s.push_str(file);
+    s
+}
 
 /// The shader file of a kernel.
 pub(crate) fn file_of(k: Kernel) -> &'static str {
@@ -54,8 +87,8 @@ impl Pipelines {
     /// Compiles every shader; an error names the file and the adapter.
     pub(crate) fn compile(gpu: &GpuDevice) -> Result<Pipelines, String> {
         let mut map = HashMap::new();
-        for &(kernel, file, source) in SHADERS {
-            map.insert(kernel, compile_one(gpu, file, source)?);
+        for &(kernel, file, extras, source) in SHADERS {
+            map.insert(kernel, compile_one(gpu, file, &parts_of(file, extras), source)?);
         }
         Ok(Pipelines { map })
     }
@@ -66,8 +99,9 @@ impl Pipelines {
     }
 }
 
-/// One shader's pipeline (entry point `main`); an error names the file and the adapter.
-pub(crate) fn compile_one(gpu: &GpuDevice, file: &str, source: &str) -> Result<wgpu::ComputePipeline, String> {
+/// One shader's pipeline (entry point `main`); an error names the file, how its source was put
+/// together (`parts`, e.g. `common/prelude.wgsl + norm.wgsl`) and the adapter.
+pub(crate) fn compile_one(gpu: &GpuDevice, file: &str, parts: &str, source: &str) -> Result<wgpu::ComputePipeline, String> {
     let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
     let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(file), source: wgpu::ShaderSource::Wgsl(source.into()) });
     let pipeline = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -79,7 +113,7 @@ pub(crate) fn compile_one(gpu: &GpuDevice, file: &str, source: &str) -> Result<w
         cache: None,
     });
     match pollster::block_on(scope.pop()) {
-        Some(e) => Err(format!("shader {file} does not compile on adapter {}: {e}", gpu.info)),
+        Some(e) => Err(format!("shader {file} (compiled as {parts}) does not compile on adapter {}: {e}", gpu.info)),
         None => Ok(pipeline),
     }
 }
@@ -98,8 +132,8 @@ mod tests {
                 return;
             }
         };
-        let err = compile_one(&gpu, "broken.wgsl", "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }").unwrap_err();
+        let err = compile_one(&gpu, "broken.wgsl", "broken.wgsl", "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }").unwrap_err();
         assert!(err.contains("shader broken.wgsl") && err.contains(&gpu.info.name), "{err}");
-        assert!(compile_one(&gpu, "ok.wgsl", "@compute @workgroup_size(1) fn main() {}").is_ok());
+        assert!(compile_one(&gpu, "ok.wgsl", "ok.wgsl", "@compute @workgroup_size(1) fn main() {}").is_ok());
     }
 }
