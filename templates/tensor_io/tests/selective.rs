@@ -33,7 +33,10 @@ fn selective_runner(case: &Case, dir: &Path, features: &[&str], env: &[(&str, &P
     let src = rbuild_selective::generate(&template(), dir, "rbuild-tensor-io-selective-test", &selected).unwrap();
     let manifest = std::fs::read_to_string(src.join("Cargo.toml")).unwrap();
     assert!(!manifest.contains("\"../support\""), "the support path must be made absolute: {manifest}");
-    rbuild_selective::compile(&src, "pte_runner", &options(features, env)).unwrap_or_else(|e| panic!("{}: {e}", case.label()))
+    let bin = dir.join("pte_runner");
+    let install = |exe: &Path| std::fs::copy(exe, &bin).map(drop).map_err(|e| e.to_string());
+    rbuild_selective::compile(&src, "pte_runner", &options(features, env), install).unwrap_or_else(|e| panic!("{}: {e}", case.label()));
+    bin
 }
 
 #[test]
@@ -63,8 +66,7 @@ fn selectively_built_runners_match_the_reference_and_can_embed_their_program() {
         }
     }
 
-    // The program compiled into the binary (one test, as every runner built here lands at the
-    // same path in the shared target folder).
+    // The program compiled into the binary.
     let case = programs.iter().find(|c| c.pte.ends_with("base.pte")).unwrap();
     let runner = selective_runner(case, &tmp.path().join("embedded"), &["embed-program"], &[("RBUILD_EMBED_PROGRAM", &case.pte)]);
     let out = tmp.path().join("out.safetensors");

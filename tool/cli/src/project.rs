@@ -64,6 +64,12 @@ impl Project {
         std::env::var_os("RBUILD_OUT").map(PathBuf::from).unwrap_or_else(|| self.root.join("out"))
     }
 
+    /// Cargo's target directory for runner and firmware builds: `$RBUILD_TARGET_DIR` (shared
+    /// by several output folders, e.g. the test suite's), else `.target/` in the output folder.
+    pub fn runner_target_dir(&self) -> PathBuf {
+        std::env::var_os("RBUILD_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| self.out_dir().join(".target"))
+    }
+
     /// Recipe names (file stems of `recipes/*.kdl`), sorted.
     pub fn recipe_names(&self) -> Vec<String> {
         stems(&self.recipes_dir(), "kdl")

@@ -1,4 +1,10 @@
 //! `cargo build` of a generated crate; the binary's path comes from cargo's artifact messages.
+//!
+//! One target directory may serve many output folders (`RBUILD_TARGET_DIR`), so runners of
+//! different recipes share their compiled dependencies. Cargo writes every runner of a template
+//! to the same uplifted path (`release/llama_runner`), so the build and the copy out of the
+//! target directory happen under one lock file: a concurrent build cannot swap the binary in
+//! between.
 
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -18,8 +24,23 @@ pub struct CompileOptions {
     pub release: bool,
 }
 
-/// Builds the crate at `dir` and returns the path of its binary named `bin`.
-pub fn compile(dir: &Path, bin: &str, o: &CompileOptions) -> Result<PathBuf, String> {
+/// Builds the crate at `dir` and hands its binary named `bin` to `install` (which copies it
+/// out) while the target directory is still locked.
+pub fn compile(dir: &Path, bin: &str, o: &CompileOptions, install: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
+    std::fs::create_dir_all(&o.target_dir).map_err(|e| format!("{}: {e}", o.target_dir.display()))?;
+    let lock_path = o.target_dir.join(".rbuild-build.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| format!("{}: {e}", lock_path.display()))?;
+    lock.lock().map_err(|e| format!("{}: cannot lock: {e}", lock_path.display()))?;
+    // Released when `lock` is dropped, on every path out of this function.
+    install(&build(dir, bin, o)?)
+}
+
+fn build(dir: &Path, bin: &str, o: &CompileOptions) -> Result<PathBuf, String> {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.arg("build").arg("--manifest-path").arg(dir.join("Cargo.toml")).arg("--bin").arg(bin);
     cmd.arg("--message-format=json-render-diagnostics").arg("--target-dir").arg(&o.target_dir);

@@ -383,12 +383,11 @@ fn build(platform: &str, board: &Board, layout: &FirmwareLayout, target: &str, j
         env: vec![(format!("CARGO_TARGET_{}_RUSTFLAGS", target.to_uppercase().replace(['-', '.'], "_")), rustflags)],
         release: true,
     };
-    let elf = rbuild_selective::compile(&src, "firmware", &opts)?;
-
     let [elf_out, input_out, script_out, report_out, layout_out] = outputs(&job.out_dir);
+    rbuild_selective::compile(&src, "firmware", &opts, |built| super::steps::copy_atomic(built, &elf_out))?;
+
     let layout_info = layout_json(platform, board, layout, &placement, embedded, job.kernels);
     write_atomic(&layout_out, serde_json::to_string_pretty(&layout_info).map_err(|e| e.to_string())?.as_bytes()).map_err(|e| err(&layout_out, &e))?;
-    super::steps::copy_atomic(&elf, &elf_out)?;
     let tensors: Vec<(String, HostTensor)> = specs
         .iter()
         .zip(inputs)

@@ -153,7 +153,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                 template: template.clone(),
                 template_hash: template_hash.clone(),
                 out_dir: dir.clone(),
-                target_dir: out.join(".target"),
+                target_dir: project.runner_target_dir(),
                 top_k: r.runner.top.unwrap_or(5) as usize,
                 tool_version: version.clone(),
                 rustc: rustc.clone(),
@@ -225,10 +225,9 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             k.add("features", &runner_features.join(","));
             k
         };
-        let target_dir = out.join(".target");
         let opts = rbuild_selective::CompileOptions {
             target: target.clone(),
-            target_dir,
+            target_dir: project.runner_target_dir(),
             features: runner_features.clone(),
             env: {
                 let mut env = vec![("CARGO_PROFILE_RELEASE_STRIP".into(), "symbols".into())];
@@ -266,8 +265,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                     o.features.push("embed-program".into());
                     o.env.push(("RBUILD_EMBED_PROGRAM".into(), pte.display().to_string()));
                 }
-                let exe = rbuild_selective::compile(&s, &rbn, &o)?;
-                copy_atomic(&exe, &b)
+                rbuild_selective::compile(&s, &rbn, &o, |exe| copy_atomic(exe, &b))
             },
         )
         .map_err(CliError)?;
@@ -286,8 +284,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             },
             move |_| {
                 rbuild_selective::generate(&t, &s, "rbuild-runner-all-kernels", &rbuild_selective::all_kernels())?;
-                let exe = rbuild_selective::compile(&s, &rbn, &o)?;
-                copy_atomic(&exe, &b)
+                rbuild_selective::compile(&s, &rbn, &o, |exe| copy_atomic(exe, &b))
             },
         )
         .map_err(CliError)?;
