@@ -20,7 +20,7 @@ struct Args {
     /// The .pte program (optional when one was embedded at build time).
     #[arg(long)]
     model: Option<PathBuf>,
-    /// Hugging Face tokenizer.json or a tiktoken rank file (detected by content).
+    /// Hugging Face tokenizer.json, Mistral tekken.json or a tiktoken rank file (detected by content).
     #[arg(long, required_unless_present = "list_kernels")]
     tokenizer: Option<PathBuf>,
     /// The prompt text.

@@ -20,13 +20,18 @@ fn fixed() -> &'static Tekken {
     })
 }
 
-fn exercise(tok: &Tekken, text: &str, ids: &[u32]) {
+/// `covers_all_text`: the pattern matches every character (true of Mistral's; a fuzzed
+/// pattern may skip text, which tiktoken then drops too).
+fn exercise(tok: &Tekken, text: &str, ids: &[u32], covers_all_text: bool) {
     // A pre-tokenizer pattern may give up (fancy-regex's backtrack limit): an error, not a bug.
     if let Ok(encoded) = tok.encode(text, true) {
-        // Every file's first 256 ranks are the single bytes, so byte-level BPE round-trips any
-        // text exactly, with the specials (the BOS) skipped.
-        assert_eq!(tok.decode(&encoded, true).unwrap(), text);
         assert!(encoded.iter().skip(tok.bos_id().is_some() as usize).all(|&id| id >= tok.num_special_tokens()));
+        let decoded = tok.decode(&encoded, true).unwrap();
+        // The first 256 ranks are the single bytes, so byte-level BPE round-trips any text
+        // exactly (the BOS skipped as a special).
+        if covers_all_text {
+            assert_eq!(decoded, text);
+        }
     }
     for skip_special in [false, true] {
         let _ = tok.decode(ids, skip_special);
@@ -46,7 +51,7 @@ fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(tail);
     let ids: Vec<u32> = tail.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
     if let Ok(tok) = Tekken::from_bytes(file) {
-        exercise(&tok, &text, &ids);
+        exercise(&tok, &text, &ids, false);
     }
-    exercise(fixed(), &text, &ids);
+    exercise(fixed(), &text, &ids, true);
 });
