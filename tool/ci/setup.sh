@@ -79,11 +79,13 @@ find_python312() {
   done
   return 1
 }
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import executorch_numpy_runtime, safetensors, numpy' 2>/dev/null; then
+# mistral-common: the Tekken tokenizer oracle (templates/support/tests/tekken.rs) and its
+# tekken.json files.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import executorch_numpy_runtime, safetensors, numpy, mistral_common' 2>/dev/null; then
   PY=$(find_python312) || { echo "error: Python 3.12 not found (install python3.12 or pyenv 3.12)" >&2; exit 1; }
   rm -rf .venv
   "$PY" -m venv .venv
-  .venv/bin/pip install --quiet --disable-pip-version-check executorch-numpy-runtime numpy safetensors
+  .venv/bin/pip install --quiet --disable-pip-version-check executorch-numpy-runtime numpy safetensors mistral-common
 fi
 # Arm's Vela compiler for the Ethos-U lowering (a binary wheel), pinned: its raw output layout
 # is what tool/ethosu parses.

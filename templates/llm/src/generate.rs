@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::sampling::Sampler;
+use rbuild_runner_support::text::sampling::Sampler;
 
 /// Something that turns token ids into next-token logits.
 pub trait Model {

@@ -7,9 +7,10 @@ use std::time::Instant;
 
 use clap::Parser;
 use rbuild_llm_runner::generate::{self, GenConfig, Model, Stats};
-use rbuild_llm_runner::sampling::Sampler;
-use rbuild_llm_runner::stream::TextStream;
-use rbuild_llm_runner::{chat, kernels, program as llm_program, tokenizer};
+use rbuild_llm_runner::{chat, kernels, program as llm_program};
+use rbuild_runner_support::text::sampling::Sampler;
+use rbuild_runner_support::text::stream::TextStream;
+use rbuild_runner_support::text::tokenizer;
 use rbuild_runner_support::cli::{self, emit};
 use rbuild_runner_support::{in_file, program, Failure, Outcome};
 
@@ -19,7 +20,7 @@ struct Args {
     /// The .pte program (optional when one was embedded at build time).
     #[arg(long)]
     model: Option<PathBuf>,
-    /// Hugging Face tokenizer.json or a tiktoken rank file (detected by content).
+    /// Hugging Face tokenizer.json, Mistral tekken.json or a tiktoken rank file (detected by content).
     #[arg(long, required_unless_present = "list_kernels")]
     tokenizer: Option<PathBuf>,
     /// The prompt text.

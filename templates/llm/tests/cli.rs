@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use rbuild_llm_runner::tokenizer::{self, Tokenizer};
+use rbuild_runner_support::text::tokenizer::{self, Tokenizer};
 
 mod common;
 use common::{temp_dir, testdata, Toy};

@@ -2,7 +2,7 @@
 //! token at the next position), EOS handling, budgets and errors.
 
 use rbuild_llm_runner::generate::{check_budget, generate, GenConfig, Generation, Model, Stats};
-use rbuild_llm_runner::sampling::Sampler;
+use rbuild_runner_support::text::sampling::Sampler;
 
 /// Next token = (last token + 1) % vocab; records every call.
 struct Counter {

@@ -11,7 +11,7 @@ use rbuild_export::passes::{self, Options};
 use rbuild_export::plan;
 use rbuild_models::llama::{self, KvExport};
 use rbuild_models::{Params, Weights};
-use rbuild_llm_runner::tokenizer;
+use rbuild_runner_support::text::tokenizer;
 use rbuild_runtime::ScalarType;
 
 mod common;

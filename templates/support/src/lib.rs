@@ -1,5 +1,5 @@
 //! What rbuild's hosted runner templates (`templates/image_classifier`, `llm`, `asr`,
-//! `tensor_io`) share, so each template holds only what is particular to its models.
+//! `tensor_io`, `voxtral`) share, so each template holds only what is particular to its models.
 //!
 //! Templates depend on this crate by path (`../support`); rbuild's selective build makes that
 //! path absolute in the runner crate it generates, so the crate travels with every template
@@ -28,6 +28,9 @@ pub mod protocol;
 pub mod stats;
 #[cfg(feature = "runner")]
 pub mod tensors;
+
+#[cfg(feature = "text")]
+pub mod text;
 
 #[cfg(feature = "runner")]
 pub use cli::{in_file, Failure, Outcome};

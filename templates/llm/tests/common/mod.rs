@@ -9,20 +9,10 @@ pub fn testdata(rel: &str) -> String {
     root.join(rel).to_string_lossy().into_owned()
 }
 
-/// A tiktoken rank file: ranks 0..=255 are the single bytes (rank = byte value), then these
-/// merges. Llama 3's special tokens then default to ids 265.. (`<|eot_id|>` = 274).
-pub const MERGES: &[&str] = &["he", "ll", "hell", " w", "or", " wor", "ld", " world", "lo"];
-
-pub fn rank_file() -> String {
-    let mut s = String::new();
-    for b in 0..=255u8 {
-        s.push_str(&format!("{} {b}\n", rbuild_llm_runner::tokenizer::base64_encode(&[b])));
-    }
-    for (i, m) in MERGES.iter().enumerate() {
-        s.push_str(&format!("{} {}\n", rbuild_llm_runner::tokenizer::base64_encode(m.as_bytes()), 256 + i));
-    }
-    s
-}
+// The tiktoken rank file of the tokenizer tests in templates/support.
+#[path = "../../../support/tests/common/tiktoken_ranks.rs"]
+mod tiktoken_ranks;
+pub use tiktoken_ranks::{rank_file, MERGES};
 
 /// A fresh, empty scratch folder for one test.
 pub fn temp_dir(name: &str) -> PathBuf {

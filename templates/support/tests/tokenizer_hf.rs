@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use rbuild_llm_runner::stream::TextStream;
-use rbuild_llm_runner::tokenizer::{self, Tokenizer};
+use rbuild_runner_support::text::stream::TextStream;
+use rbuild_runner_support::text::tokenizer::{self, Tokenizer};
 
 mod common;
 use common::testdata;

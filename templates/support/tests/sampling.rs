@@ -1,6 +1,6 @@
 //! Sampling: greedy ties, seeded determinism, the top-p nucleus boundary and degenerate logits.
 
-use rbuild_llm_runner::sampling::{argmax, sample_top_p, softmax_scaled, Sampler};
+use rbuild_runner_support::text::sampling::{argmax, sample_top_p, softmax_scaled, Sampler};
 
 #[test]
 fn temperature_zero_is_argmax_with_lowest_id_on_ties() {

@@ -2,8 +2,10 @@
 //! 3's pre-tokenizer split, special tokens (default numbering and from tokenizer_config.json),
 //! byte-exact decoding and streaming of characters split across tokens.
 
-use rbuild_llm_runner::stream::TextStream;
-use rbuild_llm_runner::tokenizer::{self, base64_encode, Tiktoken, Tokenizer};
+use rbuild_runner_support::text::stream::TextStream;
+use rbuild_runner_support::text::base64::base64_encode;
+use rbuild_runner_support::text::tiktoken::Tiktoken;
+use rbuild_runner_support::text::tokenizer::{self, Tokenizer};
 
 mod common;
 use common::{rank_file, MERGES};

@@ -7,7 +7,7 @@
 //! window no longer ends in an incomplete sequence (which lossy decoding shows as U+FFFD).
 //! This is the scheme of Hugging Face's text-generation-inference.
 
-use crate::tokenizer::{Tokenizer, TokenizerError};
+use super::tokenizer::{Tokenizer, TokenizerError};
 
 pub struct TextStream {
     ids: Vec<u32>,

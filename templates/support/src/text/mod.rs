@@ -1,0 +1,13 @@
+//! Text-side code that text-generating runners share: tokenizers told apart by content
+//! ([`tokenizer::load`]), streamed UTF-8 output and next-token sampling.
+
+pub mod base64;
+pub mod bpe;
+pub mod hf;
+pub mod sampling;
+pub mod stream;
+pub mod tekken;
+pub mod tiktoken;
+pub mod tokenizer;
+
+pub use tokenizer::{load, Tokenizer, TokenizerError};
