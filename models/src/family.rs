@@ -91,10 +91,16 @@ pub trait Family: Sync {
     fn summary(&self) -> &'static str;
     /// Reads the checkpoint (or makes the demo) and builds every method.
     fn build(&self, source: &Source, o: &ExportOptions) -> Result<FamilyProgram>;
-    /// The demo model's tokenizer (HF `tokenizer.json` text), when the family has a demo that
+    /// The demo model's tokenizer (the text of a file named as [`Family::tokenizer_files`]'s
+    /// first), when the family has a demo that
     /// prints text.
     fn demo_tokenizer_json(&self) -> Option<String> {
         None
+    }
+    /// The tokenizer files a checkpoint folder may hold, preferred first (the demo's tokenizer
+    /// is written under the first name).
+    fn tokenizer_files(&self) -> &'static [&'static str] {
+        &["tokenizer.json"]
     }
     /// Whether the program's input is audio (PCM) rather than token ids.
     fn takes_audio(&self) -> bool {

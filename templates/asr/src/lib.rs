@@ -4,7 +4,6 @@
 //!
 //! The binary (`src/main.rs`) is the command line; this library holds the parts tests check.
 
-pub mod audio;
 pub mod decode;
 pub mod kernels;
 pub mod output;
@@ -13,3 +12,6 @@ pub mod tokenizer;
 pub mod transcribe;
 pub mod verify;
 pub mod stats;
+
+/// WAV reading and resampling: `rbuild_runner_support::audio` (shared with the Voxtral runner).
+pub use rbuild_runner_support::audio;

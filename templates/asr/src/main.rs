@@ -277,10 +277,6 @@ fn verify_run(
     let pcm = in_file(verify::read_pcm(&bytes), path)?;
     let t = Instant::now();
     let outputs = in_file(verify::outputs(model, &pcm, language, task), model_name)?;
-    let elapsed_us = t.elapsed().as_micros();
-    for o in &outputs {
-        println!("{}", protocol::output_line(o.index, o.dtype, &o.shape, &o.bytes));
-    }
-    println!("RBUILD_STATS elapsed_us={elapsed_us} threads={}", threads.max(1));
+    protocol::print_outputs(&outputs, t.elapsed().as_micros(), threads);
     Ok(())
 }

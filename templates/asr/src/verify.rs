@@ -4,21 +4,11 @@
 //! `RBUILD_OUTPUT index=<i> dtype=<name> shape=<d0,d1,…> hex=<little-endian bytes>` and one
 //! `RBUILD_STATS key=value …` line follows.
 
-use rbuild_runner_support::tensors;
-use rbuild_runtime::ScalarType;
+pub use rbuild_runner_support::protocol::{read_pcm, VerifyOutput};
 
 use crate::decode::{self, DecodeOptions, Rng, Task};
 use crate::program::WhisperProgram;
 use crate::transcribe::WindowModel;
-
-/// One output of the verify run.
-pub struct VerifyOutput {
-    pub index: usize,
-    /// The protocol's name: "float32" or "int64".
-    pub dtype: &'static str,
-    pub shape: Vec<usize>,
-    pub bytes: Vec<u8>,
-}
 
 /// The verify run, shared by the runner's `--verify-input` and `rbuild verify`'s host
 /// reference: the whole input's features (padded as a transcription pads them), the first
@@ -41,17 +31,4 @@ pub fn outputs(model: &mut WhisperProgram<'_>, pcm: &[f32], language: Option<u32
         VerifyOutput { index: 1, dtype: "float32", shape: hidden_shape, bytes: f32_bytes(&hidden) },
         VerifyOutput { index: 2, dtype: "int64", shape: vec![res.tokens.len()], bytes: res.tokens.iter().flat_map(|&t| (t as i64).to_le_bytes()).collect() },
     ])
-}
-
-/// `input.0` as f32 samples (any shape; its elements in order).
-pub fn read_pcm(bytes: &[u8]) -> Result<Vec<f32>, String> {
-    let all = tensors::parse(bytes)?;
-    let pcm = all.get("input.0").ok_or("no tensor named input.0")?;
-    if pcm.dtype != ScalarType::Float {
-        return Err(format!("input.0 is {}; the audio must be float32 PCM", pcm.dtype));
-    }
-    if pcm.data.is_empty() {
-        return Err("input.0 holds no samples".into());
-    }
-    Ok(pcm.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
 }

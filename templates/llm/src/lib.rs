@@ -3,9 +3,10 @@
 //! methods), sample and stream the generated text.
 //!
 //! The binary (`src/main.rs`) is the command line; this library holds the parts tests check.
-//! Tokenizers, streamed output and sampling are `rbuild_runner_support::text`'s.
+//! Tokenizers, streamed output, sampling and the generation loop are `rbuild_runner_support::text`'s.
 
 pub mod chat;
-pub mod generate;
 pub mod kernels;
 pub mod program;
+
+pub use rbuild_runner_support::text::generate;

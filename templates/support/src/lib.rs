@@ -8,6 +8,9 @@
 
 pub mod build;
 
+#[cfg(feature = "audio")]
+pub mod audio;
+
 #[cfg(feature = "runner")]
 pub mod all_kernels;
 #[cfg(feature = "runner")]

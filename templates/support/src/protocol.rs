@@ -59,3 +59,33 @@ pub fn verify_run(method: &mut Method<'_>, path: &Path, model_name: &Path, threa
     println!("RBUILD_STATS elapsed_us={elapsed_us} threads={}", ctx.threads);
     Ok(())
 }
+
+/// One output of the verify run.
+pub struct VerifyOutput {
+    pub index: usize,
+    /// The protocol's name: "float32" or "int64".
+    pub dtype: &'static str,
+    pub shape: Vec<usize>,
+    pub bytes: Vec<u8>,
+}
+
+/// `input.0` as f32 samples (any shape; its elements in order).
+pub fn read_pcm(bytes: &[u8]) -> Result<Vec<f32>, String> {
+    let all = tensors::parse(bytes)?;
+    let pcm = all.get("input.0").ok_or("no tensor named input.0")?;
+    if pcm.dtype != ScalarType::Float {
+        return Err(format!("input.0 is {}; the audio must be float32 PCM", pcm.dtype));
+    }
+    if pcm.data.is_empty() {
+        return Err("input.0 holds no samples".into());
+    }
+    Ok(pcm.data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}
+
+/// Prints the outputs of a runner's own verify pipeline and the stats line.
+pub fn print_outputs(outputs: &[VerifyOutput], elapsed_us: u128, threads: usize) {
+    for o in outputs {
+        println!("{}", output_line(o.index, o.dtype, &o.shape, &o.bytes));
+    }
+    println!("RBUILD_STATS elapsed_us={elapsed_us} threads={}", threads.max(1));
+}

@@ -1,6 +1,6 @@
 //! Shared test helpers: test data paths, scratch folders, and a hand-built LLM-shaped program.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::path::PathBuf;
 

@@ -123,15 +123,19 @@ pub fn add(dag: &mut Dag<'_>, r: &Recipe, p: &Platform, probes: &Probes, i: Inpu
         run_prefix: p.run.prefix(),
         run_args: {
             let mut args: Vec<String> = if r.runner.embed_program { vec![] } else { vec!["--model".into(), "model.pte".into()] };
-            // The LLM runner reads its tokenizer from the bundle too.
-            if i.extra.iter().any(|p| p.file_name().is_some_and(|n| n == "tokenizer.json")) {
-                args.extend(["--tokenizer".to_string(), "tokenizer.json".to_string()]);
+            // The LLM runners read their tokenizer from the bundle too.
+            for name in ["tekken.json", "tokenizer.json"] {
+                if i.extra.iter().any(|p| p.file_name().is_some_and(|n| n == name)) {
+                    args.extend(["--tokenizer".to_string(), name.to_string()]);
+                    break;
+                }
             }
             args
         },
         run_example: match r.runner.template.as_str() {
             "image-classifier" => "--image photo.png".into(),
             "llm" => "--prompt \"Once upon a time\" --max-new-tokens 32".into(),
+            "audio-llm" => "--audio speech.wav".into(),
             // The generic runner on the bundled verify input (without --inputs: made-up inputs).
             rbuild_recipe::GENERIC_RUNNER if i.extra.iter().any(|p| p.file_name().is_some_and(|n| n == super::VERIFY_INPUT)) => {
                 format!("--inputs {} --output outputs.safetensors", super::VERIFY_INPUT)

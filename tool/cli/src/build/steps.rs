@@ -679,24 +679,32 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
         outputs.extend(paths.into_iter().map(|p| (p, "runner-files")));
     }
 
-    // tokenizer: the recipe's file, else the checkpoint's tokenizer.json, else the demo's
-    // byte-level one; tokenizer_config.json (chat template) travels with it when present.
-    let tokenizer_source = llm.tokenizer.clone().or_else(|| checkpoint.as_ref().map(|d| d.join("tokenizer.json")).filter(|p| p.is_file()));
+    // tokenizer: the recipe's file, else the checkpoint's (the family's file names in order:
+    // Voxtral's tekken.json before tokenizer.json), else the demo's; tokenizer_config.json
+    // (chat template) travels with it when present.
+    let tokenizer_names = family.tokenizer_files();
+    let tokenizer_source = llm
+        .tokenizer
+        .clone()
+        .or_else(|| checkpoint.as_ref().and_then(|d| tokenizer_names.iter().map(|n| d.join(n)).find(|p| p.is_file())));
     if checkpoint.is_some() && tokenizer_source.is_none() {
         if !family.tokenizer_required() {
-            eprintln!("note: {}: {} has no tokenizer.json (give one with tokenizer=PATH); the runner will print token ids", r.name, r.model.weights);
+            eprintln!("note: {}: {} has no {} (give one with tokenizer=PATH); the runner will print token ids", r.name, r.model.weights, tokenizer_names.join(" or "));
             return Ok(outputs);
         }
         return Err(CliError(format!(
-            "{}: {} has no tokenizer.json; give one with tokenizer=PATH",
+            "{}: {} has no {}; give one with tokenizer=PATH",
             r.name,
-            r.model.weights
+            r.model.weights,
+            tokenizer_names.join(" or ")
         )));
     }
-    // Whisper's tiktoken vocabularies keep their names (the runner tells them by extension).
+    // Whisper's tiktoken vocabularies and Mistral's tekken.json keep their names (runners and
+    // bundles tell them by name); the demo's takes the family's first tokenizer name.
     let tok_name = match tokenizer_source.as_ref().and_then(|s| s.file_name()).and_then(|n| n.to_str()) {
-        Some(n) if n.ends_with(".tiktoken") => n.to_string(),
-        _ => "tokenizer.json".to_string(),
+        Some(n) if n.ends_with(".tiktoken") || n == "tekken.json" => n.to_string(),
+        Some(_) => "tokenizer.json".to_string(),
+        None => tokenizer_names.first().copied().unwrap_or("tokenizer.json").to_string(),
     };
     let tok_out = dir.join(tok_name);
     let cfg_out = dir.join("tokenizer_config.json");

@@ -94,15 +94,31 @@ fn speech_reference(program_path: &std::path::Path, input: PathBuf) -> CliResult
     let mut model = WhisperProgram::load(&program, &kernels, &reference_backends(), 1).map_err(fail)?;
     let data = std::fs::read(&input).map_err(|e| CliError(format!("{}: {e}", input.display())))?;
     let pcm = verify::read_pcm(&data).map_err(|e| CliError(format!("{}: {e}", input.display())))?;
-    let outputs = verify::outputs(&mut model, &pcm, None, Task::Transcribe).map_err(fail)?;
-    let outputs = outputs
+    Ok(Reference { input, outputs: printed(verify::outputs(&mut model, &pcm, None, Task::Transcribe).map_err(fail)?) })
+}
+
+/// An audio LLM's reference: the audio-llm runner's verify pipeline (log-mel chunks, audio
+/// embeddings, greedy tokens after the audio) run in-process on all of rbuild's kernels.
+fn audio_llm_reference(program_path: &std::path::Path, input: PathBuf) -> CliResult<Reference> {
+    use rbuild_audio_llm_runner::{program::VoxtralProgram, verify};
+    let fail = |e: String| CliError(format!("{}: {e}", program_path.display()));
+    let bytes = crate::io::program::read_program(program_path)?;
+    let program = Program::load(bytes.as_slice()).map_err(|e| fail(e.to_string()))?;
+    let kernels = rbuild_kernels::registry();
+    let mut model = VoxtralProgram::load(&program, &kernels, &reference_backends(), 1).map_err(fail)?;
+    let data = std::fs::read(&input).map_err(|e| CliError(format!("{}: {e}", input.display())))?;
+    let pcm = rbuild_runner_support::protocol::read_pcm(&data).map_err(|e| CliError(format!("{}: {e}", input.display())))?;
+    Ok(Reference { input, outputs: printed(verify::outputs(&mut model, &pcm).map_err(fail)?) })
+}
+
+fn printed(outputs: Vec<rbuild_runner_support::protocol::VerifyOutput>) -> Vec<Printed> {
+    outputs
         .into_iter()
         .map(|o| {
             let dtype = if o.dtype == "int64" { rbuild_runtime::ScalarType::Long } else { rbuild_runtime::ScalarType::Float };
             Printed { index: o.index, dtype, shape: o.shape, data: o.bytes }
         })
-        .collect();
-    Ok(Reference { input, outputs })
+        .collect()
 }
 
 /// The host reference runs GPU delegates on the payload's CPU reference runtime (the twin the
@@ -126,7 +142,10 @@ pub fn host_reference(project: &Project, l: &Loaded) -> CliResult<Reference> {
     let pte = if l.recipe.backend.npu.is_some() { "model-cpu-lowering.pte" } else { "model.pte" };
     let (program_path, input) = (dir.join(pte), dir.join(crate::build::VERIFY_INPUT));
     if takes_audio(l) {
-        return speech_reference(&program_path, input);
+        return match l.recipe.runner.template.as_str() {
+            "audio-llm" => audio_llm_reference(&program_path, input),
+            _ => speech_reference(&program_path, input),
+        };
     }
     let bytes = crate::io::program::read_program(&program_path)?;
     let program = Program::load(bytes.as_slice()).map_err(|e| CliError(format!("{}: {e}", program_path.display())))?;

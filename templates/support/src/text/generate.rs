@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use rbuild_runner_support::text::sampling::Sampler;
+use super::sampling::Sampler;
 
 /// Something that turns token ids into next-token logits.
 pub trait Model {
@@ -151,7 +151,7 @@ impl Stats {
 
     pub fn line(&self) -> String {
         let rate = |r: Option<f64>| r.map_or("n/a".to_string(), |r| format!("{r:.1} tok/s"));
-        let mem = rbuild_runner_support::stats::mib(self.peak_rss_bytes);
+        let mem = crate::stats::mib(self.peak_rss_bytes);
         format!(
             "load {:.1} ms, time to first token {:.1} ms, prefill {} tokens at {}, decode {} tokens at {}, peak memory {}",
             self.load_ms,
