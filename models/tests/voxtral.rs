@@ -260,9 +260,27 @@ fn demo_exports() {
     let (bytes, report) = family::export(f, &Source::Demo { seed: 7 }, &ExportOptions::default()).unwrap();
     let buf = AlignedBuf::from_bytes(&bytes);
     let program = Program::load(buf.as_slice()).unwrap();
-    for m in ["audio_encoder", "token_embedding", "text_decoder", "get_audio_token_id", "get_vocab_size"] {
+    for m in ["preprocessor", "audio_encoder", "token_embedding", "text_decoder", "get_audio_token_id", "get_vocab_size"] {
         assert!(program.method_names().contains(&m), "{m}: {}", report.description);
     }
+    // The demo runs end to end: 3 s of its voice → one chunk → 40 audio tokens → a token id.
+    let reg = rbuild_kernels::registry();
+    let load = |name: &str| program.load_method(name, &reg, &BackendRegistry::new()).unwrap();
+    let wave = rbuild_models::whisper::demo_audio::demo_samples(3.0);
+    let mut pre = load("preprocessor");
+    pre.set_input_tensor(0, ScalarType::Float, &[wave.len()], &f32_bytes(&wave)).unwrap();
+    run(&mut pre);
+    let features = floats(pre.output_bytes(0).unwrap());
+    assert_eq!(features.len(), 128 * 320);
+    let audio = audio_embeddings(&mut load("audio_encoder"), &features, &[1, 128, 320]);
+    assert_eq!(audio.len(), 40 * 64);
+    let mut ids = vec![1, 3, 25];
+    ids.extend([24; 40]);
+    ids.extend([26, 34]);
+    let text = embed_tokens(&mut load("token_embedding"), &ids);
+    let logits = decode(&mut load("text_decoder"), &prompt_embeddings(&ids, &text, &audio, 24, 64), 64, 0);
+    assert_eq!(logits.len(), 1300);
+    assert!(logits.iter().all(|v| v.is_finite()));
 }
 
 /// The in-program front end on the fox's waveform gives the features HF's extractor gives

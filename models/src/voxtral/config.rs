@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::config_json::{self, invalid};
 use crate::llama::{Arch, LlamaConfig};
-use crate::whisper::graph::EncoderDims;
+use crate::whisper::config::EncoderDims;
 
 /// The architecture and the ids a runner needs.
 #[derive(Clone, Debug, PartialEq)]

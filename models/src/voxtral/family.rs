@@ -11,7 +11,7 @@ use super::graph;
 use crate::family::{ExportOptions, Family, FamilyProgram, MethodGraph, Source};
 use crate::llama::{self, Arch, KvExport, LlamaConfig};
 use crate::whisper::features::{HOP_LENGTH, N_FFT, SAMPLE_RATE};
-use crate::whisper::graph::EncoderDims;
+use crate::whisper::config::EncoderDims;
 use crate::Params;
 
 /// The cache length when the export does not say (capped by the model's trained context):

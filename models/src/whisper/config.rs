@@ -8,8 +8,27 @@ use rbuild_export::error::Result;
 use rbuild_export::ExportError;
 use serde_json::{Map, Value};
 
-use super::graph::EncoderDims;
 use crate::config_json;
+
+/// A Whisper encoder's dimensions. Voxtral's audio tower is the same encoder under another
+/// module name, so both families describe theirs with this.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncoderDims {
+    pub d_model: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub ffn: usize,
+    pub num_mel_bins: usize,
+    /// Encoder positions: the input has `2 ×` this many mel frames.
+    pub max_source_positions: usize,
+}
+
+impl EncoderDims {
+    /// Mel frames one encoder window takes.
+    pub fn frames_per_window(&self) -> usize {
+        2 * self.max_source_positions
+    }
+}
 
 /// The architecture and the decoding ids a runner needs.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,7 +13,7 @@ use rbuild_export::graph::Arg;
 use rbuild_export::{ConstData, Dim, Graph, GraphBuilder, TensorMeta, ValueId};
 use rbuild_runtime::ScalarType;
 
-use super::config::WhisperConfig;
+use super::config::{EncoderDims, WhisperConfig};
 use super::features::{self, HOP_LENGTH, N_FFT, SAMPLE_RATE};
 use crate::params::{Init, Params};
 use crate::random::f32_bytes;
@@ -139,26 +139,6 @@ pub fn preprocessor(c: &WhisperConfig, max_samples: usize) -> Result<Graph> {
     b.graph.values[mel].meta = TensorMeta::new(ScalarType::Float, vec![Dim::Fixed(1), Dim::Fixed(c.num_mel_bins), frames]);
     b.output(mel);
     Ok(b.finish())
-}
-
-/// A Whisper encoder's dimensions. Voxtral's audio tower is the same encoder under another
-/// module name, so both families describe theirs with this.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EncoderDims {
-    pub d_model: usize,
-    pub layers: usize,
-    pub heads: usize,
-    pub ffn: usize,
-    pub num_mel_bins: usize,
-    /// Encoder positions: the input has `2 ×` this many mel frames.
-    pub max_source_positions: usize,
-}
-
-impl EncoderDims {
-    /// Mel frames one encoder window takes.
-    pub fn frames_per_window(&self) -> usize {
-        2 * self.max_source_positions
-    }
 }
 
 /// The encoder: features `[1, n_mels, 2 × max_source_positions]` → `[1, max_source_positions, d_model]`.
