@@ -36,7 +36,8 @@ pub struct LlmProgram {
     pub getters: Vec<Getter>,
 }
 
-struct Ctx {
+/// What every layer of the KV-cache decoder reads: the call's positions and the rotary tables.
+pub struct Ctx {
     start_pos: ValueId,
     seq_len: ValueId,
     s: Dim,
@@ -110,9 +111,10 @@ pub fn build_kv(c: &LlamaConfig, p: &mut Params, o: &KvExport) -> Result<LlmProg
     let s = b.sym("seq_len", 1, o.max_seq_len);
     let tokens = b.input("tokens", TensorMeta::new(ScalarType::Long, vec![Dim::Fixed(1), s]));
     let input_pos = b.input("input_pos", TensorMeta::fixed(ScalarType::Long, &[1]));
+    let ctx = decoder_context(&mut b, c, o, tokens, input_pos)?;
     let embed = embedding_table(&mut b, p, c)?;
     let x = b.embedding(embed, tokens)?;
-    let logits = decoder_stack(&mut b, p, c, o, x, input_pos, Some(embed))?;
+    let logits = decoder_stack(&mut b, p, c, o, &ctx, x, Some(embed))?;
     if !p.is_random() {
         p.check_all_used(c.arch.name())?;
     }
@@ -139,25 +141,28 @@ pub fn embedding_table(b: &mut GraphBuilder, p: &mut Params, c: &LlamaConfig) ->
     p.tensor(b, "model.embed_tokens.weight", &[c.vocab_size, c.hidden_size], Init::LinearWeight { fan_in: 1 })
 }
 
-/// The decoder layers, final norm and output head on embeddings `x` `[1, S, hidden]` (S a
-/// symbol bounded by the cache) at `input_pos` `[1]`: logits of the last position, or of all
-/// with `full_logits`. `embed` is the embedding table when this graph holds it (a tied head
-/// reuses it; otherwise the head loads it itself).
-pub fn decoder_stack(b: &mut GraphBuilder, p: &mut Params, c: &LlamaConfig, o: &KvExport, x: ValueId, input_pos: ValueId, embed: Option<ValueId>) -> Result<ValueId> {
-    let s = b.meta(x).shape[1];
-    let seq_len = b.sym_size(x, 1)?;
+/// The decoder's [`Ctx`] for a call on `input` (`[1, S, …]`: the tokens, or their
+/// embeddings; S a symbol bounded by the cache) at `input_pos` `[1]`.
+pub fn decoder_context(b: &mut GraphBuilder, c: &LlamaConfig, o: &KvExport, input: ValueId, input_pos: ValueId) -> Result<Ctx> {
+    let s = b.meta(input).shape[1];
+    let seq_len = b.sym_size(input, 1)?;
     let start_pos = b.item(input_pos)?;
     let (cos, sin) = rope::tables(&rope::inv_freq(c.head_dim, c.rope_theta, c.rope_scaling.as_ref()), o.max_seq_len);
     let table = [o.max_seq_len, c.head_dim];
     let cos = b.constant("rope_cos", ScalarType::Float, &table, ConstData::owned(f32_bytes(&cos)))?;
     let sin = b.constant("rope_sin", ScalarType::Float, &table, ConstData::owned(f32_bytes(&sin)))?;
-    let ctx = Ctx { start_pos, seq_len, s, cos, sin };
+    Ok(Ctx { start_pos, seq_len, s, cos, sin })
+}
 
+/// The decoder layers, final norm and output head on embeddings `x` `[1, S, hidden]`: logits
+/// of the last position, or of all with `full_logits`. `embed` is the embedding table when
+/// this graph holds it (a tied head reuses it; otherwise the head loads it itself).
+pub fn decoder_stack(b: &mut GraphBuilder, p: &mut Params, c: &LlamaConfig, o: &KvExport, ctx: &Ctx, x: ValueId, embed: Option<ValueId>) -> Result<ValueId> {
     let e = c.hidden_size;
     let mut x = x;
     for i in 0..c.num_hidden_layers {
         let h = rms_norm(b, p, x, &format!("model.layers.{i}.input_layernorm.weight"), e, c.rms_norm_eps)?;
-        let a = attention(b, p, c, h, i, o, &ctx)?;
+        let a = attention(b, p, c, h, i, o, ctx)?;
         x = b.add(x, a)?;
         let h = rms_norm(b, p, x, &format!("model.layers.{i}.post_attention_layernorm.weight"), e, c.rms_norm_eps)?;
         let m = mlp(b, p, c, h, i)?;

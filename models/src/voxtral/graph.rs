@@ -9,7 +9,7 @@ use rbuild_export::{Dim, Graph, GraphBuilder, TensorMeta, ValueId};
 use rbuild_runtime::ScalarType;
 
 use super::config::VoxtralConfig;
-use crate::llama::kv_cache::{decoder_stack, embedding_table};
+use crate::llama::kv_cache::{decoder_context, decoder_stack, embedding_table};
 use crate::llama::{proj, KvExport};
 use crate::params::Params;
 use crate::whisper::features::{HOP_LENGTH, N_FFT, SAMPLE_RATE};
@@ -81,8 +81,9 @@ pub fn text_decoder(c: &VoxtralConfig, p: &mut Params, o: &KvExport) -> Result<G
     let s = b.sym("seq_len", 1, o.max_seq_len);
     let x = b.input("embeddings", TensorMeta::new(ScalarType::Float, vec![Dim::Fixed(1), s, Dim::Fixed(c.text.hidden_size)]));
     let input_pos = b.input("input_pos", TensorMeta::fixed(ScalarType::Long, &[1]));
+    let ctx = decoder_context(&mut b, &c.text, o, x, input_pos)?;
     let outer = p.set_prefix(LANGUAGE_MODEL);
-    let logits = decoder_stack(&mut b, p, &c.text, o, x, input_pos, None);
+    let logits = decoder_stack(&mut b, p, &c.text, o, &ctx, x, None);
     p.set_prefix(&outer);
     b.output(logits?);
     Ok(b.finish())
