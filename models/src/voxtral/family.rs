@@ -62,6 +62,11 @@ impl Family for Voxtral {
         if !p.is_random() {
             p.check_all_used("voxtral")?;
         }
+        if o.linear.is_some() {
+            // As ExecuTorch's Voxtral export with --qlinear_encoder: the encoder's and the
+            // projector's linears are most of the audio path's weights.
+            notes.push("linear quantization applies to the audio encoder and projector as well as the decoder".into());
+        }
         let description = format!(
             "voxtral (encoder {} layers × {}, decoder {} layers × {}, vocab {}, {} audio tokens per {}-frame chunk, up to {max_chunks} chunks)",
             c.audio.layers,
