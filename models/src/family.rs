@@ -118,7 +118,7 @@ pub trait Family: Sync {
 }
 
 /// The registered families.
-pub static FAMILIES: &[&dyn Family] = &[&crate::llama::family::Llama, &crate::whisper::family::Whisper];
+pub static FAMILIES: &[&dyn Family] = &[&crate::llama::family::Llama, &crate::voxtral::family::Voxtral, &crate::whisper::family::Whisper];
 
 /// The family called `name`.
 pub fn family(name: &str) -> Option<&'static dyn Family> {

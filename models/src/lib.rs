@@ -1,6 +1,7 @@
 //! Model definitions: Rust functions that describe a model on a [`GraphBuilder`] from a
 //! state dict ([`Weights`]), and a registry building them by name.
 
+pub mod config_json;
 pub mod family;
 pub mod hf_checkpoint;
 pub mod llama;
@@ -9,6 +10,7 @@ pub mod mobilenet_v3;
 pub mod params;
 pub mod random;
 pub mod tokenizer_json;
+pub mod voxtral;
 pub mod whisper;
 
 pub use rbuild_export::weights::Weights;
@@ -86,7 +88,7 @@ pub fn build(name: &str, w: &Weights, input_shape: &[usize]) -> Result<Graph> {
 
 /// Sequence-model families (token ids, audio), exported through [`family`].
 pub fn language_models() -> &'static [&'static str] {
-    &["llama", "whisper"]
+    &["llama", "voxtral", "whisper"]
 }
 
 /// Builds a Llama-family checkpoint folder as the Core-ATen full-sequence forward: int64 ids

@@ -36,23 +36,40 @@ pub struct Params {
     used: BTreeSet<String>,
     /// Set when parameters are generated rather than read.
     rng: Option<Rng>,
+    /// Prepended to every name a model asks for: a family that nests another family's
+    /// modules (Voxtral's `language_model.`, `audio_tower.`) reuses its builders as they are.
+    prefix: String,
 }
 
 impl Params {
     /// Reads parameters from `w` (cheap: tensors are shared, not copied).
     pub fn new(w: &Weights) -> Self {
-        Params { weights: w.clone(), used: BTreeSet::new(), rng: None }
+        Params { weights: w.clone(), used: BTreeSet::new(), rng: None, prefix: String::new() }
     }
 
     /// Generates every parameter the model asks for from `seed`.
     pub fn random(seed: u64) -> Self {
         let mut weights = Weights::default();
         weights.source = format!("random weights (seed {seed})");
-        Params { weights, used: BTreeSet::new(), rng: Some(Rng::new(seed)) }
+        Params { weights, used: BTreeSet::new(), rng: Some(Rng::new(seed)), prefix: String::new() }
     }
 
     pub fn is_random(&self) -> bool {
         self.rng.is_some()
+    }
+
+    /// Sets the name prefix (see the field) and returns the previous one.
+    pub fn set_prefix(&mut self, prefix: &str) -> String {
+        std::mem::replace(&mut self.prefix, prefix.to_string())
+    }
+
+    /// Whether the file holds `name` (under the current prefix).
+    pub fn contains(&self, name: &str) -> bool {
+        self.weights.contains(&self.full_name(name))
+    }
+
+    fn full_name(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
     }
 
     pub fn weights(&self) -> &Weights {
@@ -65,13 +82,16 @@ impl Params {
 
     /// Shape of a tensor in the file, or a weight error naming it.
     pub fn shape(&self, name: &str) -> Result<&[usize]> {
+        let name = self.full_name(name);
         self.weights
-            .shape(name)
-            .ok_or_else(|| ExportError::Weight { name: name.into(), message: format!("missing from {}", self.weights.source) })
+            .shape(&name)
+            .ok_or_else(|| ExportError::Weight { name, message: format!("missing from {}", self.weights.source) })
     }
 
     /// Loads (or generates) a float32 tensor of exactly `shape` as a graph constant.
     pub fn tensor(&mut self, b: &mut GraphBuilder, name: &str, shape: &[usize], init: Init) -> Result<ValueId> {
+        let full = self.full_name(name);
+        let name = full.as_str();
         if let Some(rng) = &mut self.rng {
             if !self.weights.contains(name) {
                 let values = rng.init(init, shape.iter().product());
@@ -86,6 +106,8 @@ impl Params {
     /// A generated parameter whose values the model computes itself (e.g. sinusoidal
     /// positions), recorded like a drawn one so the random weights can be saved.
     pub fn insert_f32(&mut self, b: &mut GraphBuilder, name: &str, shape: &[usize], values: &[f32]) -> Result<ValueId> {
+        let full = self.full_name(name);
+        let name = full.as_str();
         if !self.weights.contains(name) {
             self.weights.insert(name, ScalarType::Float, shape, values.iter().flat_map(|v| v.to_le_bytes()).collect());
         }

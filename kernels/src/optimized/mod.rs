@@ -34,6 +34,7 @@ rbuild_runtime::kernel_table! {
     "aten::gelu.out" => act_norm::gelu_out,
     "aten::native_layer_norm.out" => act_norm::native_layer_norm_out,
     "rbuild::log_mel_spectrogram.out" => whisper::log_mel_spectrogram_out,
+    "rbuild::log_mel_chunks.out" => whisper::log_mel_chunks_out,
     "rbuild::cross_attention.out" => whisper::cross_attention_out,
 }
 

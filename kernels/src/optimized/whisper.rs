@@ -14,10 +14,14 @@ use super::llm::simd::{self, Isa};
 use super::llm::{attention, gemv, linear, pool};
 use crate::portable::llm::Attn;
 use crate::portable::quant_linear::{Linear, Weights};
-use crate::portable::whisper::{run_cross_attention, run_log_mel, Cache, CrossAttn, LogMel, Proj};
+use crate::portable::whisper::{run_cross_attention, run_log_mel, run_log_mel_chunks, Cache, CrossAttn, LogMel, Proj};
 
 pub fn log_mel_spectrogram_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     run_log_mel(ctx, args, |ctx, p, out| log_mel_with(ctx.threads, p, out))
+}
+
+pub fn log_mel_chunks_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    run_log_mel_chunks(ctx, args, |ctx, p, out| log_mel_with(ctx.threads, p, out))
 }
 
 pub fn cross_attention_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {

@@ -1,4 +1,5 @@
-//! Whisper's operators: the log-mel front end (`rbuild::log_mel_spectrogram`), decoder
+//! Whisper's operators: the log-mel front end (`rbuild::log_mel_spectrogram`, and Voxtral's
+//! chunked `rbuild::log_mel_chunks`), decoder
 //! cross-attention whose keys/values are projected once per audio window
 //! (`rbuild::cross_attention`), and position tables added at an offset (`rbuild::add_positions`).
 //! f32 only.
@@ -17,6 +18,7 @@ use super::llm::{f32_arg, f32_out, require_rank, usize_arg};
 
 rbuild_runtime::kernel_table! {
     "rbuild::log_mel_spectrogram.out" => log_mel_spectrogram_out,
+    "rbuild::log_mel_chunks.out" => log_mel_chunks_out,
     "rbuild::cross_attention.out" => cross_attention_out,
     "rbuild::add_positions.out" => add_positions_out,
 }
@@ -70,33 +72,70 @@ impl LogMel<'_> {
 /// (`[n_mels, frames]` row-major).
 pub(crate) fn run_log_mel(ctx: &KernelContext, args: &KernelArgs<'_>, f: fn(&KernelContext, &LogMel<'_>, &mut [f32])) -> KernelResult {
     const OP: &str = "rbuild::log_mel_spectrogram";
+    let p = log_mel_operands(args, OP)?;
+    let mut out = args.out(4)?;
+    f32_out(&out, OP, "out")?;
+    out.resize(&[1, p.n_mels, p.frames])?;
+    f(ctx, &p, out.data_mut()?);
+    Ok(())
+}
+
+/// The checked pcm/window/mel_filters/hop_length operands (args 0–3) of a log-mel op.
+fn log_mel_operands<'a>(args: &KernelArgs<'a>, op: &str) -> KernelResult<LogMel<'a>> {
     let (pcm, window, filters) = (args.tensor(0)?, args.tensor(1)?, args.tensor(2)?);
-    let hop = usize_arg(args, 3, OP, "hop_length")?;
-    let (pd, wd, fd) = (f32_arg(&pcm, OP, "pcm")?, f32_arg(&window, OP, "window")?, f32_arg(&filters, OP, "mel_filters")?);
-    require_rank(pcm.sizes(), 1, OP, "pcm")?;
-    require_rank(window.sizes(), 1, OP, "window")?;
-    require_rank(filters.sizes(), 2, OP, "mel_filters")?;
+    let hop = usize_arg(args, 3, op, "hop_length")?;
+    let (pd, wd, fd) = (f32_arg(&pcm, op, "pcm")?, f32_arg(&window, op, "window")?, f32_arg(&filters, op, "mel_filters")?);
+    require_rank(pcm.sizes(), 1, op, "pcm")?;
+    require_rank(window.sizes(), 1, op, "window")?;
+    require_rank(filters.sizes(), 2, op, "mel_filters")?;
     if hop == 0 {
-        return Err(kerr!("{OP}: hop_length must be positive, got 0"));
+        return Err(kerr!("{op}: hop_length must be positive, got 0"));
     }
     let (n, n_fft) = (pd.len(), wd.len());
     if n_fft == 0 {
-        return Err(kerr!("{OP}: window must not be empty (its length is n_fft)"));
+        return Err(kerr!("{op}: window must not be empty (its length is n_fft)"));
     }
     let bins = n_fft / 2 + 1;
     let n_mels = filters.sizes()[0];
     if filters.sizes()[1] != bins {
-        return Err(kerr!("{OP}: mel_filters must be [n_mels, n_fft/2+1 = {bins}] for a window of {n_fft}, got {:?}", filters.sizes()));
+        return Err(kerr!("{op}: mel_filters must be [n_mels, n_fft/2+1 = {bins}] for a window of {n_fft}, got {:?}", filters.sizes()));
     }
     if n <= n_fft / 2 {
-        return Err(kerr!("{OP}: pcm has {n} samples; reflect padding by n_fft/2 = {} needs more than that", n_fft / 2));
+        return Err(kerr!("{op}: pcm has {n} samples; reflect padding by n_fft/2 = {} needs more than that", n_fft / 2));
     }
-    let frames = n / hop;
-    let mut out = args.out(4)?;
+    Ok(LogMel { pcm: pd, window: wd, filters: fd, n_fft, n_mels, hop, frames: n / hop })
+}
+
+/// `log_mel_chunks.out(Tensor pcm, Tensor window, Tensor mel_filters, int hop_length, int
+/// pad_to, int chunk_frames, *, Tensor(a!) out)`: args = [pcm, window, mel_filters,
+/// hop_length, pad_to, chunk_frames, out, out]. Voxtral's front end (HF's feature extractor on
+/// long audio): the pcm zero-padded to a multiple of `pad_to` samples covering `n_chunks =
+/// ceil(N / (chunk_frames · hop))` chunks, one log-mel with one normalisation over all of it,
+/// then its first `n_chunks · chunk_frames` frames as `out` `[n_chunks, n_mels, chunk_frames]`.
+pub(crate) fn run_log_mel_chunks(ctx: &KernelContext, args: &KernelArgs<'_>, f: fn(&KernelContext, &LogMel<'_>, &mut [f32])) -> KernelResult {
+    const OP: &str = "rbuild::log_mel_chunks";
+    let p = log_mel_operands(args, OP)?;
+    let pad_to = usize_arg(args, 4, OP, "pad_to")?;
+    let chunk_frames = usize_arg(args, 5, OP, "chunk_frames")?;
+    if pad_to == 0 || chunk_frames == 0 {
+        return Err(kerr!("{OP}: pad_to ({pad_to}) and chunk_frames ({chunk_frames}) must be positive"));
+    }
+    let chunk_samples = chunk_frames * p.hop;
+    let n_chunks = p.pcm.len().div_ceil(chunk_samples).max(1);
+    let mut padded = p.pcm.to_vec();
+    padded.resize((n_chunks * chunk_samples).div_ceil(pad_to) * pad_to, 0.0);
+    let frames = padded.len() / p.hop;
+    let mut mel = vec![0.0f32; p.n_mels * frames];
+    f(ctx, &LogMel { pcm: &padded, frames, ..p }, &mut mel);
+    let mut out = args.out(6)?;
     f32_out(&out, OP, "out")?;
-    out.resize(&[1, n_mels, frames])?;
-    let p = LogMel { pcm: pd, window: wd, filters: fd, n_fft, n_mels, hop, frames };
-    f(ctx, &p, out.data_mut()?);
+    out.resize(&[n_chunks, p.n_mels, chunk_frames])?;
+    let dst = out.data_mut()?;
+    for (k, chunk) in dst.chunks_exact_mut(p.n_mels * chunk_frames).enumerate() {
+        for (m, row) in chunk.chunks_exact_mut(chunk_frames).enumerate() {
+            row.copy_from_slice(&mel[m * frames + k * chunk_frames..][..chunk_frames]);
+        }
+    }
     Ok(())
 }
 
@@ -159,6 +198,11 @@ pub(crate) fn log_mel_reference(_: &KernelContext, p: &LogMel<'_>, out: &mut [f3
 /// Tensor(a!) out)`: Whisper's log-mel features `[1, n_mels, N / hop_length]`.
 pub fn log_mel_spectrogram_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     run_log_mel(ctx, args, log_mel_reference)
+}
+
+/// `log_mel_chunks.out(…)`: see [`run_log_mel_chunks`].
+pub fn log_mel_chunks_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    run_log_mel_chunks(ctx, args, log_mel_reference)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -486,6 +530,37 @@ pub(crate) mod tests {
             std::eprintln!("mel{n_mels}: max abs diff vs transformers {worst:e}");
             assert!(worst <= 1e-4, "mel{n_mels}: max abs diff {worst}");
         }
+    }
+
+    /// Voxtral's chunked front end on the fox (2.9 s): one chunk of 320 frames is the first 320
+    /// frames of the 30 s features (one normalisation over the padded 30 s); 3000-frame
+    /// chunks give exactly the 30 s features.
+    #[test]
+    fn log_mel_chunks_match_whisper_features_of_fox() {
+        let Some((bytes, get)) = fox_features() else { return };
+        let Some((_, window, filters, full)) = fox_inputs(128) else { return };
+        let (_, pcm) = get(&bytes, "waveform");
+        for (chunk_frames, n_chunks) in [(320usize, 1usize), (3000, 1), (100, 3)] {
+            let mut h = OpHarness::new();
+            let p = h.f32(&[pcm.len()], &pcm);
+            let w = h.f32(&[400], &window);
+            let fl = h.f32(&[128, 201], &filters);
+            let (hop, pad_to, cf) = (h.int(160), h.int(480_000), h.int(chunk_frames as i64));
+            let out = h.out_dynamic(ScalarType::Float, &[n_chunks.max(1), 128, chunk_frames]);
+            h.call(super::log_mel_chunks_out, &[p, w, fl, hop, pad_to, cf, out, out]).unwrap();
+            assert_eq!(h.sizes(out), [n_chunks, 128, chunk_frames]);
+            let got = h.read::<f32>(out);
+            let want: Vec<f32> = (0..n_chunks)
+                .flat_map(|k| (0..128).flat_map(move |m| (0..chunk_frames).map(move |t| (k, m, t))))
+                .map(|(k, m, t)| full[m * 3000 + k * chunk_frames + t])
+                .collect();
+            let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0f32, f32::max);
+            std::eprintln!("log_mel_chunks {chunk_frames} frames: max abs diff vs transformers {worst:e}");
+            assert!(worst <= 1e-4, "{chunk_frames}: max abs diff {worst}");
+        }
+        let (ws, first320) = get(&bytes, "mel128.first320");
+        assert_eq!(ws, [1, 128, 320]);
+        assert_eq!(first320, (0..128).flat_map(|m| full[m * 3000..m * 3000 + 320].to_vec()).collect::<Vec<_>>());
     }
 
     /// A pure tone's energy lands in the mel band of its bin; the reflect padding and frame

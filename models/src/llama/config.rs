@@ -87,25 +87,38 @@ impl LlamaConfig {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ExportError::Io { path: path.display().to_string(), message: e.to_string() })?;
         let mut c = Self::parse(&text, &path.display().to_string())?;
-        if c.bos_token_id.is_none() || c.eos_token_ids.is_empty() {
-            if let Some(gen) = path.parent().map(|d| d.join("generation_config.json")).and_then(|p| std::fs::read_to_string(p).ok()) {
-                if let Ok(Value::Object(g)) = serde_json::from_str::<Value>(&gen) {
-                    if c.bos_token_id.is_none() {
-                        c.bos_token_id = g.get("bos_token_id").and_then(Value::as_i64);
-                    }
-                    if c.eos_token_ids.is_empty() {
-                        c.eos_token_ids = token_ids(g.get("eos_token_id"));
-                    }
-                }
-            }
+        if let Some(dir) = path.parent() {
+            c.fill_ids_from_generation_config(dir);
         }
         Ok(c)
+    }
+
+    /// Takes the bos/eos ids the config leaves out from `generation_config.json` in `dir`.
+    pub fn fill_ids_from_generation_config(&mut self, dir: &Path) {
+        if self.bos_token_id.is_some() && !self.eos_token_ids.is_empty() {
+            return;
+        }
+        let Ok(gen) = std::fs::read_to_string(dir.join("generation_config.json")) else { return };
+        if let Ok(Value::Object(g)) = serde_json::from_str::<Value>(&gen) {
+            if self.bos_token_id.is_none() {
+                self.bos_token_id = g.get("bos_token_id").and_then(Value::as_i64);
+            }
+            if self.eos_token_ids.is_empty() {
+                self.eos_token_ids = token_ids(g.get("eos_token_id"));
+            }
+        }
     }
 
     /// Parses an HF config; `source` names it in errors.
     pub fn parse(text: &str, source: &str) -> Result<LlamaConfig> {
         let j: Value = serde_json::from_str(text).map_err(|e| config_err(source, format!("invalid JSON: {e}")))?;
         let obj = j.as_object().ok_or_else(|| config_err(source, "config must be a JSON object"))?;
+        Self::from_object(obj, source)
+    }
+
+    /// The config from its parsed JSON object: a whole `config.json`, or the `text_config` a
+    /// multimodal checkpoint (Voxtral) nests.
+    pub fn from_object(obj: &Map<String, Value>, source: &str) -> Result<LlamaConfig> {
         let known: Vec<&str> = Arch::ALL.iter().map(|(n, _)| *n).collect();
         let arch = match obj.get("model_type").and_then(Value::as_str) {
             Some(t) => Arch::ALL.iter().find(|(n, _)| *n == t).map(|(_, a)| *a).ok_or_else(|| {

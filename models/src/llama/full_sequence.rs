@@ -142,7 +142,7 @@ pub fn llama(b: &mut GraphBuilder, p: &mut Params, c: &LlamaConfig, ids: ValueId
         x = b.add(x, m)?;
     }
     let x = rms_norm(b, p, x, "model.norm.weight", e, c.rms_norm_eps)?;
-    let head = head_weight(b, p, c, embed)?;
+    let head = head_weight(b, p, c, Some(embed))?;
     b.linear(x, head, None)
 }
 

@@ -36,7 +36,8 @@ pub struct LlmProgram {
     pub getters: Vec<Getter>,
 }
 
-struct Ctx {
+/// What every layer of the KV-cache decoder reads: the call's positions and the rotary tables.
+pub struct Ctx {
     start_pos: ValueId,
     seq_len: ValueId,
     s: Dim,
@@ -105,6 +106,24 @@ fn mlp(b: &mut GraphBuilder, p: &mut Params, c: &LlamaConfig, x: ValueId, layer:
 /// Builds the KV-cache forward and its getters from a config and weights (or seeded random
 /// weights: `Params::random`). Every tensor of a real checkpoint must be consumed.
 pub fn build_kv(c: &LlamaConfig, p: &mut Params, o: &KvExport) -> Result<LlmProgram> {
+    check_cache_len(c, o)?;
+    let mut b = GraphBuilder::new();
+    let s = b.sym("seq_len", 1, o.max_seq_len);
+    let tokens = b.input("tokens", TensorMeta::new(ScalarType::Long, vec![Dim::Fixed(1), s]));
+    let input_pos = b.input("input_pos", TensorMeta::fixed(ScalarType::Long, &[1]));
+    let ctx = decoder_context(&mut b, c, o, tokens, input_pos)?;
+    let embed = embedding_table(&mut b, p, c)?;
+    let x = b.embedding(embed, tokens)?;
+    let logits = decoder_stack(&mut b, p, c, o, &ctx, x, Some(embed))?;
+    if !p.is_random() {
+        p.check_all_used(c.arch.name())?;
+    }
+    b.output(logits);
+    Ok(LlmProgram { graph: b.finish(), getters: getters(c, o) })
+}
+
+/// The cache length `o` asks for, checked against the model.
+pub fn check_cache_len(c: &LlamaConfig, o: &KvExport) -> Result<()> {
     c.check_max_seq_len(o.max_seq_len)?;
     if let Some(trained) = c.max_position_embeddings {
         if o.max_seq_len > trained {
@@ -114,40 +133,51 @@ pub fn build_kv(c: &LlamaConfig, p: &mut Params, o: &KvExport) -> Result<LlmProg
             )));
         }
     }
-    let mut b = GraphBuilder::new();
-    let s = b.sym("seq_len", 1, o.max_seq_len);
-    let tokens = b.input("tokens", TensorMeta::new(ScalarType::Long, vec![Dim::Fixed(1), s]));
-    let input_pos = b.input("input_pos", TensorMeta::fixed(ScalarType::Long, &[1]));
-    let seq_len = b.sym_size(tokens, 1)?;
+    Ok(())
+}
+
+/// `model.embed_tokens.weight` [vocab, hidden].
+pub fn embedding_table(b: &mut GraphBuilder, p: &mut Params, c: &LlamaConfig) -> Result<ValueId> {
+    p.tensor(b, "model.embed_tokens.weight", &[c.vocab_size, c.hidden_size], Init::LinearWeight { fan_in: 1 })
+}
+
+/// The decoder's [`Ctx`] for a call on `input` (`[1, S, …]`: the tokens, or their
+/// embeddings; S a symbol bounded by the cache) at `input_pos` `[1]`.
+pub fn decoder_context(b: &mut GraphBuilder, c: &LlamaConfig, o: &KvExport, input: ValueId, input_pos: ValueId) -> Result<Ctx> {
+    let s = b.meta(input).shape[1];
+    let seq_len = b.sym_size(input, 1)?;
     let start_pos = b.item(input_pos)?;
     let (cos, sin) = rope::tables(&rope::inv_freq(c.head_dim, c.rope_theta, c.rope_scaling.as_ref()), o.max_seq_len);
     let table = [o.max_seq_len, c.head_dim];
     let cos = b.constant("rope_cos", ScalarType::Float, &table, ConstData::owned(f32_bytes(&cos)))?;
     let sin = b.constant("rope_sin", ScalarType::Float, &table, ConstData::owned(f32_bytes(&sin)))?;
-    let ctx = Ctx { start_pos, seq_len, s, cos, sin };
+    Ok(Ctx { start_pos, seq_len, s, cos, sin })
+}
 
+/// The decoder layers, final norm and output head on embeddings `x` `[1, S, hidden]`: logits
+/// of the last position, or of all with `full_logits`. `embed` is the embedding table when
+/// this graph holds it (a tied head reuses it; otherwise the head loads it itself).
+pub fn decoder_stack(b: &mut GraphBuilder, p: &mut Params, c: &LlamaConfig, o: &KvExport, ctx: &Ctx, x: ValueId, embed: Option<ValueId>) -> Result<ValueId> {
     let e = c.hidden_size;
-    let embed = p.tensor(&mut b, "model.embed_tokens.weight", &[c.vocab_size, e], Init::LinearWeight { fan_in: 1 })?;
-    let mut x = b.embedding(embed, tokens)?;
+    let mut x = x;
     for i in 0..c.num_hidden_layers {
-        let h = rms_norm(&mut b, p, x, &format!("model.layers.{i}.input_layernorm.weight"), e, c.rms_norm_eps)?;
-        let a = attention(&mut b, p, c, h, i, o, &ctx)?;
+        let h = rms_norm(b, p, x, &format!("model.layers.{i}.input_layernorm.weight"), e, c.rms_norm_eps)?;
+        let a = attention(b, p, c, h, i, o, ctx)?;
         x = b.add(x, a)?;
-        let h = rms_norm(&mut b, p, x, &format!("model.layers.{i}.post_attention_layernorm.weight"), e, c.rms_norm_eps)?;
-        let m = mlp(&mut b, p, c, h, i)?;
+        let h = rms_norm(b, p, x, &format!("model.layers.{i}.post_attention_layernorm.weight"), e, c.rms_norm_eps)?;
+        let m = mlp(b, p, c, h, i)?;
         x = b.add(x, m)?;
     }
-    let mut x = rms_norm(&mut b, p, x, "model.norm.weight", e, c.rms_norm_eps)?;
+    let mut x = rms_norm(b, p, x, "model.norm.weight", e, c.rms_norm_eps)?;
     if !o.full_logits {
         x = b.select(x, 1, -1)?;
     }
-    let head = head_weight(&mut b, p, c, embed)?;
-    let logits = b.linear(x, head, None)?;
-    if !p.is_random() {
-        p.check_all_used(c.arch.name())?;
-    }
-    b.output(logits);
+    let head = head_weight(b, p, c, embed)?;
+    b.linear(x, head, None)
+}
 
+/// ExecuTorch's LLM metadata getters for the KV-cache program.
+pub fn getters(c: &LlamaConfig, o: &KvExport) -> Vec<Getter> {
     let mut getters = vec![
         Getter::int("get_max_seq_len", o.max_seq_len as i64),
         Getter::int("get_max_context_len", o.max_seq_len as i64),
@@ -164,5 +194,5 @@ pub fn build_kv(c: &LlamaConfig, p: &mut Params, o: &KvExport) -> Result<LlmProg
     if !c.eos_token_ids.is_empty() {
         getters.push(Getter::ints("get_eos_ids", &c.eos_token_ids));
     }
-    Ok(LlmProgram { graph: b.finish(), getters })
+    getters
 }

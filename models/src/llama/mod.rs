@@ -28,17 +28,21 @@ use crate::params::{Init, Params};
 pub(crate) use crate::random::f32_bytes;
 
 /// `nn.Linear(cin, cout)` named `module` (`….q_proj`), with `module.bias` when `bias`.
-pub(crate) fn proj(b: &mut GraphBuilder, p: &mut Params, x: ValueId, module: &str, cin: usize, cout: usize, bias: bool) -> Result<ValueId> {
+pub fn proj(b: &mut GraphBuilder, p: &mut Params, x: ValueId, module: &str, cin: usize, cout: usize, bias: bool) -> Result<ValueId> {
     let w = p.tensor(b, &format!("{module}.weight"), &[cout, cin], Init::LinearWeight { fan_in: cin })?;
     let bias = if bias { Some(p.tensor(b, &format!("{module}.bias"), &[cout], Init::LinearBias)?) } else { None };
     b.linear(x, w, bias)
 }
 
 /// The output projection: `lm_head.weight`, or the embedding when the checkpoint ties them
-/// (HF then leaves `lm_head.weight` out of the file).
-pub(crate) fn head_weight(b: &mut GraphBuilder, p: &mut Params, c: &LlamaConfig, embed: ValueId) -> Result<ValueId> {
-    if c.tie_word_embeddings && (p.is_random() || !p.weights().contains("lm_head.weight")) {
-        return Ok(embed);
+/// (HF then leaves `lm_head.weight` out of the file): `embed` when the graph already holds the
+/// table, else loaded here.
+pub(crate) fn head_weight(b: &mut GraphBuilder, p: &mut Params, c: &LlamaConfig, embed: Option<ValueId>) -> Result<ValueId> {
+    if c.tie_word_embeddings && (p.is_random() || !p.contains("lm_head.weight")) {
+        return match embed {
+            Some(table) => Ok(table),
+            None => kv_cache::embedding_table(b, p, c),
+        };
     }
     p.tensor(b, "lm_head.weight", &[c.vocab_size, c.hidden_size], Init::LinearWeight { fan_in: c.hidden_size })
 }

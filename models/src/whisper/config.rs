@@ -8,6 +8,28 @@ use rbuild_export::error::Result;
 use rbuild_export::ExportError;
 use serde_json::{Map, Value};
 
+use crate::config_json;
+
+/// A Whisper encoder's dimensions. Voxtral's audio tower is the same encoder under another
+/// module name, so both families describe theirs with this.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncoderDims {
+    pub d_model: usize,
+    pub layers: usize,
+    pub heads: usize,
+    pub ffn: usize,
+    pub num_mel_bins: usize,
+    /// Encoder positions: the input has `2 ×` this many mel frames.
+    pub max_source_positions: usize,
+}
+
+impl EncoderDims {
+    /// Mel frames one encoder window takes.
+    pub fn frames_per_window(&self) -> usize {
+        2 * self.max_source_positions
+    }
+}
+
 /// The architecture and the decoding ids a runner needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WhisperConfig {
@@ -51,6 +73,18 @@ impl WhisperConfig {
         2 * self.max_source_positions
     }
 
+    /// The encoder's dimensions (shared with Voxtral's audio tower).
+    pub fn encoder_dims(&self) -> EncoderDims {
+        EncoderDims {
+            d_model: self.d_model,
+            layers: self.encoder_layers,
+            heads: self.encoder_heads,
+            ffn: self.encoder_ffn,
+            num_mel_bins: self.num_mel_bins,
+            max_source_positions: self.max_source_positions,
+        }
+    }
+
     /// The first timestamp id (`<|0.00|>`), when the vocabulary has timestamp tokens: they
     /// follow `<|notimestamps|>`.
     pub fn timestamp_begin(&self) -> Option<i64> {
@@ -88,17 +122,9 @@ impl WhisperConfig {
             },
             None => Map::new(),
         };
-        let count = |key: &str| -> Result<usize> {
-            match c.get(key) {
-                Some(v) => v.as_u64().filter(|&n| n > 0).map(|n| n as usize).ok_or_else(|| err(format!("{key} must be a positive integer, got {v}"))),
-                None => Err(err(format!("{key} is missing"))),
-            }
-        };
+        let count = |key: &str| -> Result<usize> { config_json::positive(c, key, source) };
         // Values a forward pass depends on that rbuild implements one way only.
-        match c.get("activation_function").and_then(Value::as_str) {
-            None | Some("gelu") => {}
-            Some(other) => return Err(err(format!("activation_function '{other}' is not supported (gelu)"))),
-        }
+        config_json::require_gelu(c, "activation_function", source)?;
         if c.get("use_weighted_layer_sum").and_then(Value::as_bool) == Some(true) {
             return Err(err("use_weighted_layer_sum is for audio classification heads, not supported".into()));
         }

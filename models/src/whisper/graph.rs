@@ -13,7 +13,7 @@ use rbuild_export::graph::Arg;
 use rbuild_export::{ConstData, Dim, Graph, GraphBuilder, TensorMeta, ValueId};
 use rbuild_runtime::ScalarType;
 
-use super::config::WhisperConfig;
+use super::config::{EncoderDims, WhisperConfig};
 use super::features::{self, HOP_LENGTH, N_FFT, SAMPLE_RATE};
 use crate::params::{Init, Params};
 use crate::random::f32_bytes;
@@ -40,7 +40,7 @@ fn layer_norm(b: &mut GraphBuilder, p: &mut Params, x: ValueId, module: &str, d:
     )?[0])
 }
 
-fn gelu(b: &mut GraphBuilder, x: ValueId) -> Result<ValueId> {
+pub(crate) fn gelu(b: &mut GraphBuilder, x: ValueId) -> Result<ValueId> {
     b.call1("aten::gelu", vec![Arg::Tensor(x), Arg::Str("none".into())])
 }
 
@@ -115,15 +115,21 @@ fn fixed_dim(b: &GraphBuilder, x: ValueId, i: usize) -> Result<usize> {
     }
 }
 
+/// The front end's constants: the Hann window `[n_fft]` and the mel filters `[n_mels, n_fft/2 + 1]`.
+pub fn front_end_constants(b: &mut GraphBuilder, n_mels: usize) -> Result<(ValueId, ValueId)> {
+    let window = b.constant("hann_window", ScalarType::Float, &[N_FFT], ConstData::owned(f32_bytes(&features::hann_window(N_FFT))))?;
+    let filters = features::mel_filters(SAMPLE_RATE, N_FFT, n_mels);
+    let filters = b.constant("mel_filters", ScalarType::Float, &[n_mels, N_FFT / 2 + 1], ConstData::owned(f32_bytes(&filters)))?;
+    Ok((window, filters))
+}
+
 /// The log-mel front end as a method: `pcm f32 [N]` (N in `[n_fft, max_samples]`) →
 /// `features f32 [1, n_mels, N / hop]`.
 pub fn preprocessor(c: &WhisperConfig, max_samples: usize) -> Result<Graph> {
     let mut b = GraphBuilder::new();
     let n = b.sym("samples", N_FFT, max_samples);
     let pcm = b.input("pcm", TensorMeta::new(ScalarType::Float, vec![n]));
-    let window = b.constant("hann_window", ScalarType::Float, &[N_FFT], ConstData::owned(f32_bytes(&features::hann_window(N_FFT))))?;
-    let filters = features::mel_filters(SAMPLE_RATE, N_FFT, c.num_mel_bins);
-    let filters = b.constant("mel_filters", ScalarType::Float, &[c.num_mel_bins, N_FFT / 2 + 1], ConstData::owned(f32_bytes(&filters)))?;
+    let (window, filters) = front_end_constants(&mut b, c.num_mel_bins)?;
     let mel = b.call1(
         "rbuild::log_mel_spectrogram",
         vec![Arg::Tensor(pcm), Arg::Tensor(window), Arg::Tensor(filters), Arg::Int(HOP_LENGTH as i64)],
@@ -137,41 +143,58 @@ pub fn preprocessor(c: &WhisperConfig, max_samples: usize) -> Result<Graph> {
 
 /// The encoder: features `[1, n_mels, 2 × max_source_positions]` → `[1, max_source_positions, d_model]`.
 pub fn encoder(c: &WhisperConfig, p: &mut Params, ops: Ops) -> Result<Graph> {
-    let (d, h) = (c.d_model, c.encoder_heads);
-    let t = c.max_source_positions;
+    let dims = c.encoder_dims();
     let mut b = GraphBuilder::new();
-    let x = b.input("input_features", TensorMeta::fixed(ScalarType::Float, &[1, c.num_mel_bins, c.frames_per_window()]));
-    let y = conv1d(&mut b, p, x, "model.encoder.conv1", c.num_mel_bins, d, 1)?;
-    let y = gelu(&mut b, y)?;
-    let y = conv1d(&mut b, p, y, "model.encoder.conv2", d, d, 2)?;
-    let y = gelu(&mut b, y)?;
+    let x = b.input("input_features", TensorMeta::fixed(ScalarType::Float, &[1, dims.num_mel_bins, dims.frames_per_window()]));
+    let y = encoder_stack(&mut b, p, &dims, "model.encoder", x, ops)?;
+    b.output(y);
+    Ok(b.finish())
+}
+
+/// The encoder's layers under `module` (`model.encoder`, Voxtral's `audio_tower`) on features
+/// `x` `[B, n_mels, 2 × max_source_positions]` → `[B, max_source_positions, d_model]`; each
+/// window of the batch is encoded on its own. B may be a symbol (fused ops only).
+pub fn encoder_stack(b: &mut GraphBuilder, p: &mut Params, c: &EncoderDims, module: &str, x: ValueId, ops: Ops) -> Result<ValueId> {
+    let (d, h) = (c.d_model, c.heads);
+    let t = c.max_source_positions;
+    let batch = b.meta(x).shape[0];
+    if let Dim::Sym(s) = batch {
+        if ops == Ops::CoreAten {
+            return Err(rbuild_export::ExportError::Invalid("the Core-ATen encoder takes one window (a fixed batch of 1)".into()));
+        }
+        if b.graph.syms[s].value.is_none() {
+            b.sym_size(x, 0)?;
+        }
+    }
+    let y = conv1d(b, p, x, &format!("{module}.conv1"), c.num_mel_bins, d, 1)?;
+    let y = gelu(b, y)?;
+    let y = conv1d(b, p, y, &format!("{module}.conv2"), d, d, 2)?;
+    let y = gelu(b, y)?;
     let y = b.permute(y, &[0, 2, 1])?;
-    let pos = positions(&mut b, p, "model.encoder.embed_positions.weight", t, d, Some(sinusoids(t, d)))?;
+    let pos = positions(b, p, &format!("{module}.embed_positions.weight"), t, d, Some(sinusoids(t, d)))?;
     let mut x = b.add(y, pos)?;
-    for l in 0..c.encoder_layers {
-        let prefix = format!("model.encoder.layers.{l}");
-        let y = layer_norm(&mut b, p, x, &format!("{prefix}.self_attn_layer_norm"), d)?;
+    for l in 0..c.layers {
+        let prefix = format!("{module}.layers.{l}");
+        let y = layer_norm(b, p, x, &format!("{prefix}.self_attn_layer_norm"), d)?;
         let a = format!("{prefix}.self_attn");
-        let (q, k, v) = qkv(&mut b, p, y, y, &a, d)?;
+        let (q, k, v) = qkv(b, p, y, y, &a, d)?;
         let o = match ops {
-            Ops::CoreAten => attention_core(&mut b, q, k, v, h, None)?,
+            Ops::CoreAten => attention_core(b, q, k, v, h, None)?,
             Ops::Fused => {
-                let heads = |b: &mut GraphBuilder, x| b.view(x, &[1, t as i64, h as i64, (d / h) as i64]);
-                let (q, k, v) = (heads(&mut b, q)?, heads(&mut b, k)?, heads(&mut b, v)?);
+                let heads = |b: &mut GraphBuilder, x| b.view_dims(x, &[batch, Dim::Fixed(t), Dim::Fixed(h), Dim::Fixed(d / h)]);
+                let (q, k, v) = (heads(b, q)?, heads(b, k)?, heads(b, v)?);
                 let o = b.call1(
                     "llama::custom_sdpa",
                     vec![Arg::Tensor(q), Arg::Tensor(k), Arg::Tensor(v), Arg::Int(0), Arg::None, Arg::Float(0.0), Arg::Bool(false), Arg::None],
                 )?;
-                b.view(o, &[1, t as i64, d as i64])?
+                b.view_dims(o, &[batch, Dim::Fixed(t), Dim::Fixed(d)])?
             }
         };
-        let o = linear(&mut b, p, o, &format!("{a}.out_proj"), d, d, true)?;
+        let o = linear(b, p, o, &format!("{a}.out_proj"), d, d, true)?;
         x = b.add(x, o)?;
-        x = mlp(&mut b, p, x, &prefix, d, c.encoder_ffn)?;
+        x = mlp(b, p, x, &prefix, d, c.ffn)?;
     }
-    let x = layer_norm(&mut b, p, x, "model.encoder.layer_norm", d)?;
-    b.output(x);
-    Ok(b.finish())
+    layer_norm(b, p, x, &format!("{module}.layer_norm"), d)
 }
 
 /// HF's encoder position table: sinusoids with `log(10000)/(d/2 − 1)` timescales, sin then cos.
@@ -199,7 +222,7 @@ fn positions(b: &mut GraphBuilder, p: &mut Params, name: &str, n: usize, d: usiz
 
 /// Shared by both decoders: the token embedding and the output projection's weight.
 fn head(b: &mut GraphBuilder, p: &mut Params, c: &WhisperConfig, embed: ValueId) -> Result<ValueId> {
-    if c.tie_word_embeddings || p.is_random() || !p.weights().contains("proj_out.weight") {
+    if c.tie_word_embeddings || p.is_random() || !p.contains("proj_out.weight") {
         if !c.tie_word_embeddings && !p.is_random() {
             return Err(rbuild_export::ExportError::Weight { name: "proj_out.weight".into(), message: "missing (tie_word_embeddings is false)".into() });
         }

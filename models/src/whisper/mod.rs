@@ -12,4 +12,4 @@ pub mod family;
 pub mod features;
 pub mod graph;
 
-pub use config::{SpecialIds, WhisperConfig};
+pub use config::{EncoderDims, SpecialIds, WhisperConfig};

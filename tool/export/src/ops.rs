@@ -210,6 +210,12 @@ const SCHEMAS: &[(&str, &str)] = &[
         "rbuild::log_mel_spectrogram(Tensor pcm, Tensor window, Tensor mel_filters, int hop_length) -> Tensor",
         "rbuild::log_mel_spectrogram.out(Tensor pcm, Tensor window, Tensor mel_filters, int hop_length, *, Tensor(a!) out) -> Tensor(a!)",
     ),
+    // Voxtral's front end: the log-mel of the audio padded to a multiple of `pad_to` samples,
+    // cut into `[n_chunks, n_mels, chunk_frames]`.
+    (
+        "rbuild::log_mel_chunks(Tensor pcm, Tensor window, Tensor mel_filters, int hop_length, int pad_to, int chunk_frames) -> Tensor",
+        "rbuild::log_mel_chunks.out(Tensor pcm, Tensor window, Tensor mel_filters, int hop_length, int pad_to, int chunk_frames, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
     (
         "rbuild::add_positions(Tensor input, Tensor table, SymInt start_pos) -> Tensor",
         "rbuild::add_positions.out(Tensor input, Tensor table, SymInt start_pos, *, Tensor(a!) out) -> Tensor(a!)",

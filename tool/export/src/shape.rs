@@ -170,7 +170,12 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
         }
         "aten::convolution" => {
             let (x, w) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
-            let (xs, ws) = (fixed(op, x)?, fixed(op, w)?);
+            // The batch may be a symbol (Voxtral encodes a dynamic number of audio windows);
+            // every other size is fixed.
+            let batch = *x.shape.first().ok_or_else(|| shape_err(op, "input has no batch dimension"))?;
+            let mut unbatched = x.clone();
+            unbatched.shape[0] = Dim::Fixed(g.dim_max(batch));
+            let (xs, ws) = (fixed(op, &unbatched)?, fixed(op, w)?);
             let groups = int(op, args, 8)?;
             if !(xs.len() == 4 && ws.len() == 4 || xs.len() == 3 && ws.len() == 3) {
                 return Err(shape_err(op, format!("input {xs:?} and weight {ws:?} must both be 3-D or 4-D")));
@@ -214,7 +219,9 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
                 }
                 out.push(n as usize);
             }
-            Ok(vec![TensorMeta::fixed(x.dtype, &out)])
+            let mut dims: Vec<Dim> = out.iter().map(|&n| Dim::Fixed(n)).collect();
+            dims[0] = batch;
+            Ok(vec![TensorMeta::new(x.dtype, dims)])
         }
         "aten::_native_batch_norm_legit_no_training" => {
             let x = tensor(g, op, args, 0)?;
@@ -507,6 +514,26 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
                 d => Dim::Fixed(g.dim_max(d) / hop as usize),
             };
             Ok(vec![TensorMeta::new(ScalarType::Float, vec![Dim::Fixed(1), Dim::Fixed(fs[0]), frames])])
+        }
+        "rbuild::log_mel_chunks" => {
+            let (pcm, win, filt) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);
+            let (hop, pad_to, chunk_frames) = (int(op, args, 3)?, int(op, args, 4)?, int(op, args, 5)?);
+            let (ws, fs) = (fixed(op, win)?, fixed(op, filt)?);
+            let ok = pcm.rank() == 1
+                && ws.len() == 1
+                && fs.len() == 2
+                && fs[1] == ws[0] / 2 + 1
+                && hop > 0
+                && pad_to > 0
+                && chunk_frames > 0
+                && [pcm, win, filt].iter().all(|m| m.dtype == ScalarType::Float);
+            if !ok {
+                return Err(shape_err(op, format!("needs float pcm [N] {:?}, window [n_fft] {:?}, mel_filters [n_mels, n_fft/2+1] {:?}, positive hop ({hop}), pad_to ({pad_to}), chunk_frames ({chunk_frames})", pcm.shape, win.shape, filt.shape)));
+            }
+            // Up to ceil(max N / chunk samples) chunks; the model builder names that symbol.
+            let chunk_samples = (chunk_frames * hop) as usize;
+            let chunks = g.dim_max(pcm.shape[0]).div_ceil(chunk_samples).max(1);
+            Ok(vec![TensorMeta::fixed(ScalarType::Float, &[chunks, fs[0], chunk_frames as usize])])
         }
         "rbuild::add_positions" => {
             let (x, t) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
