@@ -12,6 +12,7 @@ pub fn testdata(rel: &str) -> String {
 // The tiktoken rank file of the tokenizer tests in templates/support.
 #[path = "../../../support/tests/common/tiktoken_ranks.rs"]
 mod tiktoken_ranks;
+#[allow(unused_imports)]
 pub use tiktoken_ranks::{rank_file, MERGES};
 
 /// A fresh, empty scratch folder for one test.
