@@ -83,6 +83,24 @@ impl Family for Voxtral {
     fn takes_audio(&self) -> bool {
         true
     }
+
+    /// Mistral's checkpoints ship `tekken.json`; converted ones may have `tokenizer.json`.
+    fn tokenizer_files(&self) -> &'static [&'static str] {
+        &["tekken.json", "tokenizer.json"]
+    }
+
+    /// Without a tokenizer the runner takes `--prompt-ids` and prints token ids.
+    fn tokenizer_required(&self) -> bool {
+        false
+    }
+
+    fn demo_tokenizer_json(&self) -> Option<String> {
+        Some(super::demo_tokenizer::tekken_json(demo_config().text.vocab_size))
+    }
+
+    fn runner_files(&self) -> Vec<(&'static str, Vec<u8>)> {
+        vec![("demo.wav", crate::whisper::demo_audio::demo_wav())]
+    }
 }
 
 /// Chunks `audio_encoder` accepts: enough for `max_audio_seconds` when given (an error when
@@ -150,7 +168,7 @@ pub fn demo_config() -> VoxtralConfig {
             o_bias: false,
             mlp_bias: false,
             qk_norm: false,
-            max_position_embeddings: Some(512),
+            max_position_embeddings: Some(2048),
             sliding_window: None,
             bos_token_id: Some(1),
             eos_token_ids: vec![2],

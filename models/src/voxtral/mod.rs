@@ -32,6 +32,7 @@
 //! `get_hidden_size`.
 
 pub mod config;
+pub mod demo_tokenizer;
 pub mod family;
 pub mod graph;
 

@@ -140,7 +140,7 @@ fn run(a: Args) -> Outcome {
     let model_name = file.name();
     let registry = kernels::registry();
     let (backends, device) = rbuild_runner_support::gpu::backends(&a.device).map_err(Failure)?;
-    if let Some(note) = &device.registry_note {
+    if let Some(note) = device.registry_note.as_ref().filter(|_| rbuild_runner_support::gpu::uses_gpu_delegate(&prog)) {
         eprintln!("{note}");
     }
     let mut model = in_file(WhisperProgram::load(&prog, &registry, &backends, a.threads), model_name)?;

@@ -60,3 +60,13 @@ fn wgpu_backend(device: &str) -> Result<(Box<dyn rbuild_runtime::backend::Backen
 fn wgpu_backend(_device: &str) -> Result<(Box<dyn rbuild_runtime::backend::Backend>, String), String> {
     Err("this runner was built without the GPU runtime (a `backend \"gpu\"` recipe builds it in)".into())
 }
+
+/// Whether any method of `program` holds a GPU delegate (only then is `--device auto`'s
+/// fallback notice worth printing).
+pub fn uses_gpu_delegate(program: &rbuild_runtime::Program<'_>) -> bool {
+    program
+        .plans()
+        .iter()
+        .flat_map(|p| p.delegates.as_deref().unwrap_or(&[]))
+        .any(|d| d.id == Some(rbuild_runtime::backends::gpu::RBUILD_GPU_BACKEND_ID))
+}

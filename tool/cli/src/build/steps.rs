@@ -722,7 +722,7 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     outputs.extend(tokenizer_outputs.iter().map(|p| (p.clone(), "tokenizer")));
     let label = match &tokenizer_source {
         Some(s) => format!("tokenizer from {}", s.display()),
-        None => "demo byte-level tokenizer".into(),
+        None => "demo tokenizer".into(),
     };
     let (to, co) = (tok_out.clone(), cfg_out.clone());
     dag.add(StepSpec { id: "tokenizer".into(), label, deps: vec![], key, outputs: tokenizer_outputs }, move |_| {

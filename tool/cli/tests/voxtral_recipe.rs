@@ -1,0 +1,79 @@
+//! `rbuild voxtral-cpu` end to end: the offline demo (tiny random Voxtral + Tekken-format
+//! tokenizer + demo WAV) transcribes and answers through `voxtral_runner`; the shared HF
+//! checkpoint `voxtral_tiny` through `weights=…` gives Hugging Face's 8 greedy ids on
+//! `fox_16k.wav` (log-mel in the program, prompt ids as `greedy.json` lays them out); the
+//! cross-built runner verifies under qemu-aarch64. Runners compile for real (release).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::testdata;
+
+fn rbuild(out: &Path, args: &[&str]) -> (bool, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_rbuild")).env("RBUILD_OUT", out).env_remove("RBUILD_TEST_HOLD").args(args).output().unwrap();
+    (o.status.success(), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+}
+
+fn runner(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let o = Command::new(dir.join("voxtral_runner")).args(["--model", "model.pte", "--json"]).args(args).current_dir(dir).output().unwrap();
+    assert!(o.status.success(), "voxtral_runner {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+fn ids(v: &serde_json::Value) -> Vec<i64> {
+    v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect()
+}
+
+/// `[1, 3, 25] + [24]*40 + [26, 301, 77, 129, 45, 4]` from `input_ids_layout`, with the
+/// placeholders written as the runner's `audio` word.
+fn prompt_ids(meta: &serde_json::Value) -> String {
+    let layout = meta["input_ids_layout"].as_str().unwrap();
+    let inner = layout.trim_start_matches('[').trim_end_matches(']');
+    let mut words = Vec::new();
+    for part in inner.split(", ") {
+        let id = part.split(['=', ' ']).next().unwrap();
+        if part.contains(" x num_audio_tokens") {
+            words.push("audio".to_string());
+        } else {
+            words.push(id.to_string());
+        }
+    }
+    words.join(",")
+}
+
+#[test]
+fn voxtral_cpu_demo_and_voxtral_tiny_match_hugging_face() {
+    let out = tempfile::tempdir().unwrap();
+    let host = out.path().join("voxtral-cpu/host");
+
+    // Offline, no arguments: the demo, announced as such, for every platform (--strict).
+    let (ok, log) = rbuild(out.path(), &["voxtral-cpu", "--strict"]);
+    assert!(ok && log.contains("demo"), "{log}");
+    assert!(host.join("tekken.json").is_file() && host.join("demo.wav").is_file(), "{log}");
+    let transcript = runner(&host, &["--tokenizer", "tekken.json", "--audio", "demo.wav", "--max-new-tokens", "6", "-l", "en"]);
+    let n = ids(&transcript["generated_token_ids"]).len();
+    assert!((1..=6).contains(&n), "{transcript}");
+    assert_eq!(transcript["audio"]["audio_tokens"], 40 * transcript["audio"]["chunks"].as_i64().unwrap());
+    let prompt = ids(&transcript["prompt_token_ids"]);
+    assert_eq!(&prompt[..3], &[1, 3, 25], "<s>[INST][BEGIN_AUDIO]");
+    assert_eq!(prompt.last(), Some(&34), "…[TRANSCRIBE]");
+    let answer = runner(&host, &["--tokenizer", "tekken.json", "--audio", "demo.wav", "--prompt", "What is said?", "--max-new-tokens", "4"]);
+    assert_eq!(ids(&answer["prompt_token_ids"]).last(), Some(&4), "…[/INST]");
+
+    // The cross-built runner under qemu-aarch64 against the host reference.
+    let (ok, log) = rbuild(out.path(), &["verify", "voxtral-cpu", "platform=linux-arm64"]);
+    assert!(ok && log.contains("pass"), "{log}");
+
+    // The shared checkpoint: HF's 8 greedy ids after the greedy.json prompt, on the WAV.
+    let dir = testdata().join("models/voxtral_tiny");
+    let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("greedy.json")).unwrap()).unwrap();
+    let weights = format!("weights={}", dir.display());
+    let (ok, log) = rbuild(out.path(), &["voxtral-cpu", &weights, "platform=host", "max-seq-len=256", "max-audio-seconds=6"]);
+    assert!(ok, "{log}");
+    let fox = testdata().join("models/audio/fox_16k.wav");
+    let got = runner(&host, &["--audio", fox.to_str().unwrap(), "--prompt-ids", &prompt_ids(&meta), "--max-new-tokens", "8"]);
+    assert_eq!(ids(&got["prompt_token_ids"]).len(), 49);
+    assert_eq!(ids(&got["generated_token_ids"]), ids(&meta["hf_generate_new_tokens"]), "greedy ids vs Hugging Face");
+}
