@@ -31,8 +31,19 @@ fn ids(v: &serde_json::Value) -> Vec<i64> {
 fn prompt_ids(meta: &serde_json::Value) -> String {
     let layout = meta["input_ids_layout"].as_str().unwrap();
     let inner = layout.trim_start_matches('[').trim_end_matches(']');
+    // Drop the parenthesized remarks (they hold commas of their own).
+    let mut plain = String::new();
+    let mut depth = 0;
+    for c in inner.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
     let mut words = Vec::new();
-    for part in inner.split(", ") {
+    for part in plain.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let id = part.split(['=', ' ']).next().unwrap();
         if part.contains(" x num_audio_tokens") {
             words.push("audio".to_string());
