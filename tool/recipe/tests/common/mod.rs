@@ -7,9 +7,11 @@ use std::path::Path;
 use rbuild_recipe::{Backend, Catalog, LoadError};
 
 pub const MODELS: &[&str] = &["mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large"];
-pub const LANGUAGE_MODELS: &[&str] = &["llama", "whisper"];
+// The CLI's real catalog (model families, runner templates) checks every shipped recipe in
+// `tool/cli/tests/recipe_plans.rs`; this copy must list what the shipped recipes name.
+pub const LANGUAGE_MODELS: &[&str] = &["llama", "voxtral", "whisper"];
 pub const BACKENDS: &[Backend] = &[Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::EthosU, Backend::Gpu];
-pub const RUNNERS: &[&str] = &["asr", "firmware", "image-classifier", "llm", "tensor-io"];
+pub const RUNNERS: &[&str] = &["asr", "audio-llm", "firmware", "image-classifier", "llm", "tensor-io"];
 pub const PLATFORMS: &[&str] = &["android-arm64", "corstone-300", "host", "ios-arm64", "linux-arm64", "macos-arm64"];
 
 /// The repository's own folders, relative to the crate folder.
