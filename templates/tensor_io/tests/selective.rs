@@ -3,7 +3,8 @@
 //! with exactly the program's kernels, compiled in release, run on the case's io file and
 //! compared with the reference within the case tolerance; then the program embedded in the
 //! binary. The generated crates reach `templates/support` by the absolute path the generator
-//! writes, as in a recipe build. Compiles go to a target folder kept between test runs.
+//! writes, as in a recipe build. Compiles go to `RBUILD_TARGET_DIR` (as recipe builds do) or a
+//! target folder kept between test runs.
 
 mod common;
 
@@ -19,7 +20,11 @@ fn template() -> PathBuf {
 fn options(features: &[&str], env: &[(&str, &Path)]) -> rbuild_selective::CompileOptions {
     rbuild_selective::CompileOptions {
         target: None,
-        target_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("selective-runners"),
+        // The recipe tests' shared runner folder when CI sets one (the runtime and kernels then
+        // compile once for both), else one kept between runs of this test.
+        target_dir: std::env::var_os("RBUILD_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("selective-runners")),
         features: features.iter().map(|f| f.to_string()).collect(),
         env: env.iter().map(|(k, v)| (k.to_string(), v.display().to_string())).collect(),
         release: true,

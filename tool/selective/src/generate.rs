@@ -85,7 +85,19 @@ pub fn generate(template: &Path, dest: &Path, package: &str, selected: &[(String
     copy_dir(template, dest).map_err(|e| err(&dest.display().to_string(), &e))?;
     std::fs::write(dest.join("Cargo.toml"), doc.to_string()).map_err(|e| err("Cargo.toml", &e))?;
     std::fs::write(dest.join("src/kernels.rs"), kernels_rs(selected)).map_err(|e| err("kernels.rs", &e))?;
+    // The repository's lock file: the runner builds with the crate versions the repository was
+    // tested with (cargo drops the entries it does not need), not the newest ones of the day,
+    // and needs no registry update when those are already downloaded.
+    if let Some(lock) = workspace_lock(template) {
+        std::fs::copy(&lock, dest.join("Cargo.lock")).map_err(|e| err(&lock.display().to_string(), &e))?;
+    }
     Ok(dest.to_path_buf())
+}
+
+/// The `Cargo.lock` of the workspace holding `template`: the nearest one in its ancestors.
+fn workspace_lock(template: &Path) -> Option<PathBuf> {
+    let template = template.canonicalize().ok()?;
+    template.ancestors().map(|dir| dir.join("Cargo.lock")).find(|lock| lock.is_file())
 }
 
 /// The folders of the template's path dependencies (normal and build), as written in its
@@ -116,4 +128,27 @@ pub fn bin_name(template: &Path) -> Result<String, String> {
     let doc: DocumentMut = text.parse().map_err(|e| format!("{}: {e}", path.display()))?;
     let bin = doc.get("bin").and_then(|b| b.as_array_of_tables()).and_then(|a| a.iter().next()).and_then(|t| t.get("name")).and_then(|n| n.as_str());
     bin.or_else(|| doc["package"]["name"].as_str()).map(str::to_string).ok_or_else(|| format!("{}: no [[bin]] or package name", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_generated_crate_takes_the_workspace_lock_file_and_absolute_paths() {
+        let repo = tempfile::tempdir().unwrap();
+        let template = repo.path().join("templates/demo");
+        std::fs::create_dir_all(template.join("src")).unwrap();
+        std::fs::create_dir_all(repo.path().join("runtime")).unwrap();
+        std::fs::write(repo.path().join("Cargo.lock"), "# the repository's lock\n").unwrap();
+        std::fs::write(template.join("Cargo.toml"), "[package]\nname = \"demo-runner\"\n[dependencies]\nrt = { path = \"../../runtime\" }\n").unwrap();
+        std::fs::write(template.join("src/main.rs"), "fn main() {}\n").unwrap();
+        let dest = repo.path().join("out/runner-src");
+        generate(&template, &dest, "rbuild-runner-demo-host", &[]).unwrap();
+        assert_eq!(std::fs::read_to_string(dest.join("Cargo.lock")).unwrap(), "# the repository's lock\n");
+        let manifest = std::fs::read_to_string(dest.join("Cargo.toml")).unwrap();
+        let runtime = repo.path().join("runtime").canonicalize().unwrap();
+        assert!(manifest.contains(&format!("path = \"{}\"", runtime.display())), "{manifest}");
+        assert!(manifest.contains("name = \"rbuild-runner-demo-host\"") && manifest.contains("[workspace]"), "{manifest}");
+    }
 }

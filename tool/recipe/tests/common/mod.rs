@@ -8,7 +8,7 @@ use rbuild_recipe::{Backend, Catalog, LoadError};
 
 pub const MODELS: &[&str] = &["mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large"];
 // The CLI's real catalog (model families, runner templates) checks every shipped recipe in
-// `tool/cli/tests/recipe_plans.rs`; this copy must list what the shipped recipes name.
+// `tool/cli/tests/suite/recipe_plans.rs`; this copy must list what the shipped recipes name.
 pub const LANGUAGE_MODELS: &[&str] = &["llama", "voxtral", "whisper"];
 pub const BACKENDS: &[Backend] = &[Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::EthosU, Backend::Gpu];
 pub const RUNNERS: &[&str] = &["asr", "audio-llm", "firmware", "image-classifier", "llm", "tensor-io"];

@@ -3,7 +3,7 @@
 //! scales, with and without zero points, Char and Byte tables, 1-D and 2-D indices). Needs the
 //! oracle venv (skipped locally without it, required in CI).
 
-mod common;
+use crate::common;
 
 use rbuild_export::graph::{Arg, TensorMeta};
 use rbuild_export::{emit, passes, plan, ConstData, GraphBuilder};

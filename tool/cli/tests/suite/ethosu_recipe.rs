@@ -5,7 +5,7 @@
 //! ops an NPU cannot take. Needs Vela (`tool/ci/setup.sh` installs it into `.venv`) and
 //! qemu-system-arm; without them it prints SKIPPED locally and fails in CI.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! cross-built runner under qemu-aarch64 against the host. Builds land in a temporary out/
 //! (RBUILD_OUT); runners compile for real (release).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

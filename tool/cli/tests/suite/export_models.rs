@@ -2,7 +2,7 @@
 //! in our runtime and in ExecuTorch 1.3.1, plan no more memory than ExecuTorch's own programs,
 //! and are byte-for-byte reproducible.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

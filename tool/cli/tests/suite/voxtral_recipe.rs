@@ -4,7 +4,7 @@
 //! `fox_16k.wav` (log-mel in the program, prompt ids as `greedy.json` lays them out); the
 //! cross-built runner verifies under qemu-aarch64. Runners compile for real (release).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -26,29 +26,23 @@ fn ids(v: &serde_json::Value) -> Vec<i64> {
     v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect()
 }
 
-/// `[1, 3, 25] + [24]*40 + [26, 301, 77, 129, 45, 4]` from `input_ids_layout`, with the
-/// placeholders written as the runner's `audio` word.
-fn prompt_ids(meta: &serde_json::Value) -> String {
-    let layout = meta["input_ids_layout"].as_str().unwrap();
-    let inner = layout.trim_start_matches('[').trim_end_matches(']');
-    // Drop the parenthesized remarks (they hold commas of their own).
-    let mut plain = String::new();
-    let mut depth = 0;
-    for c in inner.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            _ if depth == 0 => plain.push(c),
-            _ => {}
-        }
-    }
-    let mut words = Vec::new();
-    for part in plain.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let id = part.split(['=', ' ']).next().unwrap();
-        if part.contains(" x num_audio_tokens") {
-            words.push("audio".to_string());
-        } else {
+/// The prompt ids HF generated from (`greedy.io.safetensors` `input.0`).
+fn hf_prompt_ids(dir: &Path) -> Vec<i64> {
+    let bytes = std::fs::read(dir.join("greedy.io.safetensors")).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let input = io.tensor("input.0").unwrap();
+    assert_eq!(input.dtype(), safetensors::Dtype::I64);
+    input.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect()
+}
+
+/// `ids` for `--prompt-ids`, each run of audio placeholders written as the runner's `audio` word.
+fn prompt_ids_flag(ids: &[i64], audio_token_id: i64) -> String {
+    let mut words: Vec<String> = Vec::new();
+    for &id in ids {
+        if id != audio_token_id {
             words.push(id.to_string());
+        } else if words.last().is_none_or(|w| w != "audio") {
+            words.push("audio".into());
         }
     }
     words.join(",")
@@ -84,7 +78,9 @@ fn voxtral_cpu_demo_and_voxtral_tiny_match_hugging_face() {
     let (ok, log) = rbuild(out.path(), &["voxtral-cpu", &weights, "platform=host", "max-seq-len=256", "max-audio-seconds=6"]);
     assert!(ok, "{log}");
     let fox = testdata().join("models/audio/fox_16k.wav");
-    let got = runner(&host, &["--audio", fox.to_str().unwrap(), "--prompt-ids", &prompt_ids(&meta), "--max-new-tokens", "8"]);
-    assert_eq!(ids(&got["prompt_token_ids"]).len(), 49);
+    let hf_prompt = hf_prompt_ids(&dir);
+    let flag = prompt_ids_flag(&hf_prompt, meta["audio_token_id"].as_i64().unwrap());
+    let got = runner(&host, &["--audio", fox.to_str().unwrap(), "--prompt-ids", &flag, "--max-new-tokens", "8"]);
+    assert_eq!(ids(&got["prompt_token_ids"]), hf_prompt, "the prompt HF generated from");
     assert_eq!(ids(&got["generated_token_ids"]), ids(&meta["hf_generate_new_tokens"]), "greedy ids vs Hugging Face");
 }

@@ -3,7 +3,7 @@
 //! the fused program (rbuild's int8 kernels) against that representation, top-1 against fp32 on every image, sizes and SQNR; ExecuTorch's own int8
 //! program still runs.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //! set-up, every toolchain a recipe names must be present. Off CI a missing tool is reported and
 //! the plan is checked without `--strict`.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

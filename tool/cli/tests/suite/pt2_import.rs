@@ -5,7 +5,7 @@
 //! buffers kept as state), and ExecuTorch 1.3.1 runs the same programs within tolerance.
 //! New archives and cases dropped into the folder are picked up without code changes.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! hardsigmoid (lookup tables), mean and linear.
 //! Needs the oracle venv (skipped locally without it, required in CI).
 
-mod common;
+use crate::common;
 
 use rbuild_export::graph::{ConstData, TensorMeta};
 use rbuild_export::passes::{self, calibrate, quantize_static::ActQ, Int8Stage};

@@ -6,7 +6,7 @@
 //! tensors, non-integer scale factors, align_corners, ceil-mode pooling, transposed grouped
 //! convolution with output padding. Needs the oracle venv (skipped locally without it).
 
-mod common;
+use crate::common;
 
 use rbuild_export::graph::{Arg, ConstData, TensorMeta};
 use rbuild_export::{emit, passes, plan, Graph, GraphBuilder, ValueId};

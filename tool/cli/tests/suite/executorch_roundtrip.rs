@@ -3,7 +3,7 @@
 //! the original program's outputs. Needs the Python venv the README's test command creates;
 //! without it the test is skipped locally and fails in CI.
 
-mod common;
+use crate::common;
 
 use common::{case_io, case_meta, oracle_python, pte_files, run_oracle, testdata};
 

@@ -6,7 +6,7 @@
 //! backend by name; `fallback "deny"` fails listing the op the GPU lacks; `rbuild verify`
 //! compares the runner with the CPU reference.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! weights against the PyTorch reference, interrupted builds, and a missing toolchain.
 //! Builds land in a temporary out/ (RBUILD_OUT); runners compile for real (release).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

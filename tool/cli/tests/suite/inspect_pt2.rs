@@ -2,7 +2,7 @@
 //! with the case json (node targets, user inputs and outputs, dynamic bounds); damaged
 //! archives fail naming the file and member.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

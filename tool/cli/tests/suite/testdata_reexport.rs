@@ -7,7 +7,7 @@
 //! code changes; programs with non-contiguous tensors are listed as skipped (rbuild emits
 //! contiguous layouts only).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

@@ -4,7 +4,7 @@
 //! builds int8 for the Ethos-U55 into the very program the built-in definition gives on the
 //! same weights; and the shipped example recipe loads.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

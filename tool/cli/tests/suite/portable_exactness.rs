@@ -3,7 +3,7 @@
 //! testdata walk cannot: transposed and grouped/dilated convolution with odd padding, a mean
 //! over non-trailing dims, addmm with a full-size bias. Needs the oracle venv.
 
-mod common;
+use crate::common;
 
 use rbuild_export::graph::{Arg, ConstData, TensorMeta};
 use rbuild_export::{emit, passes, plan, Graph, GraphBuilder};

@@ -3,7 +3,7 @@
 //! testdata's tolerance; the preprocessor is writable as ExecuTorch's separate program; the
 //! quantized exports stay close to float32; bad checkpoints fail naming the problem.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

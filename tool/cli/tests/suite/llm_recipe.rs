@@ -3,7 +3,7 @@
 //! command-line override. Builds land in a temporary out/ (RBUILD_OUT), runners compile for
 //! real (release).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Malformed programs and tensor files give a clear error naming the file, a non-zero exit,
 //! and never a panic (../shared/testdata/bad, see its README).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 //! `rbuild run` and compares each output with the PyTorch reference under the case's
 //! tolerance. New cases dropped into those folders are picked up without code changes.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 
