@@ -3,7 +3,8 @@
 # built from source for this CPU) on the same weights, in the same run, 1 and 2 threads pinned with
 # taskset; see llama_bench.py. Not part of CI. The first run compiles llama.cpp through pip
 # (15+ minutes on 2 cores) and writes ~1.2 GB of model files under target/llama_bench.
-# Usage: bash tool/bench/llama.sh [--quick] [--threads 1,2] [--quants fp32,int8,int4,8da4w]
+# Voxtral's text decoder: --shape voxtral-mini --quants int8,8da4w (8 GB of f16 shards, ~7 GB of GGUF).
+# Usage: bash tool/bench/llama.sh [--quick] [--shape stories110m|voxtral-mini] [--threads 1,2] [--quants fp32,int8,int4,8da4w]
 #                                 [--group-size 32] [--repeat N] [--runner PATH] [--json FILE]
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -6,8 +6,15 @@ Face layout (config.json, model.safetensors, tokenizer.json) for rbuild and as G
 Q4_0, written with the `gguf` package from the same weights) for llama.cpp. Both engines get the
 same prompt token ids. Greedy decoding; EOS does not stop either engine's timing loop on our side.
 
+`--shape voxtral-mini` runs the same comparison on Voxtral Mini 3B's text decoder (hidden 3072,
+30 layers, 32/8 heads of head_dim 128, vocab 131072, RoPE base 1e8): the decoder Voxtral's
+`text_decoder` method runs is the Llama decoder builder with that config, so the llama export
+of that shape times the same program ops. Its weights are written as f16 shards (8 GB) and
+converted tensor by tensor; the check adds a tiny head_dim-128-style model (head_dim apart from
+hidden / heads, RoPE base 1e8) so the GGUF's key/value length keys are proven right too.
+
 Subcommands (llama.sh runs `run`; the others are its building blocks):
-  gen DIR [--tiny]            write the HF folder (random weights, tokenizer)
+  gen DIR [--tiny | --shape S] write the HF folder (random weights, tokenizer)
   gguf DIR TYPE OUT           write DIR's weights as GGUF (f32 | q8_0 | q4_0)
   check WORK                  llama.cpp logits vs a numpy forward of the same weights (tiny config,
                               GQA): proves the GGUF (q/k permutation, tokenizer, metadata) is right
@@ -39,6 +46,24 @@ STORIES110M = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12
 # exercised; dims multiples of 32 so Q8_0/Q4_0 blocks fit.
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             intermediate_size=192, vocab_size=512, max_position_embeddings=256)
+# The check's second model: head_dim apart from hidden / heads and a large RoPE base, as Voxtral's
+# and Mistral's decoders have (GGUF's key/value length keys, the q/k permutation per head_dim).
+TINY_HEAD_DIM = dict(TINY, head_dim=32, rope_theta=1e8)
+# Voxtral Mini 3B's text decoder (HF `text_config`): hidden 3072, 30 layers, 32 query / 8 KV heads
+# of head_dim 128 (not 3072 / 32), FFN 8192, vocab 131072, RoPE base 1e8; max_seq_len 2048 here.
+VOXTRAL_MINI = dict(hidden_size=3072, num_hidden_layers=30, num_attention_heads=32, num_key_value_heads=8,
+                    head_dim=128, intermediate_size=8192, vocab_size=131072, max_position_embeddings=2048,
+                    rope_theta=1e8)
+SHAPES = {"stories110m": STORIES110M, "voxtral-mini": VOXTRAL_MINI}
+SHAPE_TEXT = {
+    "stories110m": "stories110M shape (dim 768, 12 layers, 12 heads, vocab 32000, max_seq_len 1024)",
+    "voxtral-mini": "Voxtral Mini 3B text-decoder shape (dim 3072, 30 layers, 32 heads / 8 KV heads of 128, "
+                    "FFN 8192, vocab 131072, RoPE base 1e8, max_seq_len 2048)",
+}
+# Checkpoints above this many f32 bytes are written as f16 shards (as HF ships large models) and
+# converted tensor by tensor, so neither the writer nor the GGUF conversion holds them whole.
+SHARD_ABOVE = 2 << 30
+SHARD_BYTES = 1 << 30
 BOS, EOS, UNK = 1, 2, 0
 N_SPECIAL = 3
 N_BYTES = 256
@@ -53,10 +78,10 @@ def hf_config(shape):
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
         **shape,
-        "head_dim": shape["hidden_size"] // shape["num_attention_heads"],
+        "head_dim": shape.get("head_dim", shape["hidden_size"] // shape["num_attention_heads"]),
         "hidden_act": "silu",
         "rms_norm_eps": RMS_EPS,
-        "rope_theta": ROPE_THETA,
+        "rope_theta": shape.get("rope_theta", ROPE_THETA),
         "tie_word_embeddings": False,
         "attention_bias": False,
         "mlp_bias": False,
@@ -66,13 +91,18 @@ def hf_config(shape):
     }
 
 
+def head_dim(cfg):
+    return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
 def random_weights(cfg, seed):
-    """HF-named f32 weights: projections N(0, 1/fan_in) so activations keep unit scale through the
-    layers; norm gains around 1 (not exactly 1, so a skipped norm weight shows in the check)."""
+    """HF-named f32 weights, one (name, array) at a time: projections N(0, 1/fan_in) so activations
+    keep unit scale through the layers; norm gains around 1 (not exactly 1, so a skipped norm weight
+    shows in the check)."""
     rng = np.random.default_rng(seed)
     e, f, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     h, kvh = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    d = e // h
+    d = head_dim(cfg)
 
     def proj(n, k):
         return rng.standard_normal((n, k), dtype=np.float32) * np.float32(1.0 / np.sqrt(k))
@@ -80,21 +110,50 @@ def random_weights(cfg, seed):
     def gain(n):
         return (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32)
 
-    w = {"model.embed_tokens.weight": rng.standard_normal((v, e), dtype=np.float32)}
+    yield "model.embed_tokens.weight", rng.standard_normal((v, e), dtype=np.float32)
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        w[p + "input_layernorm.weight"] = gain(e)
-        w[p + "self_attn.q_proj.weight"] = proj(h * d, e)
-        w[p + "self_attn.k_proj.weight"] = proj(kvh * d, e)
-        w[p + "self_attn.v_proj.weight"] = proj(kvh * d, e)
-        w[p + "self_attn.o_proj.weight"] = proj(e, h * d)
-        w[p + "post_attention_layernorm.weight"] = gain(e)
-        w[p + "mlp.gate_proj.weight"] = proj(f, e)
-        w[p + "mlp.up_proj.weight"] = proj(f, e)
-        w[p + "mlp.down_proj.weight"] = proj(e, f)
-    w["model.norm.weight"] = gain(e)
-    w["lm_head.weight"] = proj(v, e)
-    return w
+        yield p + "input_layernorm.weight", gain(e)
+        yield p + "self_attn.q_proj.weight", proj(h * d, e)
+        yield p + "self_attn.k_proj.weight", proj(kvh * d, e)
+        yield p + "self_attn.v_proj.weight", proj(kvh * d, e)
+        yield p + "self_attn.o_proj.weight", proj(e, h * d)
+        yield p + "post_attention_layernorm.weight", gain(e)
+        yield p + "mlp.gate_proj.weight", proj(f, e)
+        yield p + "mlp.up_proj.weight", proj(f, e)
+        yield p + "mlp.down_proj.weight", proj(e, f)
+    yield "model.norm.weight", gain(e)
+    yield "lm_head.weight", proj(v, e)
+
+
+def f32_bytes(cfg):
+    e, f, v, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
+    q, kv = cfg["num_attention_heads"] * head_dim(cfg), cfg["num_key_value_heads"] * head_dim(cfg)
+    return 4 * (2 * v * e + L * (2 * q * e + 2 * kv * e + 3 * f * e + 2 * e) + e)
+
+
+def save_weights(cfg, seed, out):
+    """model.safetensors (f32), or for large shapes f16 shards + model.safetensors.index.json."""
+    from safetensors.numpy import save_file
+
+    if f32_bytes(cfg) <= SHARD_ABOVE:
+        save_file(dict(random_weights(cfg, seed)), str(out / "model.safetensors"))
+        return
+    shards, current, size = [], {}, 0
+    for name, arr in random_weights(cfg, seed):
+        current[name] = arr.astype(np.float16)
+        size += current[name].nbytes
+        if size >= SHARD_BYTES:
+            shards.append(current)
+            current, size = {}, 0
+    if current:
+        shards.append(current)
+    weight_map = {}
+    for k, shard in enumerate(shards):
+        file = f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, str(out / file))
+        weight_map.update({name: file for name in shard})
+    (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}, indent=1))
 
 
 def vocab_pieces(v):
@@ -140,8 +199,6 @@ def prompt_text(ids, v):
 
 def gen(out, shape, seed):
     """Writes the HF folder unless a folder made from the same shape and seed is already there."""
-    from safetensors.numpy import save_file
-
     out = Path(out)
     stamp = json.dumps({"shape": shape, "seed": seed, "version": 1}, sort_keys=True)
     if (out / "stamp.json").exists() and (out / "stamp.json").read_text() == stamp:
@@ -155,16 +212,46 @@ def gen(out, shape, seed):
     (out / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
         "unk_token": "<unk>", "add_bos_token": True, "model_max_length": cfg["max_position_embeddings"]}, indent=2))
-    save_file(random_weights(cfg, seed), str(out / "model.safetensors"))
+    for old in list(out.glob("model*.safetensors")) + list(out.glob("model.safetensors.index.json")):
+        old.unlink()
+    save_weights(cfg, seed, out)
     (out / "stamp.json").write_text(stamp)
     return out
 
 
-def load_hf(folder):
-    from safetensors.numpy import load_file
+class LazyWeights:
+    """A checkpoint's tensors by HF name, read (as f32) when asked for: single file or shards."""
 
+    def __init__(self, folder):
+        folder = Path(folder)
+        index = folder / "model.safetensors.index.json"
+        if index.exists():
+            self.files = {n: folder / f for n, f in json.loads(index.read_text())["weight_map"].items()}
+        else:
+            from safetensors import safe_open
+
+            with safe_open(str(folder / "model.safetensors"), "np") as f:
+                self.files = {n: folder / "model.safetensors" for n in f.keys()}
+
+    def __getitem__(self, name):
+        from safetensors import safe_open
+
+        with safe_open(str(self.files[name]), "np") as f:
+            return f.get_tensor(name).astype(np.float32)
+
+    def keys(self):
+        return self.files.keys()
+
+
+def load_hf(folder, lazy=False):
     folder = Path(folder)
-    return json.loads((folder / "config.json").read_text()), load_file(str(folder / "model.safetensors"))
+    cfg = json.loads((folder / "config.json").read_text())
+    w = LazyWeights(folder)
+    return cfg, (w if lazy else {n: w[n] for n in w.keys()})
+
+
+def weights_mtime(folder):
+    return max(p.stat().st_mtime for p in Path(folder).glob("model*.safetensors"))
 
 
 # ---------------------------------------------------------------- GGUF
@@ -186,8 +273,9 @@ def write_gguf(folder, qtype, out, permute=True):
 
     if qtype not in GGUF_TYPES:
         raise ValueError(f"GGUF type {qtype!r}: expected one of {GGUF_TYPES}")
-    cfg, w = load_hf(folder)
+    cfg, w = load_hf(folder, lazy=True)
     e, h, kvh = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    d = head_dim(cfg)
     ggml_type = {"f32": gguf.GGMLQuantizationType.F32, "q8_0": gguf.GGMLQuantizationType.Q8_0,
                  "q4_0": gguf.GGMLQuantizationType.Q4_0}[qtype]
     ftype = {"f32": gguf.LlamaFileType.ALL_F32, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
@@ -202,7 +290,10 @@ def write_gguf(folder, qtype, out, permute=True):
     wr.add_feed_forward_length(cfg["intermediate_size"])
     wr.add_head_count(h)
     wr.add_head_count_kv(kvh)
-    wr.add_rope_dimension_count(e // h)
+    wr.add_rope_dimension_count(d)
+    if d != e // h:
+        wr.add_key_length(d)
+        wr.add_value_length(d)
     wr.add_rope_freq_base(cfg["rope_theta"])
     wr.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     wr.add_vocab_size(cfg["vocab_size"])
@@ -312,7 +403,7 @@ def np_forward(cfg, w, tokens):
     """Logits [S, V] for one sequence from position 0, float64: HF LlamaForCausalLM (rotate_half
     RoPE, GQA by repeat_kv, causal softmax attention, SiLU-gated MLP, RMSNorm)."""
     e, h, kvh = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    d, eps, s = e // h, cfg["rms_norm_eps"], len(tokens)
+    d, eps, s = head_dim(cfg), cfg["rms_norm_eps"], len(tokens)
     g = {k: v.astype(np.float64) for k, v in w.items()}
 
     def rms(x, gain):
@@ -464,6 +555,19 @@ def check(work):
     neg = rel > 100 * max(results["f32"][0], 1e-6)
     ok &= neg
     print(f"  check without q/k permutation: rel RMS {rel:.2e} ({'differs, as it must' if neg else 'FAIL: no difference'})")
+    # head_dim apart from hidden / heads, RoPE base 1e8 (the Voxtral/Mistral decoder shape).
+    folder = gen(work / "tiny_head_dim", TINY_HEAD_DIM, seed=2)
+    cfg, w = load_hf(folder)
+    ref = np_forward(cfg, w, tokens)
+    for qt, bound in (("f32", 1e-3), ("q8_0", 0.03)):
+        g = write_gguf(folder, qt, work / f"tiny_head_dim.{qt}.gguf")
+        got = llamacpp_logits(g, tokens)
+        want = ref if qt == "f32" else np_forward(cfg, dequantized_gguf_weights(g), tokens)
+        rel = float(np.sqrt(((got - want) ** 2).mean() / (want ** 2).mean()))
+        good = rel < bound
+        ok &= good
+        print(f"  check {qt:5s} head_dim {head_dim(cfg)} (hidden {cfg['hidden_size']} / {cfg['num_attention_heads']} heads), "
+              f"RoPE base {cfg['rope_theta']:g}: rel RMS {rel:.2e} (bound {bound:g})  {'ok' if good else 'FAIL'}")
     return ok
 
 
@@ -501,9 +605,9 @@ def rbuild_bytes_per_token(cfg, quant, group, pte=None):
         e = cfg["hidden_size"]
         return Path(pte).stat().st_size - 4 * cfg["vocab_size"] * e + 4 * e
     e, f, v, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
-    d = e // cfg["num_attention_heads"]
-    kvd = cfg["num_key_value_heads"] * d
-    shapes = [(e, e), (kvd, e), (kvd, e), (e, e), (f, e), (f, e), (e, f)] * L + [(v, e)]
+    d = head_dim(cfg)
+    qd, kvd = cfg["num_attention_heads"] * d, cfg["num_key_value_heads"] * d
+    shapes = [(qd, e), (kvd, e), (kvd, e), (e, qd), (f, e), (f, e), (e, f)] * L + [(v, e)]
     total = 4 * e  # embedding row
     total += 4 * (2 * L + 1) * e  # norm gains
     for n, k in shapes:
@@ -644,7 +748,7 @@ def run(a):
 
     v = versions()
     print("Llama benchmark: rbuild vs llama.cpp, same run, same weights (random, seed "
-          f"{a.seed}), stories110M shape (dim 768, 12 layers, 12 heads, vocab 32000, max_seq_len 1024)")
+          f"{a.seed}), {SHAPE_TEXT[a.shape]}")
     print(f"  llama-cpp-python {v['llama-cpp-python']} (llama.cpp built from source, GGML_NATIVE), gguf {v['gguf']}, numpy {v['numpy']}")
     print(f"  llama.cpp: {v['llama.cpp system']}")
     print(f"  CPU: {cpu_name()}; load average {os.getloadavg()[0]:.2f} (other processes skew timings)")
@@ -652,13 +756,14 @@ def run(a):
           f"{new_tokens - 1} after the first), median of {repeat}{' (--quick)' if a.quick else ''}")
 
     t = time.perf_counter()
-    folder = gen(work / "stories110m", STORIES110M, a.seed)
-    cfg, _ = load_hf(folder)
+    name = a.shape.replace("-", "_")
+    folder = gen(work / name, SHAPES[a.shape], a.seed)
+    cfg, _ = load_hf(folder, lazy=True)
     need = sorted({QUANTS[q] for q in quants}, key=GGUF_TYPES.index)
     ggufs = {}
     for qt in need:
-        path = work / f"stories110m.{qt}.gguf"
-        if not path.exists() or path.stat().st_mtime < (folder / "model.safetensors").stat().st_mtime:
+        path = work / f"{name}.{qt}.gguf"
+        if not path.exists() or path.stat().st_mtime < weights_mtime(folder):
             write_gguf(folder, qt, path)
         ggufs[qt] = path
     print(f"  model files in {work} ({time.perf_counter() - t:.1f} s)")
@@ -688,7 +793,7 @@ def run(a):
         print(f"  rbuild rows skipped: {skip}")
     else:
         for q in quants:
-            pte = work / f"stories110m.{q}.pte"
+            pte = work / f"{name}.{q}.pte"
             try:
                 rbuild_export(rbuild, folder, q, a.group_size, cfg["max_position_embeddings"], pte)
                 ptes[q] = pte
@@ -797,6 +902,7 @@ def main():
     g = sp.add_parser("gen")
     g.add_argument("out")
     g.add_argument("--tiny", action="store_true")
+    g.add_argument("--shape", choices=sorted(SHAPES), default="stories110m")
     g.add_argument("--seed", type=int, default=0)
     g = sp.add_parser("gguf")
     g.add_argument("folder")
@@ -822,6 +928,8 @@ def main():
     g.add_argument("--work", default=str(HERE.parent.parent / "target" / "llama_bench"))
     g.add_argument("--threads", default="1,2")
     g.add_argument("--quants", default="fp32,int8,int4,8da4w")
+    g.add_argument("--shape", choices=sorted(SHAPES), default="stories110m",
+                   help="model shape (voxtral-mini: Voxtral Mini 3B's text decoder, ~8 GB of f16 shards + GGUFs)")
     g.add_argument("--group-size", type=int, default=32)
     g.add_argument("--prompt-len", type=int, default=128)
     g.add_argument("--new-tokens", type=int, default=64)
@@ -833,7 +941,7 @@ def main():
     g.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args()
     if a.cmd == "gen":
-        gen(a.out, TINY if a.tiny else STORIES110M, a.seed)
+        gen(a.out, TINY if a.tiny else SHAPES[a.shape], a.seed)
     elif a.cmd == "gguf":
         write_gguf(a.folder, a.type, a.out)
     elif a.cmd == "check":

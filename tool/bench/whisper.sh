@@ -4,7 +4,9 @@
 # weights, in the same run, 1 and 2 threads pinned with taskset; see whisper_bench.py. Not part of
 # CI. The first run compiles whisper.cpp through pip (several minutes on 2 cores); model files
 # (~1.2 GB: HF folders and ggml f32/q8_0) go to target/whisper_bench, the 30 s WAV to a temp dir.
-# Usage: bash tool/bench/whisper.sh [--quick] [--whisper-cpp-only] [--sizes tiny,base] [--threads 1,2]
+# Voxtral's audio encoder (Whisper large-v3 shape: 1280 x 32 layers, 128 mels; decoder trimmed):
+#   bash tool/bench/whisper.sh --sizes large-v3 --max-new-tokens 4 --repeat 3   (~4.5 GB of model files)
+# Usage: bash tool/bench/whisper.sh [--quick] [--whisper-cpp-only] [--sizes tiny,base,large-v3] [--threads 1,2]
 #                                   [--quants fp32,int8] [--max-new-tokens 64] [--repeat N]
 #                                   [--runner PATH] [--json FILE] [--skip-check]
 set -euo pipefail

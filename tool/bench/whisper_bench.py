@@ -1,7 +1,8 @@
 """Whisper benchmark: rbuild vs whisper.cpp (pywhispercpp, built from source) in the same run.
 
 Whisper tiny- and base-shaped models (d_model 384 / 512, 4 / 6 layers each side, 6 / 8 heads,
-FFN 4 x d, vocab 51865, 80 mels, 1500 / 448 positions) with the same seeded random weights
+FFN 4 x d, vocab 51865, 80 mels, 1500 / 448 positions; `--sizes large-v3` adds Whisper large-v3's
+encoder, Voxtral's audio encoder: 1280 x 32 layers, 20 heads, 128 mels, decoder trimmed to 2 layers) with the same seeded random weights
 (whisper_random_checkpoint.py) in Hugging Face layout for rbuild and as ggml files for
 whisper.cpp (whisper_ggml.py), on 30 s of speech (fox_16k.wav repeated with 0.5 s silences),
 1 and 2 threads pinned with taskset; greedy on both sides: beam 1, best-of 1, temperature 0,
@@ -50,7 +51,7 @@ sys.path.insert(0, str(HERE))
 import whisper_ggml  # noqa: E402
 import whisper_random_checkpoint  # noqa: E402
 
-SIZES = ("tiny", "base")
+SIZES = ("tiny", "base", "large-v3")  # large-v3: the encoder of Whisper large-v3 and Voxtral, decoder trimmed
 # rbuild precision -> (whisper.cpp ggml type, rbuild export --quant)
 PAIRS = {"fp32": ("f16", "fp32"), "fp16": ("f16", "fp16"), "int8": ("q8_0", "int8")}
 AUDIO_S = 30.0

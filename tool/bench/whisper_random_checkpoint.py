@@ -31,6 +31,10 @@ import numpy as np
 SIZES = {
     "tiny": dict(d_model=384, layers=4, heads=6),
     "base": dict(d_model=512, layers=6, heads=8),
+    # Whisper large-v3's encoder (1280 x 32 layers, 20 heads, 128 mels), as in Voxtral's audio
+    # encoder; the decoder trimmed to 2 layers (only the encoder is compared at this size) and the
+    # 99-language vocabulary of the other sizes kept (the encoder does not read it).
+    "large-v3": dict(d_model=1280, layers=32, heads=20, mels=128, decoder_layers=2),
 }
 VOCAB = 51865
 N_MELS = 80
@@ -52,6 +56,7 @@ assert len(LANGUAGES) == 99 and FIRST_LANG + len(LANGUAGES) == TRANSLATE
 def config(size):
     s = SIZES[size]
     d, n, h = s["d_model"], s["layers"], s["heads"]
+    n_dec = s.get("decoder_layers", n)
     return {
         "activation_dropout": 0.0,
         "activation_function": "gelu",
@@ -65,7 +70,7 @@ def config(size):
         "decoder_attention_heads": h,
         "decoder_ffn_dim": 4 * d,
         "decoder_layerdrop": 0.0,
-        "decoder_layers": n,
+        "decoder_layers": n_dec,
         "decoder_start_token_id": SOT,
         "dropout": 0.0,
         "dtype": "float32",
@@ -87,7 +92,7 @@ def config(size):
         "median_filter_width": 7,
         "model_type": "whisper",
         "num_hidden_layers": n,
-        "num_mel_bins": N_MELS,
+        "num_mel_bins": s.get("mels", N_MELS),
         "pad_token_id": EOT,
         "scale_embedding": False,
         "suppress_tokens": [],
@@ -166,7 +171,8 @@ def random_weights(size, seed=0):
     w = {}
     # GELU halves the variance: gain 2 on the convolutions keeps the audio features near unit scale
     # next to the unit-scale sinusoids.
-    w["model.encoder.conv1.weight"] = normal(d, N_MELS, 3, scale=2.0 / np.sqrt(3 * N_MELS))
+    mels = cfg["num_mel_bins"]
+    w["model.encoder.conv1.weight"] = normal(d, mels, 3, scale=2.0 / np.sqrt(3 * mels))
     w["model.encoder.conv1.bias"] = bias(d)
     w["model.encoder.conv2.weight"] = normal(d, d, 3, scale=2.0 / np.sqrt(3 * d))
     w["model.encoder.conv2.bias"] = bias(d)
