@@ -21,7 +21,8 @@ use alloc::vec::Vec;
 
 use half::{bf16, f16};
 use rbuild_runtime::backend::{Backend, BackendInitContext, CompileSpec, DelegateHandle};
-use rbuild_runtime::backends::gpu::payload::{DType, Dim, Op, Payload, StateInit, ValueDef, ValueId, ValueKind};
+pub(crate) use rbuild_runtime::backends::gpu::payload::describe;
+use rbuild_runtime::backends::gpu::payload::{checked_numel, DType, Dim, Op, Payload, StateInit, ValueDef, ValueId, ValueKind};
 use rbuild_runtime::backends::gpu::RBUILD_GPU_BACKEND_ID;
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
 use rbuild_runtime::{kerr, ScalarType};
@@ -153,14 +154,6 @@ pub struct Interpreter {
     pub(crate) env: Vec<Option<usize>>,
 }
 
-pub(crate) fn describe(v: &ValueDef, id: ValueId) -> String {
-    if v.name.is_empty() {
-        format!("value {id}")
-    } else {
-        format!("value {id} `{}`", v.name)
-    }
-}
-
 /// Fixed dims of a constant/state value (validation guarantees they are fixed).
 fn fixed_dims(v: &ValueDef, id: ValueId) -> Result<Vec<usize>, String> {
     v.meta
@@ -171,10 +164,6 @@ fn fixed_dims(v: &ValueDef, id: ValueId) -> Result<Vec<usize>, String> {
             Dim::Symbol(_) => Err(format!("{}: constant/state with a dynamic dim", describe(v, id))),
         })
         .collect()
-}
-
-fn checked_numel(dims: &[usize]) -> Option<usize> {
-    dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
 }
 
 /// Decodes little-endian bytes of a dense dtype.
@@ -338,42 +327,7 @@ impl Interpreter {
     /// Binds `dims` to a value's declared dims: fixed sizes must match, symbols must lie in their
     /// bounds and agree with earlier bindings of the same symbol in this run.
     pub(crate) fn bind(&mut self, id: ValueId, dims: &[usize], what: &str) -> Result<(), String> {
-        let v = &self.payload.values[id as usize];
-        if v.meta.dims.len() != dims.len() {
-            return Err(format!("{what}: {} has rank {}, got shape {dims:?}", describe(v, id), v.meta.dims.len()));
-        }
-        for (i, (&d, &n)) in v.meta.dims.iter().zip(dims).enumerate() {
-            match d {
-                Dim::Fixed(f) => {
-                    if f != n as u64 {
-                        return Err(format!("{what}: {} dim {i} is {f}, got shape {dims:?}", describe(v, id)));
-                    }
-                }
-                Dim::Symbol(s) => {
-                    let sym = &self.payload.symbols[s as usize];
-                    if (n as u64) < sym.min || (n as u64) > sym.max {
-                        return Err(format!(
-                            "{what}: {} dim {i} (symbol `{}`) is {n}, outside its bounds {}..={}",
-                            describe(v, id),
-                            sym.name,
-                            sym.min,
-                            sym.max
-                        ));
-                    }
-                    match self.env[s as usize] {
-                        Some(b) if b != n => {
-                            return Err(format!(
-                                "{what}: {} dim {i} (symbol `{}`) is {n}, but the symbol is {b} in this call",
-                                describe(v, id),
-                                sym.name
-                            ))
-                        }
-                        _ => self.env[s as usize] = Some(n),
-                    }
-                }
-            }
-        }
-        Ok(())
+        self.payload.bind_dims(&mut self.env, id, dims, what)
     }
 
     /// Checks op shape agreement ahead of any call: runs the graph once on zero inputs with every
@@ -513,30 +467,43 @@ fn dtype_of(t: ScalarType) -> Option<DType> {
 
 impl DelegateHandle for ReferenceGpuHandle {
     fn execute(&mut self, _ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
-        const ID: &str = RBUILD_GPU_BACKEND_ID;
         let (ni, no) = (self.interp.payload.inputs.len(), self.interp.payload.outputs.len());
-        if args.len() != ni + no {
-            return Err(kerr!("{ID}: delegate call has {} arguments, the payload takes {ni} inputs + {no} outputs", args.len()));
-        }
-        let mut inputs = Vec::with_capacity(ni);
-        for i in 0..ni {
-            let t = args.tensor(i).map_err(|e| kerr!("{ID}: input {i}: {e}"))?;
-            if !t.dim_order.is_contiguous() {
-                return Err(kerr!("{ID}: input {i}: dim order {:?} is not supported (contiguous only)", t.dim_order));
-            }
-            let dtype = dtype_of(t.dtype).ok_or_else(|| kerr!("{ID}: input {i}: dtype {} is not supported", t.dtype))?;
-            inputs.push(decode(dtype, t.sizes(), t.bytes(), &format!("{ID}: input {i}")).map_err(|m| kerr!("{m}"))?);
-        }
-        let outs = self.interp.run(&inputs).map_err(|m| kerr!("{ID}: {m}"))?;
-        for (j, o) in outs.iter().enumerate() {
-            let mut t = args.out(ni + j).map_err(|e| kerr!("{ID}: output {j}: {e}"))?;
-            let dtype = dtype_of(t.dtype).ok_or_else(|| kerr!("{ID}: output {j}: dtype {} is not supported", t.dtype))?;
-            if dtype != o.dtype {
-                return Err(kerr!("{ID}: output {j}: the program's tensor is {}, the payload's value is {}", dtype.name(), o.dtype.name()));
-            }
-            t.resize(&o.dims).map_err(|e| kerr!("{ID}: output {j}: {e}"))?;
-            encode(o, dtype, t.bytes_mut()).map_err(|m| kerr!("{ID}: output {j}: {m}"))?;
-        }
-        Ok(())
+        execute_call(ni, no, args, |inputs| self.interp.run(inputs))
     }
+}
+
+/// One delegate call of a payload with `ni` inputs and `no` outputs, through `run`: the call's
+/// input tensors as host tensors (contiguous, of dtypes the payload knows), `run`'s outputs
+/// written into the call's output tensors (resized for dynamic shapes; the program's dtype
+/// must be the payload value's). The argument conventions every runtime of the payload shares.
+pub fn execute_call(
+    ni: usize,
+    no: usize,
+    args: &KernelArgs<'_>,
+    run: impl FnOnce(&[HostTensor]) -> Result<Vec<HostTensor>, String>,
+) -> KernelResult {
+    const ID: &str = RBUILD_GPU_BACKEND_ID;
+    if args.len() != ni + no {
+        return Err(kerr!("{ID}: delegate call has {} arguments, the payload takes {ni} inputs + {no} outputs", args.len()));
+    }
+    let mut inputs = Vec::with_capacity(ni);
+    for i in 0..ni {
+        let t = args.tensor(i).map_err(|e| kerr!("{ID}: input {i}: {e}"))?;
+        if !t.dim_order.is_contiguous() {
+            return Err(kerr!("{ID}: input {i}: dim order {:?} is not supported (contiguous only)", t.dim_order));
+        }
+        let dtype = dtype_of(t.dtype).ok_or_else(|| kerr!("{ID}: input {i}: dtype {} is not supported", t.dtype))?;
+        inputs.push(decode(dtype, t.sizes(), t.bytes(), &format!("{ID}: input {i}")).map_err(|m| kerr!("{m}"))?);
+    }
+    let outs = run(&inputs).map_err(|m| kerr!("{ID}: {m}"))?;
+    for (j, o) in outs.iter().enumerate() {
+        let mut t = args.out(ni + j).map_err(|e| kerr!("{ID}: output {j}: {e}"))?;
+        let dtype = dtype_of(t.dtype).ok_or_else(|| kerr!("{ID}: output {j}: dtype {} is not supported", t.dtype))?;
+        if dtype != o.dtype {
+            return Err(kerr!("{ID}: output {j}: the program's tensor is {}, the payload's value is {}", dtype.name(), o.dtype.name()));
+        }
+        t.resize(&o.dims).map_err(|e| kerr!("{ID}: output {j}: {e}"))?;
+        encode(o, dtype, t.bytes_mut()).map_err(|m| kerr!("{ID}: output {j}: {m}"))?;
+    }
+    Ok(())
 }

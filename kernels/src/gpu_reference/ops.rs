@@ -96,37 +96,7 @@ impl Interpreter {
 
     /// The output value's dims with symbols resolved; one unbound symbol is inferred from `numel`.
     fn output_dims(&self, index: usize, total: usize) -> R<Vec<usize>> {
-        let id = self.payload.ops[index].outputs[0];
-        let v = &self.payload.values[id as usize];
-        let mut dims = Vec::with_capacity(v.meta.dims.len());
-        let mut unknown = None;
-        for (i, d) in v.meta.dims.iter().enumerate() {
-            dims.push(match *d {
-                Dim::Fixed(n) => n as usize,
-                Dim::Symbol(s) => match self.env[s as usize] {
-                    Some(n) => n,
-                    None if unknown.is_none() => {
-                        unknown = Some(i);
-                        1
-                    }
-                    None => return Err(format!("output {} has two symbols not yet known in this call", self.name(id))),
-                },
-            });
-        }
-        let checked = |d: &[usize]| d.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
-        let Some(rest) = checked(&dims) else {
-            return Err(format!("output {} has shape {dims:?}, which overflows", self.name(id)));
-        };
-        if let Some(i) = unknown {
-            if total.checked_rem(rest) != Some(0) {
-                return Err(format!("cannot infer dim {i} of output {} from {total} element(s)", self.name(id)));
-            }
-            dims[i] = total / rest;
-        }
-        if numel(&dims) != total {
-            return Err(format!("output {} has shape {dims:?} ({} elements), the input has {total}", self.name(id), numel(&dims)));
-        }
-        Ok(dims)
+        self.payload.resolve_output_dims(&self.env, self.payload.ops[index].outputs[0], total)
     }
 }
 

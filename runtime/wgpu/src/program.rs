@@ -4,7 +4,7 @@
 //! before it) and reads the outputs back at the end.
 
 use rbuild_kernels::gpu_reference::HostTensor;
-use rbuild_runtime::backends::gpu::payload::{DType, Dim, Op, Payload, StateInit, ValueDef, ValueId, ValueKind};
+use rbuild_runtime::backends::gpu::payload::{checked_numel, describe, DType, Dim, Op, Payload, StateInit, ValueDef, ValueId, ValueKind};
 
 use crate::data;
 use crate::device::GpuDevice;
@@ -56,18 +56,6 @@ pub struct DispatchTime {
     /// The shader file.
     pub kernel: &'static str,
     pub nanos: f64,
-}
-
-pub(crate) fn describe(v: &ValueDef, id: ValueId) -> String {
-    if v.name.is_empty() {
-        format!("value {id}")
-    } else {
-        format!("value {id} `{}`", v.name)
-    }
-}
-
-fn checked_numel(dims: &[usize]) -> Option<usize> {
-    dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
 }
 
 /// The per-run view the op planners work on: shapes of every value known so far, the symbol
@@ -158,41 +146,7 @@ impl Plan<'_> {
     /// Binds `dims` to a value's declared dims (fixed sizes must match, symbols lie in their
     /// bounds and agree with this call's earlier bindings), as the reference does.
     pub fn bind(&mut self, id: ValueId, dims: &[usize], what: &str) -> R {
-        let v = &self.payload.values[id as usize];
-        if v.meta.dims.len() != dims.len() {
-            return Err(format!("{what}: {} has rank {}, got shape {dims:?}", describe(v, id), v.meta.dims.len()));
-        }
-        for (i, (&d, &n)) in v.meta.dims.iter().zip(dims).enumerate() {
-            match d {
-                Dim::Fixed(f) => {
-                    if f != n as u64 {
-                        return Err(format!("{what}: {} dim {i} is {f}, got shape {dims:?}", describe(v, id)));
-                    }
-                }
-                Dim::Symbol(s) => {
-                    let sym = &self.payload.symbols[s as usize];
-                    if (n as u64) < sym.min || (n as u64) > sym.max {
-                        return Err(format!(
-                            "{what}: {} dim {i} (symbol `{}`) is {n}, outside its bounds {}..={}",
-                            describe(v, id),
-                            sym.name,
-                            sym.min,
-                            sym.max
-                        ));
-                    }
-                    match self.env[s as usize] {
-                        Some(b) if b != n => {
-                            return Err(format!(
-                                "{what}: {} dim {i} (symbol `{}`) is {n}, but the symbol is {b} in this call",
-                                describe(v, id),
-                                sym.name
-                            ))
-                        }
-                        _ => self.env[s as usize] = Some(n),
-                    }
-                }
-            }
-        }
+        self.payload.bind_dims(&mut self.env, id, dims, what)?;
         self.dims[id as usize] = Some(dims.to_vec());
         Ok(())
     }
@@ -205,36 +159,7 @@ impl Plan<'_> {
 
     /// The output value's dims with symbols resolved; one unbound symbol is inferred from `total`.
     pub fn output_dims(&self, total: usize) -> R<Vec<usize>> {
-        let id = self.output();
-        let v = &self.payload.values[id as usize];
-        let mut dims = Vec::with_capacity(v.meta.dims.len());
-        let mut unknown = None;
-        for (i, d) in v.meta.dims.iter().enumerate() {
-            dims.push(match *d {
-                Dim::Fixed(n) => n as usize,
-                Dim::Symbol(s) => match self.env[s as usize] {
-                    Some(n) => n,
-                    None if unknown.is_none() => {
-                        unknown = Some(i);
-                        1
-                    }
-                    None => return Err(format!("output {} has two symbols not yet known in this call", self.name(id))),
-                },
-            });
-        }
-        let Some(rest) = checked_numel(&dims) else {
-            return Err(format!("output {} has shape {dims:?}, which overflows", self.name(id)));
-        };
-        if let Some(i) = unknown {
-            if total.checked_rem(rest) != Some(0) {
-                return Err(format!("cannot infer dim {i} of output {} from {total} element(s)", self.name(id)));
-            }
-            dims[i] = total / rest;
-        }
-        if checked_numel(&dims) != Some(total) {
-            return Err(format!("output {} has shape {dims:?}, the input has {total} element(s)", self.name(id)));
-        }
-        Ok(dims)
+        self.payload.resolve_output_dims(&self.env, self.output(), total)
     }
 
     /// A scalar position operand: checks its shape; its value when it is known on the host.

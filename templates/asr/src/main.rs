@@ -139,10 +139,7 @@ fn run(a: Args) -> Outcome {
     let prog = file.load()?;
     let model_name = file.name();
     let registry = kernels::registry();
-    let (backends, device) = rbuild_runner_support::gpu::backends(&a.device).map_err(Failure)?;
-    if let Some(note) = device.registry_note.as_ref().filter(|_| rbuild_runner_support::gpu::uses_gpu_delegate(&prog)) {
-        eprintln!("{note}");
-    }
+    let (backends, _device) = rbuild_runner_support::gpu::backends_for(&a.device, &prog).map_err(Failure)?;
     let mut model = in_file(WhisperProgram::load(&prog, &registry, &backends, a.threads), model_name)?;
     let vocab = model.meta.vocab.clone();
     let language = in_file(vocab.resolve_language(&a.language), model_name)?;

@@ -1,113 +1,43 @@
-//! Token ids → text: Hugging Face `tokenizer.json` (through the `tokenizers` crate, as in
-//! templates/llm) or a tiktoken rank file (openai-whisper's `multilingual.tiktoken` /
+//! Token ids → text, through the shared tokenizers of `rbuild-runner-support` (Hugging Face
+//! `tokenizer.json`, or a tiktoken rank file: openai-whisper's `multilingual.tiktoken` /
 //! `gpt2.tiktoken`), told apart by content. The runner only decodes, and only text tokens
 //! (ids below end-of-text), so Whisper's special tokens need no names here: the program's
 //! getters say which ids they are.
 
-use std::collections::HashMap;
 use std::path::Path;
+
+use rbuild_runner_support::text::tiktoken::Tiktoken;
+use rbuild_runner_support::text::tokenizer::{detect, Format};
+pub use rbuild_runner_support::text::Tokenizer;
 
 use crate::decode::Vocab;
 
-pub trait Tokenizer {
-    /// Text of `ids` (lossy UTF-8); every id must be a text token.
-    fn decode(&self, ids: &[u32]) -> Result<String, String>;
-    /// Number of ids, special tokens included (HF) or the ranks (tiktoken).
-    fn vocab_size(&self) -> usize;
-    fn token_to_id(&self, token: &str) -> Option<u32>;
-    fn kind(&self) -> &'static str;
-}
+/// GPT-2's pre-tokenizer split, which openai-whisper's tiktoken encodings use.
+const GPT2_PATTERN: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 
-pub struct HfTokenizer(tokenizers::Tokenizer);
-
-impl Tokenizer for HfTokenizer {
-    fn decode(&self, ids: &[u32]) -> Result<String, String> {
-        self.0.decode(ids, true).map_err(|e| format!("cannot decode token ids: {e}"))
+/// A Whisper tiktoken file: `base64 rank` lines with ranks 0..n and no special tokens (the
+/// specials are the ids from n on, named by the program, not the file).
+pub fn parse_tiktoken(text: &str) -> Result<Tiktoken, String> {
+    let t = Tiktoken::with_pattern(text, Some(Vec::new()), GPT2_PATTERN).map_err(|e| e.0)?;
+    // Ranks must be 0..n: ids at or above n are Whisper's special tokens.
+    if let Some(gap) = t.first_missing_rank() {
+        return Err(format!("ranks are not contiguous: rank {gap} is missing below the highest, {}", t.vocab_size() - 1));
     }
-
-    fn vocab_size(&self) -> usize {
-        self.0.get_vocab_size(true)
-    }
-
-    fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.0.token_to_id(token)
-    }
-
-    fn kind(&self) -> &'static str {
-        "huggingface"
-    }
-}
-
-/// Rank → bytes of a tiktoken file.
-pub struct Tiktoken {
-    ranks: HashMap<u32, Vec<u8>>,
-}
-
-impl Tiktoken {
-    pub fn parse(text: &str) -> Result<Tiktoken, String> {
-        let mut ranks = HashMap::new();
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim_end_matches('\r');
-            if line.trim().is_empty() {
-                continue;
-            }
-            let bad = |what: &str| format!("line {}: {what}: {line:?}", n + 1);
-            let (tok, rank) = line.split_once(' ').ok_or_else(|| bad("expected `base64 rank`"))?;
-            let bytes = base64_decode(tok).ok_or_else(|| bad("invalid base64 token"))?;
-            let rank: u32 = rank.trim().parse().map_err(|_| bad("invalid rank"))?;
-            if ranks.insert(rank, bytes).is_some() {
-                return Err(bad("duplicate rank"));
-            }
-        }
-        if ranks.is_empty() {
-            return Err("no tokens in the tiktoken file".into());
-        }
-        // Ranks must be 0..n: ids at or above n are Whisper's special tokens.
-        if let Some(gap) = (0..ranks.len() as u32).find(|r| !ranks.contains_key(r)) {
-            return Err(format!("ranks are not contiguous: {} ranks but rank {gap} is missing", ranks.len()));
-        }
-        Ok(Tiktoken { ranks })
-    }
-}
-
-impl Tokenizer for Tiktoken {
-    fn decode(&self, ids: &[u32]) -> Result<String, String> {
-        let mut out = Vec::new();
-        for id in ids {
-            out.extend_from_slice(self.ranks.get(id).ok_or_else(|| format!("token id {id} has no rank in the tiktoken file"))?);
-        }
-        Ok(String::from_utf8_lossy(&out).into_owned())
-    }
-
-    fn vocab_size(&self) -> usize {
-        self.ranks.len()
-    }
-
-    fn token_to_id(&self, token: &str) -> Option<u32> {
-        self.ranks.iter().find(|(_, b)| b.as_slice() == token.as_bytes()).map(|(&r, _)| r)
-    }
-
-    fn kind(&self) -> &'static str {
-        "tiktoken"
-    }
+    Ok(t)
 }
 
 /// Loads `path` (format detected from the content). Errors name the file.
 pub fn load(path: &Path) -> Result<Box<dyn Tokenizer>, String> {
     let at = |e: String| format!("{}: {e}", path.display());
     let bytes = std::fs::read(path).map_err(|e| at(e.to_string()))?;
-    let start = bytes.trim_ascii_start();
-    if start.is_empty() {
-        return Err(at("the tokenizer file is empty".into()));
+    match detect(&bytes) {
+        Format::Tiktoken => {
+            let text = std::str::from_utf8(&bytes).map_err(|_| at("a tiktoken file must be UTF-8".into()))?;
+            Ok(Box::new(parse_tiktoken(text).map_err(|e| at(format!("not a tiktoken file: {e}")))?))
+        }
+        Format::Tekken => Err(at("a Mistral tekken.json is not a Whisper tokenizer".into())),
+        _ => rbuild_runner_support::text::load(path).map_err(|e| e.0),
     }
-    if start[0] == b'{' {
-        let t = tokenizers::Tokenizer::from_bytes(&bytes)
-            .map_err(|e| at(format!("not a valid Hugging Face tokenizer.json: {e}")))?;
-        return Ok(Box::new(HfTokenizer(t)));
-    }
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|_| at("neither a tokenizer.json nor a UTF-8 tiktoken file of `base64 rank` lines".into()))?;
-    Ok(Box::new(Tiktoken::parse(text).map_err(|e| at(format!("not a tiktoken file: {e}")))?))
 }
 
 /// Checks that `tok` belongs to a program with this vocabulary: a HF tokenizer counts every
@@ -173,7 +103,7 @@ impl Text {
     pub fn text(&self, ids: &[u32]) -> Result<String, String> {
         let ids = self.text_tokens(ids);
         match &self.tokenizer {
-            Some(t) => t.decode(&ids),
+            Some(t) => t.decode(&ids, true).map_err(|e| e.0),
             None => Ok(ids.iter().map(|t| format!(" {t}")).collect()),
         }
     }
@@ -188,38 +118,4 @@ impl Text {
         let width = ((self.vocab_size.max(2) as f64).log2() / 8.0) as usize + 1;
         Ok(self.text_tokens(ids).iter().flat_map(|t| t.to_le_bytes().into_iter().take(width.min(4))).collect())
     }
-}
-
-/// Standard base64 (padding optional); None on an invalid character or length.
-pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let val = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    if s.is_empty() {
-        return None;
-    }
-    // Padding alone is the empty token: openai's multilingual.tiktoken ends with `= 50256`,
-    // which Python's lenient b64decode reads as b"".
-    let s = s.trim_end_matches('=').as_bytes();
-    if s.len() % 4 == 1 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    for chunk in s.chunks(4) {
-        let mut acc = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            acc |= val(c)? << (18 - 6 * i);
-        }
-        for i in 0..chunk.len() - 1 {
-            out.push((acc >> (16 - 8 * i)) as u8);
-        }
-    }
-    Some(out)
 }

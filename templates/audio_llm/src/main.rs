@@ -113,10 +113,7 @@ fn run(a: Args) -> Outcome {
     let prog = file.load()?;
     let model_name = file.name();
     let registry = kernels::registry();
-    let (backends, device) = rbuild_runner_support::gpu::backends(&a.device).map_err(Failure)?;
-    if let Some(note) = device.registry_note.as_ref().filter(|_| rbuild_runner_support::gpu::uses_gpu_delegate(&prog)) {
-        eprintln!("{note}");
-    }
+    let (backends, _device) = rbuild_runner_support::gpu::backends_for(&a.device, &prog).map_err(Failure)?;
     let mut model = in_file(VoxtralProgram::load(&prog, &registry, &backends, a.threads), model_name)?;
     if let Some(path) = &a.verify_input {
         let bytes = in_file(std::fs::read(path), path)?;

@@ -42,6 +42,16 @@ pub fn backends(device: &str) -> Result<(BackendRegistry, Device), String> {
     }
 }
 
+/// [`backends`] for `program`: `--device auto`'s fallback notice goes to stderr only when the
+/// program holds a GPU delegate, the only case in which the choice matters.
+pub fn backends_for(device: &str, program: &rbuild_runtime::Program<'_>) -> Result<(BackendRegistry, Device), String> {
+    let (registry, chosen) = backends(device)?;
+    if let Some(note) = chosen.registry_note.as_ref().filter(|_| uses_gpu_delegate(program)) {
+        eprintln!("{note}");
+    }
+    Ok((registry, chosen))
+}
+
 #[cfg(feature = "gpu")]
 fn wgpu_backend(device: &str) -> Result<(Box<dyn rbuild_runtime::backend::Backend>, String), String> {
     use rbuild_gpu_wgpu::{DeviceChoice, GpuDevice, WgpuGpuBackend};

@@ -496,44 +496,21 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             Ok(vec![q.clone()])
         }
         "rbuild::log_mel_spectrogram" => {
-            let (pcm, win, filt) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);
-            let hop = int(op, args, 3)?;
-            let (ws, fs) = (fixed(op, win)?, fixed(op, filt)?);
-            let ok = pcm.rank() == 1
-                && ws.len() == 1
-                && fs.len() == 2
-                && fs[1] == ws[0] / 2 + 1
-                && hop > 0
-                && [pcm, win, filt].iter().all(|m| m.dtype == ScalarType::Float);
-            if !ok {
-                return Err(shape_err(op, format!("needs float pcm [N] {:?}, window [n_fft] {:?}, mel_filters [n_mels, n_fft/2+1] {:?}, hop > 0 ({hop})", pcm.shape, win.shape, filt.shape)));
-            }
+            let (pcm, n_mels, ints) = log_mel_inputs(g, op, args, &["hop"])?;
+            let hop = ints[0];
             // A dynamic N gives frames up to max(N) / hop; the model builder names that symbol.
             let frames = match pcm.shape[0] {
-                Dim::Fixed(n) => Dim::Fixed(n / hop as usize),
-                d => Dim::Fixed(g.dim_max(d) / hop as usize),
+                Dim::Fixed(n) => Dim::Fixed(n / hop),
+                d => Dim::Fixed(g.dim_max(d) / hop),
             };
-            Ok(vec![TensorMeta::new(ScalarType::Float, vec![Dim::Fixed(1), Dim::Fixed(fs[0]), frames])])
+            Ok(vec![TensorMeta::new(ScalarType::Float, vec![Dim::Fixed(1), Dim::Fixed(n_mels), frames])])
         }
         "rbuild::log_mel_chunks" => {
-            let (pcm, win, filt) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);
-            let (hop, pad_to, chunk_frames) = (int(op, args, 3)?, int(op, args, 4)?, int(op, args, 5)?);
-            let (ws, fs) = (fixed(op, win)?, fixed(op, filt)?);
-            let ok = pcm.rank() == 1
-                && ws.len() == 1
-                && fs.len() == 2
-                && fs[1] == ws[0] / 2 + 1
-                && hop > 0
-                && pad_to > 0
-                && chunk_frames > 0
-                && [pcm, win, filt].iter().all(|m| m.dtype == ScalarType::Float);
-            if !ok {
-                return Err(shape_err(op, format!("needs float pcm [N] {:?}, window [n_fft] {:?}, mel_filters [n_mels, n_fft/2+1] {:?}, positive hop ({hop}), pad_to ({pad_to}), chunk_frames ({chunk_frames})", pcm.shape, win.shape, filt.shape)));
-            }
+            let (pcm, n_mels, ints) = log_mel_inputs(g, op, args, &["hop", "pad_to", "chunk_frames"])?;
+            let (hop, chunk_frames) = (ints[0], ints[2]);
             // Up to ceil(max N / chunk samples) chunks; the model builder names that symbol.
-            let chunk_samples = (chunk_frames * hop) as usize;
-            let chunks = g.dim_max(pcm.shape[0]).div_ceil(chunk_samples).max(1);
-            Ok(vec![TensorMeta::fixed(ScalarType::Float, &[chunks, fs[0], chunk_frames as usize])])
+            let chunks = g.dim_max(pcm.shape[0]).div_ceil(chunk_frames * hop).max(1);
+            Ok(vec![TensorMeta::fixed(ScalarType::Float, &[chunks, n_mels, chunk_frames])])
         }
         "rbuild::add_positions" => {
             let (x, t) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?);
@@ -647,6 +624,35 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
 
 /// `view_copy` to a size list with run-time entries: fixed element counts must agree and the
 /// symbols must be the same on both sides (so the view is valid for every symbol value).
+/// The inputs the log-mel ops share: float pcm [N], window [n_fft], mel_filters
+/// [n_mels, n_fft/2+1], then one positive integer per name from argument 3 on. Returns pcm,
+/// n_mels and the integers.
+fn log_mel_inputs<'a>(g: &'a Graph, op: &str, args: &[Arg], names: &[&str]) -> Result<(&'a TensorMeta, usize, Vec<usize>)> {
+    let (pcm, win, filt) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);
+    let ints = (0..names.len()).map(|k| int(op, args, 3 + k)).collect::<Result<Vec<i64>>>()?;
+    let (ws, fs) = (fixed(op, win)?, fixed(op, filt)?);
+    let ok = pcm.rank() == 1
+        && ws.len() == 1
+        && fs.len() == 2
+        && fs[1] == ws[0] / 2 + 1
+        && ints.iter().all(|&v| v > 0)
+        && [pcm, win, filt].iter().all(|m| m.dtype == ScalarType::Float);
+    if !ok {
+        let given: Vec<String> = names.iter().zip(&ints).map(|(n, v)| format!("{n} {v}")).collect();
+        return Err(shape_err(
+            op,
+            format!(
+                "needs float pcm [N] {:?}, window [n_fft] {:?}, mel_filters [n_mels, n_fft/2+1] {:?} and positive {}",
+                pcm.shape,
+                win.shape,
+                filt.shape,
+                given.join(", ")
+            ),
+        ));
+    }
+    Ok((pcm, fs[0], ints.into_iter().map(|v| v as usize).collect()))
+}
+
 fn view_sym(g: &Graph, op: &str, from: &[Dim], size: &[IntOrSym]) -> Result<Vec<Dim>> {
     let sym_of = |v: usize| sym_of_value(g, v);
     let mut syms_in: Vec<usize> = from.iter().filter_map(|d| if let Dim::Sym(s) = d { Some(*s) } else { None }).collect();

@@ -60,6 +60,8 @@ mod tests {
         assert_eq!(base64_decode("IQ==").unwrap(), b"!");
         assert_eq!(base64_decode("SGVsbG8=").unwrap(), b"Hello");
         assert!(base64_decode("S").is_none());
+        // Padding alone is the empty string (openai's multilingual.tiktoken ends with `= 50256`).
+        assert_eq!(base64_decode("=").unwrap(), b"");
         assert!(base64_decode("S*==").is_none());
     }
 }

@@ -79,7 +79,8 @@ impl Tiktoken {
             }
             let bad = |what: &str| err(format!("line {}: {what}: {line:?}", n + 1));
             let (tok, rank) = line.split_once(' ').ok_or_else(|| bad("expected `base64 rank`"))?;
-            let bytes = base64_decode(tok).ok_or_else(|| bad("invalid base64 token"))?;
+            // An empty field is damage, not the empty token (which is written `=`).
+            let bytes = base64_decode(tok).filter(|_| !tok.is_empty()).ok_or_else(|| bad("invalid base64 token"))?;
             let rank: u32 = rank.trim().parse().map_err(|_| bad("invalid rank"))?;
             ranks.push((bytes, rank));
         }
@@ -108,6 +109,13 @@ impl Tiktoken {
         };
         let vocab_size = bpe.max_rank().into_iter().chain(special_decoder.keys().copied()).max().map_or(0, |m| m as usize + 1);
         Ok(Tiktoken { bpe, special_encoder, special_decoder, special_re, vocab_size })
+    }
+
+    /// The lowest rank below the highest that has no token: `None` for a file of ranks 0..n,
+    /// as Whisper's files are, whose ids from n on are the model's special tokens.
+    pub fn first_missing_rank(&self) -> Option<u32> {
+        let max = self.bpe.max_rank()?;
+        (0..max).find(|&r| self.bpe.bytes(r).is_none())
     }
 
     /// Raw bytes of `ids` (special tokens as their text unless skipped).

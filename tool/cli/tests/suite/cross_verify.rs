@@ -82,17 +82,9 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 /// A project whose recipes and templates are the repository's, with its platform files plus
 /// `arm64-silent`: linux-arm64 whose "emulator" is `true`, so the runner never prints.
 fn project_with_silent_runner() -> tempfile::TempDir {
-    let root = tempfile::tempdir().unwrap();
+    let root = crate::common::project_linking(&["recipes", "templates"]);
+    let toolchains = crate::common::copy_repo_folder(root.path(), "toolchains");
     let repo = repo();
-    for dir in ["recipes", "templates"] {
-        std::os::unix::fs::symlink(repo.join(dir), root.path().join(dir)).unwrap();
-    }
-    let toolchains = root.path().join("toolchains");
-    std::fs::create_dir(&toolchains).unwrap();
-    for entry in std::fs::read_dir(repo.join("toolchains")).unwrap() {
-        let p = entry.unwrap().path();
-        std::fs::copy(&p, toolchains.join(p.file_name().unwrap())).unwrap();
-    }
     let arm = std::fs::read_to_string(repo.join("toolchains/linux-arm64.kdl")).unwrap();
     let silent = arm.replace("run \"qemu-aarch64\" \"-L\" \"/usr/aarch64-linux-gnu\"", "run \"true\"")
         + "\ntool \"true\" {\n    install {\n        apt \"coreutils\"\n    }\n}\n";

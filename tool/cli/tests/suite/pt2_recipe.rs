@@ -14,11 +14,7 @@ use safetensors::SafeTensors;
 
 /// A project folder with the repo's templates and toolchains and the given recipes.
 fn project(recipes: &[(&str, String)]) -> tempfile::TempDir {
-    let root = tempfile::tempdir().unwrap();
-    let repo = repo().canonicalize().unwrap();
-    for dir in ["templates", "toolchains"] {
-        std::os::unix::fs::symlink(repo.join(dir), root.path().join(dir)).unwrap();
-    }
+    let root = common::project_linking(&["templates", "toolchains"]);
     std::fs::create_dir(root.path().join("recipes")).unwrap();
     for (name, text) in recipes {
         std::fs::write(root.path().join(format!("recipes/{name}.kdl")), text).unwrap();

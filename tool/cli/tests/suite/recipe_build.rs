@@ -46,18 +46,9 @@ impl Env {
 /// A copy of the project whose `linux-arm64` cross gcc is looked up under a name no machine
 /// has, as on a machine without the cross tools; the host platform is untouched.
 fn project_without_cross_gcc() -> tempfile::TempDir {
-    let root = tempfile::tempdir().unwrap();
-    let repo = common::repo().canonicalize().unwrap();
-    for dir in ["recipes", "templates"] {
-        std::os::unix::fs::symlink(repo.join(dir), root.path().join(dir)).unwrap();
-    }
-    let toolchains = root.path().join("toolchains");
-    std::fs::create_dir(&toolchains).unwrap();
-    for entry in std::fs::read_dir(repo.join("toolchains")).unwrap() {
-        let p = entry.unwrap().path();
-        std::fs::copy(&p, toolchains.join(p.file_name().unwrap())).unwrap();
-    }
-    let arm = std::fs::read_to_string(repo.join("toolchains/linux-arm64.kdl")).unwrap();
+    let root = common::project_linking(&["recipes", "templates"]);
+    let toolchains = common::copy_repo_folder(root.path(), "toolchains");
+    let arm = std::fs::read_to_string(common::repo().join("toolchains/linux-arm64.kdl")).unwrap();
     let gcc = "tool \"aarch64-linux-gnu-gcc\" {";
     assert!(arm.contains(gcc), "{arm}");
     let missing = arm.replace(gcc, &format!("{gcc}\n    command \"rbuild-test-no-such-gcc\""));
@@ -237,11 +228,7 @@ fn mobilenet_cpu_builds_runs_caches_and_survives_interruption() {
 /// A recipe without a `runner` gets the generic one (`templates/tensor_io`): selectively built,
 /// bundled with the verify input, verified, and its runner reproduces `rbuild run`.
 fn generic_runner_recipe_builds_verifies_and_runs(env: &Env) {
-    let root = tempfile::tempdir().unwrap();
-    let repo = common::repo().canonicalize().unwrap();
-    for dir in ["templates", "toolchains"] {
-        std::os::unix::fs::symlink(repo.join(dir), root.path().join(dir)).unwrap();
-    }
+    let root = common::project_linking(&["templates", "toolchains"]);
     std::fs::create_dir(root.path().join("recipes")).unwrap();
     let recipe = "description \"no runner node: the generic runner\"\nmodel \"mobilenet_v2\" { weights \"random:3\"; input-shape 1 3 32 32 }\nbackend \"cpu\"\nplatforms \"host\"\nverify { seed 2 }\n";
     std::fs::write(root.path().join("recipes/generic-cpu.kdl"), recipe).unwrap();

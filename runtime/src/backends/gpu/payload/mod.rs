@@ -8,6 +8,7 @@
 //! [`Payload::from_bytes`] parses and validates; [`Payload::to_bytes`] validates and writes. A
 //! payload the writer emits is always one the reader accepts.
 
+mod call_shapes;
 mod error;
 mod op;
 mod reader;
@@ -17,6 +18,7 @@ mod writer;
 use alloc::string::String;
 use alloc::vec::Vec;
 
+pub use call_shapes::{checked_numel, describe};
 pub use error::{ErrorKind, PayloadError};
 pub use op::{Attr, AttrKind, BinaryOp, GeluApproximation, Op, UnaryOp};
 

@@ -11,6 +11,28 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// A temporary project folder whose `linked` folders are symlinks to the repository's own.
+pub fn project_linking(linked: &[&str]) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let repo = repo().canonicalize().unwrap();
+    for dir in linked {
+        std::os::unix::fs::symlink(repo.join(dir), root.path().join(dir)).unwrap();
+    }
+    root
+}
+
+/// Copies the files of the repository's folder `name` into `root/name`, for a test to edit;
+/// returns the copy's path.
+pub fn copy_repo_folder(root: &Path, name: &str) -> PathBuf {
+    let (from, to) = (repo().join(name), root.join(name));
+    std::fs::create_dir(&to).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let p = entry.unwrap().path();
+        std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
+    }
+    to
+}
+
 /// `../shared/testdata` beside the checkout.
 pub fn testdata() -> PathBuf {
     repo().join("../shared/testdata")
