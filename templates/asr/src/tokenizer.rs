@@ -36,7 +36,7 @@ pub fn load(path: &Path) -> Result<Box<dyn Tokenizer>, String> {
             Ok(Box::new(parse_tiktoken(text).map_err(|e| at(format!("not a tiktoken file: {e}")))?))
         }
         Format::Tekken => Err(at("a Mistral tekken.json is not a Whisper tokenizer".into())),
-        _ => rbuild_runner_support::text::load(path).map_err(|e| e.0),
+        _ => rbuild_runner_support::text::tokenizer::from_bytes(path, &bytes).map_err(|e| e.0),
     }
 }
 

@@ -42,12 +42,18 @@ pub trait Tokenizer {
 /// Loads `path`, detecting the format from its content.
 pub fn load(path: &Path) -> Result<Box<dyn Tokenizer>, TokenizerError> {
     let bytes = std::fs::read(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
+    from_bytes(path, &bytes)
+}
+
+/// [`load`] on the contents `bytes` of the file at `path` (which errors name, and beside which a
+/// tiktoken file's `tokenizer_config.json` is looked for).
+pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Box<dyn Tokenizer>, TokenizerError> {
     let at = |e: TokenizerError| err(format!("{}: {}", path.display(), e.0));
-    match detect(&bytes) {
-        Format::HuggingFace => Ok(Box::new(HfTokenizer::from_bytes(&bytes).map_err(at)?)),
-        Format::Tekken => Ok(Box::new(Tekken::from_bytes(&bytes).map_err(at)?)),
+    match detect(bytes) {
+        Format::HuggingFace => Ok(Box::new(HfTokenizer::from_bytes(bytes).map_err(at)?)),
+        Format::Tekken => Ok(Box::new(Tekken::from_bytes(bytes).map_err(at)?)),
         Format::Tiktoken => {
-            let text = std::str::from_utf8(&bytes).map_err(|_| at(err("tiktoken file is not UTF-8")))?;
+            let text = std::str::from_utf8(bytes).map_err(|_| at(err("tiktoken file is not UTF-8")))?;
             let specials = match path.parent().map(|d| d.join("tokenizer_config.json")) {
                 Some(cfg) if cfg.is_file() => specials_from_config(&cfg)?,
                 _ => None,
