@@ -56,7 +56,7 @@ fn llama_tiny_36_tokens_match_hf_no_cache_forward() {
     let dir = model_dir("llama_tiny");
     let io = Weights::open(&dir.join("greedy.io.safetensors")).unwrap();
     let mut ids = io.get("input.0", ScalarType::Long, &[1, S]).unwrap().bytes().to_vec();
-    ids.extend_from_slice(io.get("output.0", ScalarType::Long, &[1, 24]).unwrap().bytes());
+    ids.extend_from_slice(&io.get("output.0", ScalarType::Long, &[1, 24]).unwrap().bytes());
     let want = io.f32s("output.1", &[1, 36, VOCAB]).unwrap();
     let json = std::fs::read_to_string(dir.join("greedy.json")).unwrap();
     let (atol, rtol) = (json_number(&json, "atol"), json_number(&json, "rtol"));

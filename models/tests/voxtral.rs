@@ -127,7 +127,7 @@ fn encoder_prefill_and_greedy_match_hf() {
 
     // Prefill: the whole prompt in one call, logits of every position.
     let ids_shape = shape(&meta, "input.0");
-    let ids = longs(io.get("input.0", ScalarType::Long, &ids_shape).unwrap().bytes());
+    let ids = longs(&io.get("input.0", ScalarType::Long, &ids_shape).unwrap().bytes());
     let mut embed = program.load_method("token_embedding", &reg, &BackendRegistry::new()).unwrap();
     let text = embed_tokens(&mut embed, &ids);
     let prompt = prompt_embeddings(&ids, &text, &audio, config.audio_token_id, hidden);
@@ -142,7 +142,7 @@ fn encoder_prefill_and_greedy_match_hf() {
     let steps_shape = shape(&greedy_meta, "output.1");
     let (steps, vocab) = (steps_shape[1], steps_shape[2]);
     let want_steps = greedy.f32s("output.1", &steps_shape).unwrap();
-    let want_ids = longs(greedy.get("output.0", ScalarType::Long, &shape(&greedy_meta, "output.0")).unwrap().bytes());
+    let want_ids = longs(&greedy.get("output.0", ScalarType::Long, &shape(&greedy_meta, "output.0")).unwrap().bytes());
     let mut last = logits[logits.len() - vocab..].to_vec();
     let mut got = Vec::new();
     for step in 0..steps {
@@ -193,7 +193,7 @@ fn quantized_export_stays_close() {
     let config = VoxtralConfig::load(&dir()).unwrap();
     let hidden = config.text.hidden_size;
     let io = Weights::open(&dir().join("forward.io.safetensors")).unwrap();
-    let ids = longs(io.get("input.0", ScalarType::Long, &shape(&meta, "input.0")).unwrap().bytes());
+    let ids = longs(&io.get("input.0", ScalarType::Long, &shape(&meta, "input.0")).unwrap().bytes());
     let features = features(&meta);
     let reg = rbuild_kernels::registry();
     let prefill = |o: &ExportOptions| {
@@ -354,7 +354,7 @@ fn executorch_loads_the_program_and_runs_token_embedding() {
     let program = Program::load(buf.as_slice()).unwrap();
     let reg = rbuild_kernels::registry();
     let w = Weights::open(&io).unwrap();
-    let ids = longs(w.get("input.0", ScalarType::Long, &shape(&meta, "input.0")).unwrap().bytes());
+    let ids = longs(&w.get("input.0", ScalarType::Long, &shape(&meta, "input.0")).unwrap().bytes());
     let ours = embed_tokens(&mut program.load_method("token_embedding", &reg, &BackendRegistry::new()).unwrap(), &ids);
     let theirs = et("token_embedding", "input.0").unwrap_or_else(|e| panic!("token_embedding in ExecuTorch: {e}"));
     assert_close(&theirs, &ours, 0.0, 0.0, "token_embedding: ExecuTorch vs rbuild");

@@ -95,7 +95,7 @@ fn encoder_and_decoder_match_pytorch_and_greedy_matches_hf() {
 
     // Decoder: the 8 ids one call per token; row i of PyTorch's no-cache logits is step i.
     let dec_io = Weights::open(&dir.join("decoder.io.safetensors")).unwrap();
-    let ids = longs(dec_io.get("input.0", ScalarType::Long, &[1, 8]).unwrap().bytes());
+    let ids = longs(&dec_io.get("input.0", ScalarType::Long, &[1, 8]).unwrap().bytes());
     let memory = dec_io.f32s("input.1", &[1, 150, 64]).unwrap();
     let want = dec_io.f32s("output.0", &[1, 8, VOCAB]).unwrap();
     let mut dec = program.load_method("text_decoder", &reg, &BackendRegistry::new()).unwrap();
@@ -109,7 +109,7 @@ fn encoder_and_decoder_match_pytorch_and_greedy_matches_hf() {
 
     // Greedy from the prompt, on our own encoder output.
     let greedy = Weights::open(&dir.join("greedy.io.safetensors")).unwrap();
-    let want_ids = longs(greedy.get("output.0", ScalarType::Long, &[1, 20]).unwrap().bytes());
+    let want_ids = longs(&greedy.get("output.0", ScalarType::Long, &[1, 20]).unwrap().bytes());
     let want_steps = greedy.f32s("output.2", &[1, 16, VOCAB]).unwrap();
     let hidden = run_encoder(&mut enc, &greedy.f32s("input.0", &[1, 80, 300]).unwrap());
     let mut logits = decode(&mut dec, &want_ids[..4], &hidden, 0);

@@ -309,10 +309,10 @@ impl GraphBuilder {
 /// `data` must hold exactly the elements of a `dtype` tensor of `sizes`.
 fn check_bytes(name: &str, dtype: ScalarType, sizes: &[usize], data: &ConstData) -> Result<()> {
     let need = sizes.iter().product::<usize>() * dtype.size();
-    if data.bytes().len() != need {
+    if data.len() != need {
         return Err(crate::ExportError::Weight {
             name: name.into(),
-            message: format!("{} bytes given, {dtype} {sizes:?} needs {need}", data.bytes().len()),
+            message: format!("{} bytes given, {dtype} {sizes:?} needs {need}", data.len()),
         });
     }
     Ok(())

@@ -116,13 +116,13 @@ impl<'g> Emitter<'g> {
                 let pad = constants.data.len().div_ceil(16) * 16;
                 constants.data.resize(pad, 0);
                 constants.offsets.push(pad as u64);
-                constants.data.extend_from_slice(c.bytes());
+                constants.data.extend_from_slice(&c.bytes());
                 t.data_buffer_idx = (constants.offsets.len() - 1) as u32;
             }
             origin => {
                 if let Origin::State(Some(init)) = origin {
                     constants.mutable_offsets.push(constants.mutable_data.len() as u64);
-                    constants.mutable_data.extend_from_slice(init.bytes());
+                    constants.mutable_data.extend_from_slice(&init.bytes());
                     t.data_buffer_idx = (constants.mutable_offsets.len() - 1) as u32;
                 }
                 let off = self.plan.offsets.get(v).copied().flatten().ok_or_else(|| {
@@ -374,7 +374,7 @@ pub fn emit_program(methods: &[MethodSpec<'_>], getters: &[Getter]) -> Result<Ve
     });
     // Named data (delegate weights): one segment per key, after the constants, as
     // ExecuTorch's named data store lays it out. A key two methods share is stored once.
-    let mut named: Vec<(&str, &[u8])> = Vec::new();
+    let mut named: Vec<(&str, std::borrow::Cow<[u8]>)> = Vec::new();
     for m in methods {
         for (key, data) in &m.graph.named_data {
             match named.iter().find(|(k, _)| *k == key.as_str()) {
@@ -388,7 +388,7 @@ pub fn emit_program(methods: &[MethodSpec<'_>], getters: &[Getter]) -> Result<Ve
         segments.push(&constants.data);
     }
     let mut named_data = Vec::with_capacity(named.len());
-    for &(key, bytes) in &named {
+    for (key, bytes) in &named {
         segments.push(bytes);
         named_data.push(NamedData { key: Some(key), segment_index: (segments.len() - 1) as u32 });
     }

@@ -27,13 +27,13 @@ pub fn eval_node(g: &Graph, node: &Node, env: &HashMap<ValueId, Vec<u8>>) -> Res
     let tensor = |h: &mut OpHarness, v: ValueId| -> Result<u32> {
         let m = g.meta(v);
         let sizes = m.sizes().ok_or_else(|| ExportError::Invalid(format!("{}: evaluation needs static shapes", node.op)))?;
-        let bytes: &[u8] = match &g.values[v].origin {
+        let bytes: std::borrow::Cow<[u8]> = match &g.values[v].origin {
             Origin::Const(c) => c.bytes(),
-            _ => env.get(&v).ok_or_else(|| ExportError::Invalid(format!("{}: input value {v} not computed", node.op)))?,
+            _ => std::borrow::Cow::Borrowed(env.get(&v).ok_or_else(|| ExportError::Invalid(format!("{}: input value {v} not computed", node.op)))?),
         };
         let shape = rbuild_runtime::tensor::Shape::new(&sizes)
             .ok_or_else(|| ExportError::Invalid(format!("{}: rank {} above 16", node.op, sizes.len())))?;
-        let id = h.tensor::<u8>(rbuild_runtime::ScalarType::Byte, &[bytes.len()], bytes);
+        let id = h.tensor::<u8>(rbuild_runtime::ScalarType::Byte, &[bytes.len()], &bytes);
         // Retag the byte buffer with the real dtype and shape.
         if let Value::Tensor(t) = &mut h.frame.values[id as usize] {
             t.dtype = m.dtype;

@@ -60,6 +60,11 @@ impl TensorMeta {
 pub enum ConstData {
     Mapped(Arc<memmap2::Mmap>, Range<usize>),
     Owned(Arc<Vec<u8>>),
+    /// A float16 / bfloat16 tensor of a mapped file read as float32, widened each time its
+    /// bytes are read: a checkpoint's weights (most ship in 16 bits) are never held in memory
+    /// as float32 all at once, so quantizing a 3B model's weights one tensor at a time fits in
+    /// a few GB instead of four bytes per parameter.
+    Widened { map: Arc<memmap2::Mmap>, range: Range<usize>, bf16: bool },
 }
 
 impl ConstData {
@@ -67,17 +72,41 @@ impl ConstData {
         ConstData::Owned(Arc::new(bytes))
     }
 
-    pub fn bytes(&self) -> &[u8] {
+    /// The bytes as stored (widened ones converted now).
+    pub fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
         match self {
-            ConstData::Mapped(m, r) => &m[r.clone()],
-            ConstData::Owned(v) => v,
+            ConstData::Mapped(m, r) => std::borrow::Cow::Borrowed(&m[r.clone()]),
+            ConstData::Owned(v) => std::borrow::Cow::Borrowed(v),
+            ConstData::Widened { map, range, bf16 } => std::borrow::Cow::Owned(
+                map[range.clone()]
+                    .chunks_exact(2)
+                    .flat_map(|c| {
+                        let bits = u16::from_le_bytes([c[0], c[1]]);
+                        let v = if *bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
+                        v.to_le_bytes()
+                    })
+                    .collect(),
+            ),
         }
+    }
+
+    /// Number of bytes [`ConstData::bytes`] gives, without converting.
+    pub fn len(&self) -> usize {
+        match self {
+            ConstData::Mapped(_, r) => r.len(),
+            ConstData::Owned(v) => v.len(),
+            ConstData::Widened { range, .. } => range.len() / 2 * 4,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
 impl std::fmt::Debug for ConstData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ConstData({} bytes)", self.bytes().len())
+        write!(f, "ConstData({} bytes)", self.len())
     }
 }
 
@@ -296,7 +325,7 @@ impl Graph {
             .iter()
             .zip(uses)
             .filter_map(|(v, n)| match &v.origin {
-                Origin::Const(c) if n > 0 => Some(c.bytes().len()),
+                Origin::Const(c) if n > 0 => Some(c.len()),
                 _ => None,
             })
             .sum()

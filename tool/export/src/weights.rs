@@ -111,19 +111,22 @@ impl Weights {
     /// referenced in place, float16/bfloat16 ones (how most checkpoints ship) are widened.
     pub fn get_f32(&self, name: &str, shape: &[usize]) -> Result<ConstData> {
         match self.entries.get(name).map(|e| (e.dtype, &e.shape)) {
-            Some((dt @ (ScalarType::Half | ScalarType::BFloat16), s)) if s == shape => {
-                let raw = self.get(name, dt, shape)?;
-                let wide: Vec<u8> = raw
-                    .bytes()
-                    .chunks_exact(2)
-                    .flat_map(|c| {
-                        let bits = u16::from_le_bytes([c[0], c[1]]);
-                        let v = if dt == ScalarType::Half { half::f16::from_bits(bits).to_f32() } else { half::bf16::from_bits(bits).to_f32() };
-                        v.to_le_bytes()
-                    })
-                    .collect();
-                Ok(ConstData::owned(wide))
-            }
+            Some((dt @ (ScalarType::Half | ScalarType::BFloat16), s)) if s == shape => match self.get(name, dt, shape)? {
+                ConstData::Mapped(map, range) => Ok(ConstData::Widened { map, range, bf16: dt == ScalarType::BFloat16 }),
+                raw => {
+                    let bf16 = dt == ScalarType::BFloat16;
+                    let wide: Vec<u8> = raw
+                        .bytes()
+                        .chunks_exact(2)
+                        .flat_map(|c| {
+                            let bits = u16::from_le_bytes([c[0], c[1]]);
+                            let v = if bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
+                            v.to_le_bytes()
+                        })
+                        .collect();
+                    Ok(ConstData::owned(wide))
+                }
+            },
             _ => self.get(name, ScalarType::Float, shape),
         }
     }
@@ -175,9 +178,13 @@ impl Weights {
         for n in names {
             let e = &self.entries[n];
             let dt = safetensors_dtype(e.dtype).ok_or_else(|| io(&format!("cannot save dtype {}", e.dtype)))?;
-            views.push((n.clone(), safetensors::tensor::TensorView::new(dt, e.shape.clone(), e.data.bytes()).map_err(|e| io(&e))?));
+            views.push((n.clone(), e.shape.clone(), dt, e.data.bytes()));
         }
-        let bytes = safetensors::serialize(views, None).map_err(|e| io(&e))?;
+        let mut tensors = Vec::with_capacity(views.len());
+        for (n, shape, dt, data) in &views {
+            tensors.push((n.clone(), safetensors::tensor::TensorView::new(*dt, shape.clone(), data).map_err(|e| io(&e))?));
+        }
+        let bytes = safetensors::serialize(tensors, None).map_err(|e| io(&e))?;
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, bytes).map_err(|e| io(&e))?;
         std::fs::rename(&tmp, path).map_err(|e| io(&e))

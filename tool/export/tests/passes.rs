@@ -304,7 +304,7 @@ fn const_fold_turns_constant_chains_into_constants() {
     assert_eq!(g.ops(), vec!["aten::mm".to_string(), "aten::permute_copy".to_string()]);
     let mm = g.nodes.iter().find(|n| n.op == "aten::mm").unwrap();
     let Arg::Tensor(folded) = mm.args[1] else { panic!("mm lost its operand") };
-    let data = floats(g.constant(folded).expect("a constant").bytes());
+    let data = floats(&g.constant(folded).expect("a constant").bytes());
     let transposed: Vec<f32> = (0..3).flat_map(|i| (0..4).map(move |o| (i, o))).map(|(i, o)| wv[o * 3 + i]).collect();
     assert_eq!(data, transposed);
     assert_all_close(&eval_f32(&g, &[&xs]), &before);

@@ -62,8 +62,8 @@ fn llama_tiny_decoder_runs_delegated_and_matches_hf() {
     let buf = AlignedBuf::from_bytes(&bytes);
 
     let io = Weights::open(&model_dir().join("greedy.io.safetensors")).unwrap();
-    let prompt = longs(io.get("input.0", ScalarType::Long, &[1, 12]).unwrap().bytes());
-    let want_new = longs(io.get("output.0", ScalarType::Long, &[1, 24]).unwrap().bytes());
+    let prompt = longs(&io.get("input.0", ScalarType::Long, &[1, 12]).unwrap().bytes());
+    let want_new = longs(&io.get("output.0", ScalarType::Long, &[1, 24]).unwrap().bytes());
     let want_steps = io.f32s("output.2", &[1, 24, VOCAB]).unwrap();
 
     let mut reference = BackendRegistry::new();

@@ -91,7 +91,7 @@ fn foldable(g: &Graph, bn: usize, producers: &[Option<usize>], uses: &[usize]) -
 
 /// The folded weight and bias, computed in f64; None when the parameter sizes disagree.
 fn folded_params(g: &Graph, f: &Fold) -> Option<(Vec<f32>, Vec<f32>)> {
-    let read = |v: ValueId| g.constant(v).map(|c| f32s(c.bytes()));
+    let read = |v: ValueId| g.constant(v).map(|c| f32s(&c.bytes()));
     let (w, mean, var) = (read(f.weight)?, read(f.mean)?, read(f.var)?);
     let channels = mean.len();
     let per_channel_param = |v: Option<ValueId>, default: f32| match v {

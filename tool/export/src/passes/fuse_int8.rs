@@ -89,7 +89,7 @@ impl View<'_> {
             _ => return None,
         };
         let codes = wc.bytes().iter().map(|&b| b as i8).collect();
-        Some((codes, self.g.meta(w).sizes()?, f32s(sc.bytes()), axis))
+        Some((codes, self.g.meta(w).sizes()?, f32s(&sc.bytes()), axis))
     }
 }
 
@@ -241,7 +241,7 @@ fn match_one(view: &View<'_>, qi: usize) -> Option<Matched> {
                 return None;
             }
             let bias = match op.args.get(2) {
-                Some(Arg::Tensor(b)) => Some(f32s(view.g.constant(*b)?.bytes())),
+                Some(Arg::Tensor(b)) => Some(f32s(&view.g.constant(*b)?.bytes())),
                 Some(Arg::None) => None,
                 _ => return None,
             };
@@ -269,7 +269,7 @@ fn match_one(view: &View<'_>, qi: usize) -> Option<Matched> {
                 if view.g.meta(b).sizes()? != [wsizes[1]] || !default_scalars(op) {
                     return None;
                 }
-                Some(f32s(view.g.constant(b)?.bytes()))
+                Some(f32s(&view.g.constant(b)?.bytes()))
             } else {
                 None
             };

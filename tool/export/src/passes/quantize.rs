@@ -59,7 +59,7 @@ pub struct QuantReport {
 fn float_const(g: &Graph, v: ValueId) -> Option<(Vec<usize>, Vec<f32>)> {
     let m = g.meta(v);
     match (&g.values[v].origin, m.dtype, m.sizes()) {
-        (Origin::Const(c), ScalarType::Float, Some(s)) if s.len() == 2 => Some((s, f32s(c.bytes()))),
+        (Origin::Const(c), ScalarType::Float, Some(s)) if s.len() == 2 => Some((s, f32s(&c.bytes()))),
         _ => None,
     }
 }

@@ -175,7 +175,7 @@ fn is_activation(op: &str) -> bool {
 fn const_f32(g: &Graph, v: ValueId) -> Option<(Vec<usize>, Vec<f32>)> {
     let m = g.meta(v);
     match (&g.values[v].origin, m.dtype, m.sizes()) {
-        (Origin::Const(c), ScalarType::Float, Some(s)) => Some((s, f32s(c.bytes()))),
+        (Origin::Const(c), ScalarType::Float, Some(s)) => Some((s, f32s(&c.bytes()))),
         _ => None,
     }
 }
