@@ -92,6 +92,11 @@ fi
 if [ ! -x .venv/bin/vela ] || [ "$(.venv/bin/vela --version 2>/dev/null)" != "5.2.0" ]; then
   .venv/bin/pip install --quiet --disable-pip-version-check ethos-u-vela==5.2.0
 fi
+# NVRTC and ptxas (NVIDIA's wheels; no GPU or driver needed): the CUDA runtime's kernels are
+# compiled for sm_80/sm_90 and assembled in CI (runtime/cuda/tests/nvrtc.rs). Pinned to 12.8.
+if ! .venv/bin/python -c 'import importlib.metadata as m; assert m.version("nvidia-cuda-nvrtc-cu12") == m.version("nvidia-cuda-nvcc-cu12") == "12.8.93"' 2>/dev/null; then
+  .venv/bin/pip install --quiet --disable-pip-version-check nvidia-cuda-nvrtc-cu12==12.8.93 nvidia-cuda-nvcc-cu12==12.8.93
+fi
 if [ "$LLAMA_BENCH" = 1 ] && ! .venv/bin/python -c 'import llama_cpp, gguf' 2>/dev/null; then
   echo "setup: building llama-cpp-python (llama.cpp from source, -DGGML_NATIVE=ON); this takes a while" >&2
   CMAKE_ARGS="-DGGML_NATIVE=ON" .venv/bin/pip install --quiet --disable-pip-version-check --no-cache-dir \

@@ -3,13 +3,10 @@
 //! consecutive calls with KV caches on the device, equals the CPU reference twin on every call;
 //! and the same through the `Backend` / `KernelArgs` wrapper.
 
-mod common;
-
 use std::cell::RefCell;
 
-use common::*;
-use rbuild_gpu_wgpu::{HostTensor, WgpuGpuBackend};
-use rbuild_runtime::backend::{Backend, BackendInitContext, DelegateHandle};
+use super::common::*;
+use rbuild_runtime::backend::{BackendInitContext, DelegateHandle};
 use rbuild_runtime::backends::gpu::payload::*;
 use rbuild_runtime::backends::gpu::RBUILD_GPU_BACKEND_ID;
 use rbuild_runtime::harness::OpHarness;
@@ -158,7 +155,7 @@ fn call_handle(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
 #[test]
 fn backend_runs_the_block_through_kernel_args_with_persistent_state() {
     let Some(gpu) = gpu() else { return };
-    let backend = WgpuGpuBackend::new(gpu);
+    let backend = crate::dut::backend(gpu);
     assert_eq!(backend.id(), RBUILD_GPU_BACKEND_ID);
     let b = block(DType::F32);
     let blob = b.p.to_bytes().unwrap();
@@ -173,7 +170,7 @@ fn backend_runs_the_block_through_kernel_args_with_persistent_state() {
         let mut hn = OpHarness::new();
         let x = hn.f32(&[1, l, D], inputs[0].as_f32().unwrap());
         let pos = hn.i64(&[], &[match &inputs[1].data {
-            rbuild_gpu_wgpu::HostData::I64(v) => v[0],
+            HostData::I64(v) => v[0],
             _ => unreachable!(),
         }]);
         let y = hn.out_dynamic(ScalarType::Float, &[1, 8, D]);
@@ -288,7 +285,7 @@ fn backend_f16_and_integer_io() {
     b.out(ids);
     let blob = b.p.to_bytes().unwrap();
     let named = |k: &str| b.named.get(k).map(|v| v.as_slice());
-    let backend = WgpuGpuBackend::new(gpu);
+    let backend = crate::dut::backend(gpu);
     let handle = backend.init(&BackendInitContext { named_data: &named }, &blob, &[]).unwrap_or_else(|e| panic!("{e}"));
     HANDLE.with(|h| *h.borrow_mut() = Some(handle));
     let mut hn = OpHarness::new();
@@ -329,7 +326,7 @@ fn profiling_times_every_dispatch() {
         let expected = b.p.ops.iter().filter(|n| !matches!(n.op, Op::Reshape)).count();
         assert_eq!(profile.len(), expected, "{profile:?}");
         assert!(profile.iter().all(|t| t.nanos >= 0.0 && t.op < b.p.ops.len()));
-        assert!(profile.iter().any(|t| t.op_name == "attention" && t.kernel == "attention.wgsl"));
+        assert!(profile.iter().any(|t| t.op_name == "attention" && t.kernel == crate::dut::kernel_file(rbuild_gpu_schedule::Kernel::Attention)));
     }
     program.set_profiling(false).unwrap();
     program.run(&calls(DType::F32)[0]).unwrap();

@@ -1,21 +1,24 @@
-//! Shared test helpers: a payload builder, the device (or a skip notice), and a runner that
-//! executes a payload on the GPU and on the CPU reference twin and compares the outputs.
+//! Shared test helpers of the GPU runtimes' conformance tests: a payload builder, the device
+//! under test (`crate::dut`, defined by the including test crate: wgpu or CUDA), or a skip
+//! notice, and a runner that executes a payload on it and on the CPU reference twin and
+//! compares the outputs.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use rbuild_gpu_wgpu::{DeviceChoice, GpuDevice, GpuProgram, HostData, HostTensor};
+pub use crate::dut::{Device, Program};
+pub use rbuild_kernels::gpu_reference::{HostData, HostTensor};
 use rbuild_kernels::gpu_reference::Interpreter;
 use rbuild_runtime::backends::gpu::payload::*;
 
-/// The adapter for GPU tests, or `None` after printing a notice (machines without Vulkan/Metal).
-pub fn gpu() -> Option<GpuDevice> {
-    static DEV: OnceLock<Result<GpuDevice, String>> = OnceLock::new();
-    match DEV.get_or_init(|| GpuDevice::new(&DeviceChoice::Auto)) {
+/// The device for GPU tests, or `None` after printing a notice (machines without one).
+pub fn gpu() -> Option<Device> {
+    static DEV: OnceLock<Result<Device, String>> = OnceLock::new();
+    match DEV.get_or_init(crate::dut::open) {
         Ok(d) => Some(d.clone()),
         Err(e) => {
-            eprintln!("notice: no GPU adapter ({e}); skipping");
+            eprintln!("notice: no {} device ({e}); skipping", crate::dut::NAME);
             None
         }
     }
@@ -84,8 +87,8 @@ impl B {
     pub fn reference(&self) -> Result<Interpreter, String> {
         Interpreter::new(&self.payload(), &|k: &str| self.named.get(k).map(|v| v.as_slice()))
     }
-    pub fn program(&self, gpu: &GpuDevice) -> Result<GpuProgram, String> {
-        GpuProgram::new(gpu, &self.payload(), &|k: &str| self.named.get(k).map(|v| v.as_slice()))
+    pub fn program(&self, gpu: &Device) -> Result<Program, String> {
+        crate::dut::program(gpu, &self.payload(), &|k: &str| self.named.get(k).map(|v| v.as_slice()))
     }
 }
 

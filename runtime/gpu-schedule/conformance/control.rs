@@ -1,10 +1,7 @@
 //! `if_zero` (host-known flag: skipped on the host; device-computed flag: gated on the device
 //! with indirect dispatches) and `positions`, against the CPU reference over several calls.
 
-mod common;
-
-use common::*;
-use rbuild_gpu_wgpu::HostTensor;
+use super::common::*;
 use rbuild_runtime::backends::gpu::payload::*;
 
 /// The reference test's payload; with `device_flag` the flag is `pos * 1` computed by a kernel,

@@ -1,10 +1,7 @@
 //! Every kernel against the CPU reference twin over a grid of shapes (odd sizes, non-multiples
 //! of the tiles), with f32 and f16 storage.
 
-mod common;
-
-use common::*;
-use rbuild_gpu_wgpu::HostTensor;
+use super::common::*;
 use rbuild_runtime::backends::gpu::payload::*;
 
 const FLOATS: [DType; 2] = [DType::F32, DType::F16];
@@ -75,7 +72,7 @@ fn binary_broadcast() {
                 let c = rand_input(&mut rng, dt, sb);
                 if code == 6 {
                     // pow: positive bases.
-                    if let rbuild_gpu_wgpu::HostData::F32(v) = &mut a.data {
+                    if let HostData::F32(v) = &mut a.data {
                         v.iter_mut().for_each(|x| *x = x.abs() + 0.1);
                     }
                 }
@@ -94,8 +91,8 @@ fn binary_integer() {
         for code in [0, 1, 2, 4, 5] {
             let op = Op::decode(10, &[Attr::Int(code)]).unwrap();
             let b = single(op.clone(), &[(dt, vec![2, 3]), (dt, vec![3])], dt, &[2, 3]);
-            let x = HostTensor { dtype: dt, dims: vec![2, 3], data: rbuild_gpu_wgpu::HostData::I64(vec![1, -2, 3, 40, 5, -60]) };
-            let y = HostTensor { dtype: dt, dims: vec![3], data: rbuild_gpu_wgpu::HostData::I64(vec![7, 8, -9]) };
+            let x = HostTensor { dtype: dt, dims: vec![2, 3], data: HostData::I64(vec![1, -2, 3, 40, 5, -60]) };
+            let y = HostTensor { dtype: dt, dims: vec![3], data: HostData::I64(vec![7, 8, -9]) };
             if !check(&b, vec![x, y], 0.0, &format!("int {op:?} {dt:?}")) {
                 return;
             }
@@ -255,7 +252,7 @@ fn embedding_and_rope() {
             let idx = b.input("idx", idt, &fx(&[2, 3]));
             let o = b.op(Op::Embedding, &[table, idx], "e", dt, &fx(&[2, 3, 17]));
             b.out(o);
-            let ids = HostTensor { dtype: idt, dims: vec![2, 3], data: rbuild_gpu_wgpu::HostData::I64(vec![0, 10, 3, 3, 7, 1]) };
+            let ids = HostTensor { dtype: idt, dims: vec![2, 3], data: HostData::I64(vec![0, 10, 3, 3, 7, 1]) };
             if !check(&b, vec![ids], t, &format!("embedding {dt:?} {idt:?}")) {
                 return;
             }
@@ -463,7 +460,7 @@ fn shape_ops_on_integers_and_bools() {
     }
     let b = single(Op::Permute { dims: vec![1, 0] }, &[(DType::I32, vec![2, 3])], DType::I32, &[3, 2]);
     check(&b, vec![HostTensor::i32(&[2, 3], vec![1, 2, 3, 4, 5, 6])], 0.0, "permute i32");
-    let bools = HostTensor { dtype: DType::Bool, dims: vec![2, 3], data: rbuild_gpu_wgpu::HostData::Bool(vec![1, 0, 0, 1, 1, 0]) };
+    let bools = HostTensor { dtype: DType::Bool, dims: vec![2, 3], data: HostData::Bool(vec![1, 0, 0, 1, 1, 0]) };
     let b = single(Op::Transpose { dim0: 0, dim1: 1 }, &[(DType::Bool, vec![2, 3])], DType::Bool, &[3, 2]);
     check(&b, vec![bools.clone()], 0.0, "transpose bool");
     for to in [DType::F32, DType::F16, DType::I64] {
@@ -542,6 +539,6 @@ fn split_key_attention_over_long_caches() {
     if p.set_profiling(true).is_ok() {
         p.run(&inputs).unwrap();
         let kernels: Vec<&str> = p.last_profile().iter().map(|t| t.kernel).collect();
-        assert_eq!(kernels, ["attention.wgsl", "attention_combine.wgsl"]);
+        assert_eq!(kernels, [crate::dut::kernel_file(rbuild_gpu_schedule::Kernel::Attention), crate::dut::kernel_file(rbuild_gpu_schedule::Kernel::AttentionCombine)]);
     }
 }

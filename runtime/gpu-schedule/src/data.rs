@@ -10,7 +10,7 @@ use rbuild_kernels::gpu_reference::{round_to, HostData, HostTensor};
 use rbuild_runtime::backends::gpu::payload::DType;
 
 /// The dtype code kernels see (params words): 1 f32, 2 f16, 3 bf16, 4 i32 (i32/i64), 6 bool.
-pub(crate) fn device_code(d: DType) -> u32 {
+pub fn device_code(d: DType) -> u32 {
     match d {
         DType::F32 => 1,
         DType::F16 => 2,
@@ -24,7 +24,7 @@ pub(crate) fn device_code(d: DType) -> u32 {
 }
 
 /// 32-bit words that hold `n` elements of `d` on the device.
-pub(crate) fn words(d: DType, n: usize) -> usize {
+pub fn words(d: DType, n: usize) -> usize {
     match d {
         DType::F16 | DType::BF16 => n.div_ceil(2),
         _ => n,
@@ -40,7 +40,7 @@ fn pack_halves(bits: impl Iterator<Item = u16>, n: usize) -> Vec<u32> {
 }
 
 /// Encodes float values into device words of `d` (f16/bf16 rounded to nearest).
-pub(crate) fn floats_to_words(d: DType, v: &[f32]) -> Vec<u32> {
+pub fn floats_to_words(d: DType, v: &[f32]) -> Vec<u32> {
     match d {
         DType::F16 => pack_halves(v.iter().map(|&x| f16::from_f32(x).to_bits()), v.len()),
         DType::BF16 => pack_halves(v.iter().map(|&x| bf16::from_f32(x).to_bits()), v.len()),
@@ -49,7 +49,7 @@ pub(crate) fn floats_to_words(d: DType, v: &[f32]) -> Vec<u32> {
 }
 
 /// Encodes integers as i32 words; `what` names the tensor in the error.
-pub(crate) fn ints_to_words(v: &[i64], what: &str) -> Result<Vec<u32>, String> {
+pub fn ints_to_words(v: &[i64], what: &str) -> Result<Vec<u32>, String> {
     v.iter()
         .enumerate()
         .map(|(i, &x)| {
@@ -59,7 +59,7 @@ pub(crate) fn ints_to_words(v: &[i64], what: &str) -> Result<Vec<u32>, String> {
 }
 
 /// Device words of a host tensor whose dtype is `d`.
-pub(crate) fn tensor_to_words(t: &HostTensor, what: &str) -> Result<Vec<u32>, String> {
+pub fn tensor_to_words(t: &HostTensor, what: &str) -> Result<Vec<u32>, String> {
     match &t.data {
         HostData::F32(v) => {
             let rounded: Vec<f32> = v.iter().map(|&x| round_to(t.dtype, x)).collect();
@@ -72,7 +72,7 @@ pub(crate) fn tensor_to_words(t: &HostTensor, what: &str) -> Result<Vec<u32>, St
 
 /// Device words of little-endian bytes of `d` (constants and state initial values); the byte
 /// count must already be checked.
-pub(crate) fn bytes_to_words(d: DType, bytes: &[u8], what: &str) -> Result<Vec<u32>, String> {
+pub fn bytes_to_words(d: DType, bytes: &[u8], what: &str) -> Result<Vec<u32>, String> {
     Ok(match d {
         DType::F32 | DType::I32 => bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
         DType::F16 | DType::BF16 => {
@@ -94,7 +94,7 @@ pub(crate) fn bytes_to_words(d: DType, bytes: &[u8], what: &str) -> Result<Vec<u
 }
 
 /// Bytes per element of a dense dtype in `named_data`.
-pub(crate) fn element_bytes(d: DType) -> Option<usize> {
+pub fn element_bytes(d: DType) -> Option<usize> {
     match d {
         DType::F32 | DType::I32 => Some(4),
         DType::F16 | DType::BF16 => Some(2),
@@ -105,7 +105,7 @@ pub(crate) fn element_bytes(d: DType) -> Option<usize> {
 }
 
 /// Decodes device words into a host tensor of `dtype` and `dims`.
-pub(crate) fn words_to_tensor(dtype: DType, dims: &[usize], w: &[u32]) -> HostTensor {
+pub fn words_to_tensor(dtype: DType, dims: &[usize], w: &[u32]) -> HostTensor {
     let n: usize = dims.iter().product();
     let half = |i: usize| (w[i / 2] >> (16 * (i % 2))) as u16;
     let data = match dtype {

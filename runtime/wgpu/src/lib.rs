@@ -7,20 +7,24 @@
 extern crate alloc; // the runtime's `kerr!` expands to `alloc::format!`
 
 mod backend;
-mod data;
 mod device;
-mod ops;
 mod program;
 mod shaders;
 
 pub use backend::{WgpuGpuBackend, WgpuGpuHandle};
 pub use device::{list_adapters, AdapterSummary, DeviceChoice, GpuDevice};
-pub use program::{DispatchTime, GpuProgram};
+pub use program::GpuProgram;
+pub use rbuild_gpu_schedule::DispatchTime;
 pub use rbuild_kernels::gpu_reference::{HostData, HostTensor};
 
 /// File names of the embedded WGSL kernels (`shaders/`), for diagnostics.
 pub fn shader_files() -> Vec<&'static str> {
     shaders::SHADERS.iter().map(|s| s.1).collect()
+}
+
+/// The WGSL file implementing a schedule kernel.
+pub fn kernel_file(k: rbuild_gpu_schedule::Kernel) -> &'static str {
+    shaders::file_of(k)
 }
 
 /// Every embedded kernel as compiled: `(file name, the shared files before it under `shaders/`,

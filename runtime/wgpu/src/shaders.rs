@@ -4,24 +4,7 @@ use std::collections::HashMap;
 
 use crate::device::GpuDevice;
 
-/// One compute kernel (one file under `shaders/`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Kernel {
-    Unary,
-    Binary,
-    Copy,
-    Gemm,
-    Gemv,
-    Norm,
-    Softmax,
-    Attention,
-    AttentionCombine,
-    Rope,
-    Embedding,
-    Conv1d,
-    Positions,
-    Gate,
-}
+pub(crate) use rbuild_gpu_schedule::Kernel;
 
 /// The shared WGSL every kernel starts with (`shaders/common/prelude.wgsl`).
 pub(crate) const PRELUDE: &str = "common/prelude.wgsl";

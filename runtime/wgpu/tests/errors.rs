@@ -1,10 +1,12 @@
 //! Init and run errors (each names the op, value, key or symbol; nothing panics), device-side
 //! error flags, known values, and adapter listing.
 
+mod dut;
+#[path = "../../gpu-schedule/conformance/common.rs"]
 mod common;
 
 use common::*;
-use rbuild_gpu_wgpu::{list_adapters, DeviceChoice, GpuDevice, HostData, HostTensor};
+use rbuild_gpu_wgpu::{list_adapters, DeviceChoice, GpuDevice};
 use rbuild_runtime::backends::gpu::payload::*;
 
 fn add_payload() -> B {

@@ -6,6 +6,7 @@ mod cli;
 mod error;
 mod io;
 mod calibration;
+mod cuda;
 mod family;
 mod project;
 mod verify;

@@ -22,6 +22,9 @@ pub enum WeightDtype {
     /// Float matrices (linear, conv, embedding and position tables) as IEEE half; vectors
     /// (biases, norm weights) stay f32. Compute stays f32.
     F16,
+    /// The same matrices as bfloat16 (float32's range, 8-bit mantissa), the usual dtype of
+    /// checkpoints and of NVIDIA's tensor cores.
+    BF16,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -429,6 +429,14 @@ impl Ctx<'_> {
                             .collect();
                         (DType::F16, ConstData::owned(halves))
                     }
+                    (ScalarType::Float, WeightDtype::BF16) if meta.rank() >= 2 => {
+                        let halves: Vec<u8> = data
+                            .bytes()
+                            .chunks_exact(4)
+                            .flat_map(|c| half::bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes())
+                            .collect();
+                        (DType::BF16, ConstData::owned(halves))
+                    }
                     (t, _) => (dtype(t)?, data.clone()),
                 };
                 let key = self.key(&name, &data);

@@ -33,4 +33,4 @@ pub use recipe::{
     recipe_names, Accelerator, Backend, BackendSpec, Catalog, GpuApi, GpuOptions, DimMax, Dtype, EmbeddingQuantize, Fallback, LlmSpec, NpuOptions, ModelSpec, Pt2Spec, Quantize, Recipe,
     RunnerSpec, VerifyInput, VerifySpec, WeightsSource, GENERIC_RUNNER, PT2_MODEL,
 };
-pub use toolchain::{load_platform, load_platforms, InstallStep, Platform, RunSpec, Tool};
+pub use toolchain::{load_platform, load_platforms, InstallStep, Platform, PlatformGpu, RunSpec, Tool};

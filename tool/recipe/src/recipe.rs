@@ -235,12 +235,15 @@ pub enum GpuApi {
     Metal,
     Vulkan,
     Dx12,
+    /// NVIDIA GPUs through rbuild's CUDA runtime (the runner also carries wgpu and the CPU
+    /// reference, picked at run time when there is no NVIDIA driver).
+    Cuda,
 }
 
 impl Choice for GpuApi {
     const WHAT: &'static str = "GPU API";
     const ALL: &'static [(&'static str, Self)] =
-        &[("auto", GpuApi::Auto), ("metal", GpuApi::Metal), ("vulkan", GpuApi::Vulkan), ("dx12", GpuApi::Dx12)];
+        &[("auto", GpuApi::Auto), ("metal", GpuApi::Metal), ("vulkan", GpuApi::Vulkan), ("dx12", GpuApi::Dx12), ("cuda", GpuApi::Cuda)];
 }
 
 impl GpuApi {
@@ -253,7 +256,8 @@ impl GpuApi {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GpuOptions {
     pub api: GpuApi,
-    /// How weights are stored: `float32`, or `float16` (half the bytes; compute stays f32).
+    /// How weights are stored: `float32`, or `float16` / `bfloat16` (half the bytes; compute
+    /// stays f32).
     pub dtype: Dtype,
 }
 
@@ -785,13 +789,7 @@ fn backend(d: &mut Decoder, node: &KdlNode, catalog: &Catalog) -> Option<Backend
             None => Some(GpuApi::Auto),
         };
         let dtype = match fields.get("dtype") {
-            Some(n) => d.string(n).and_then(|s| d.choice::<Dtype>(&s)).and_then(|t| {
-                if t == Dtype::BFloat16 {
-                    d.error(n.name().span(), "the gpu backend stores weights as float32 or float16", "bfloat16 is not supported here", "use `dtype \"float16\"`");
-                    return None;
-                }
-                Some(t)
-            }),
+            Some(n) => d.string(n).and_then(|s| d.choice::<Dtype>(&s)),
             None => Some(Dtype::Float32),
         };
         Some(Some(GpuOptions { api: api?, dtype: dtype? }))

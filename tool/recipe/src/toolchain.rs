@@ -30,8 +30,27 @@ pub struct Platform {
     pub host_os: Option<String>,
     /// CPU, memory map, firmware layout and NPU of a bare-metal board (`crate::board`).
     pub board: Option<Board>,
+    /// A GPU runtime the platform's runs need (`gpu "cuda"`): builds do not need it, so they
+    /// proceed without one; `rbuild doctor` checks it and verification is skipped, saying why,
+    /// where it is missing.
+    pub gpu: Option<PlatformGpu>,
     /// The file's text, for diagnostics raised later about this platform.
     pub source: Source,
+}
+
+/// The GPU runtime a platform's runs need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlatformGpu {
+    /// An NVIDIA GPU with its driver (libcuda) and NVRTC.
+    Cuda,
+}
+
+impl PlatformGpu {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlatformGpu::Cuda => "cuda",
+        }
+    }
 }
 
 /// A program a build for the platform needs.
@@ -137,7 +156,7 @@ impl RunSpec {
     }
 }
 
-const TOP: &[&str] = &["description", "host-os", "target", "linker", "run", "tool", "cpu", "memory", "firmware", "npu"];
+const TOP: &[&str] = &["description", "host-os", "target", "linker", "run", "tool", "gpu", "cpu", "memory", "firmware", "npu"];
 /// Operating systems `host-os` may name (`std::env::consts::OS` spellings).
 const HOST_OSES: &[&str] = &["linux", "macos", "windows"];
 const TOOL: &[&str] = &["command", "version", "requires", "install"];
@@ -209,13 +228,13 @@ fn parse_platform(path: &Path, text: String) -> Result<Platform, Vec<Problem>> {
     if !d.problems.is_empty() {
         return Err(d.problems);
     }
-    let (description, rust_target, linker, tools, run, host_os, board) =
+    let (description, rust_target, linker, tools, run, host_os, board, gpu) =
         platform.ok_or_else(|| vec![Problem::plain(format!("`{}` could not be decoded", path.display()))])?;
     let name = path.file_stem().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-    Ok(Platform { name, description, rust_target, linker, tools, run, host_os, board, source })
+    Ok(Platform { name, description, rust_target, linker, tools, run, host_os, board, gpu, source })
 }
 
-type Parts = (String, Option<String>, Option<String>, Vec<Tool>, RunSpec, Option<String>, Option<Board>);
+type Parts = (String, Option<String>, Option<String>, Vec<Tool>, RunSpec, Option<String>, Option<Board>, Option<PlatformGpu>);
 
 fn decode(d: &mut Decoder, doc: &KdlDocument) -> Option<Parts> {
     let file = Parent::File("platform file");
@@ -258,8 +277,18 @@ fn decode(d: &mut Decoder, doc: &KdlDocument) -> Option<Parts> {
         .and_then(|node| run(d, node, &declared));
     debug_assert!(BOARD_NODES.iter().all(|n| TOP.contains(n)));
     let board = decode_board(d, top.get("cpu"), top.get("memory"), top.get("firmware"), top.get("npu"));
+    let gpu = match top.get("gpu") {
+        Some(node) => d.string(node).and_then(|g| {
+            if g.value == "cuda" {
+                return Some(Some(PlatformGpu::Cuda));
+            }
+            d.error(g.span, format!("unknown GPU runtime `{}`", g.value), "not a GPU runtime", "the GPU runtime a platform can need is `cuda`");
+            None
+        }),
+        None => Some(None),
+    };
     let tools = tools.into_iter().collect::<Option<Vec<Tool>>>();
-    Some((description?, target?, linker?, tools?, run?, host_os?, board?))
+    Some((description?, target?, linker?, tools?, run?, host_os?, board?, gpu?))
 }
 
 /// `host` means "no cross target"; anything else must at least look like a target triple.

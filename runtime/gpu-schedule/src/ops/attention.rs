@@ -5,8 +5,8 @@
 use rbuild_runtime::backends::gpu::payload::{Dim, Op, Payload, ValueId};
 
 use super::{numel, params, w32, R};
-use crate::program::{Bind, Plan};
-use crate::shaders::Kernel;
+use crate::schedule::{Bind, Plan};
+use crate::Kernel;
 
 /// Largest value head dim the kernel holds in registers (8 per thread × 64 threads).
 const MAX_DV: usize = 512;
@@ -29,7 +29,7 @@ fn splits(rows: usize, lk: usize) -> usize {
 
 /// Bytes of split-attention scratch the payload can need: partial records of
 /// `[max, sum, Dv values]` for up to `SPLIT_MAX_ROWS × SPLIT_MAX` workgroups.
-pub(crate) fn attention_scratch_bytes(payload: &Payload) -> u64 {
+pub fn attention_scratch_bytes(payload: &Payload) -> u64 {
     payload
         .ops
         .iter()
@@ -46,7 +46,7 @@ pub(crate) fn attention_scratch_bytes(payload: &Payload) -> u64 {
         .unwrap_or(0)
 }
 
-pub(crate) fn attention(plan: &mut Plan<'_>, ins: &[ValueId], causal: bool, scale: f32, heads: usize, kv_heads: usize) -> R {
+pub fn attention(plan: &mut Plan<'_>, ins: &[ValueId], causal: bool, scale: f32, heads: usize, kv_heads: usize) -> R {
     let qd = plan.float_dims(ins[0])?;
     let kd = plan.float_dims(ins[1])?;
     let vd = plan.float_dims(ins[2])?;
@@ -123,7 +123,7 @@ pub(crate) fn attention(plan: &mut Plan<'_>, ins: &[ValueId], causal: bool, scal
     Ok(())
 }
 
-pub(crate) fn rope(plan: &mut Plan<'_>, ins: &[ValueId], head_dim: usize, interleaved: bool) -> R {
+pub fn rope(plan: &mut Plan<'_>, ins: &[ValueId], head_dim: usize, interleaved: bool) -> R {
     let dims = plan.float_dims(ins[0])?;
     plan.position(ins[1])?;
     let &[_, l, h, d] = dims.as_slice() else {
@@ -155,7 +155,7 @@ pub(crate) fn rope(plan: &mut Plan<'_>, ins: &[ValueId], head_dim: usize, interl
 /// rope.wgsl's frequency table, computed in f64 like the reference: per pair `i`,
 /// `g = theta^(-2i/D) / 2π` (turns per position) as `[g0, g1, g2]` f32 bits with `g0`, `g1`
 /// of 12 significant bits, so the kernel's products with 12-bit halves of the position are exact.
-pub(crate) fn rope_table(theta: f32, head_dim: u32) -> Vec<u32> {
+pub fn rope_table(theta: f32, head_dim: u32) -> Vec<u32> {
     let d = head_dim as f64;
     (0..head_dim / 2)
         .flat_map(|i| {

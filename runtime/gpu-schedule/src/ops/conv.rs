@@ -3,10 +3,10 @@
 use rbuild_runtime::backends::gpu::payload::ValueId;
 
 use super::{params, w32, R};
-use crate::program::{Bind, Plan};
-use crate::shaders::Kernel;
+use crate::schedule::{Bind, Plan};
+use crate::Kernel;
 
-pub(crate) fn conv1d(plan: &mut Plan<'_>, ins: &[ValueId], [stride, padding, dilation, groups]: [u32; 4]) -> R {
+pub fn conv1d(plan: &mut Plan<'_>, ins: &[ValueId], [stride, padding, dilation, groups]: [u32; 4]) -> R {
     let xd = plan.float_dims(ins[0])?;
     let wd = plan.float_dims(ins[1])?;
     let (&[n, cin, len], &[cout, cig, k]) = (xd.as_slice(), wd.as_slice()) else {

@@ -4,8 +4,8 @@
 use rbuild_runtime::backends::gpu::payload::{DType, ValueId};
 
 use super::{dim, numel, params, w32, R};
-use crate::program::{Bind, Plan};
-use crate::shaders::Kernel;
+use crate::schedule::{Bind, Plan};
+use crate::Kernel;
 
 fn contiguous_strides(dims: &[usize]) -> Vec<usize> {
     let mut s = vec![1; dims.len()];
@@ -68,7 +68,7 @@ fn check_same_dtype(plan: &Plan<'_>, dtype: DType) -> R {
     Ok(())
 }
 
-pub(crate) fn reshape(plan: &mut Plan<'_>, x: ValueId) -> R {
+pub fn reshape(plan: &mut Plan<'_>, x: ValueId) -> R {
     let d = plan.dims(x)?;
     let dims = plan.output_dims(numel(&d))?;
     let (from, to) = (plan.dtype(x), plan.out_dtype());
@@ -79,7 +79,7 @@ pub(crate) fn reshape(plan: &mut Plan<'_>, x: ValueId) -> R {
     plan.put(dims)
 }
 
-pub(crate) fn permute(plan: &mut Plan<'_>, x: ValueId, perm: &[usize]) -> R {
+pub fn permute(plan: &mut Plan<'_>, x: ValueId, perm: &[usize]) -> R {
     let d = plan.dims(x)?;
     if perm.len() != d.len() {
         return Err(format!("permutation {perm:?} does not match rank {}", d.len()));
@@ -94,7 +94,7 @@ pub(crate) fn permute(plan: &mut Plan<'_>, x: ValueId, perm: &[usize]) -> R {
     copy(plan, Copy { src: x, dst: out, dims: &dims, ss: &ss, ds: &ds, src_base: 0, dst_base: 0, pos: None })
 }
 
-pub(crate) fn slice(plan: &mut Plan<'_>, x: ValueId, d: i64, start: i64, end: i64, step: i64) -> R {
+pub fn slice(plan: &mut Plan<'_>, x: ValueId, d: i64, start: i64, end: i64, step: i64) -> R {
     let xd = plan.dims(x)?;
     let ax = dim(d, xd.len())?;
     check_same_dtype(plan, plan.dtype(x))?;
@@ -116,7 +116,7 @@ pub(crate) fn slice(plan: &mut Plan<'_>, x: ValueId, d: i64, start: i64, end: i6
     copy(plan, Copy { src: x, dst: out, dims: &dims, ss: &ss, ds: &ds, src_base: base, dst_base: 0, pos: None })
 }
 
-pub(crate) fn cat(plan: &mut Plan<'_>, ins: &[ValueId], d: i64) -> R {
+pub fn cat(plan: &mut Plan<'_>, ins: &[ValueId], d: i64) -> R {
     let first = plan.dims(ins[0])?;
     let ft = plan.dtype(ins[0]);
     let ax = dim(d, first.len())?;
@@ -152,7 +152,7 @@ pub(crate) fn cat(plan: &mut Plan<'_>, ins: &[ValueId], d: i64) -> R {
     Ok(())
 }
 
-pub(crate) fn cast(plan: &mut Plan<'_>, x: ValueId) -> R {
+pub fn cast(plan: &mut Plan<'_>, x: ValueId) -> R {
     let dims = plan.dims(x)?;
     let (from, to) = (plan.dtype(x), plan.out_dtype());
     let supported = from.is_float() || from.is_index() || from == DType::Bool;
@@ -165,7 +165,7 @@ pub(crate) fn cast(plan: &mut Plan<'_>, x: ValueId) -> R {
     copy(plan, Copy { src: x, dst: out, dims: &dims, ss: &cs, ds: &cs, src_base: 0, dst_base: 0, pos: None })
 }
 
-pub(crate) fn cache_update(plan: &mut Plan<'_>, ins: &[ValueId], seq_dim: i64) -> R {
+pub fn cache_update(plan: &mut Plan<'_>, ins: &[ValueId], seq_dim: i64) -> R {
     let (cache, rows, pos) = (ins[0], ins[1], ins[2]);
     let host_pos = plan.position(pos)?;
     let rd = plan.float_dims(rows)?;

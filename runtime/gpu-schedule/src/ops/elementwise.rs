@@ -3,11 +3,11 @@
 use rbuild_runtime::backends::gpu::payload::{BinaryOp, ValueId};
 
 use super::{numel, params, w32, R};
-use crate::program::{Bind, Plan};
-use crate::shaders::Kernel;
+use crate::schedule::{Bind, Plan};
+use crate::Kernel;
 
 /// `op`: a unary code (0..=11), 100 gelu erf, 101 gelu tanh, 102 silu.
-pub(crate) fn unary(plan: &mut Plan<'_>, x: ValueId, op: u32) -> R {
+pub fn unary(plan: &mut Plan<'_>, x: ValueId, op: u32) -> R {
     let dims = plan.float_dims(x)?;
     plan.float_out()?;
     let n = numel(&dims);
@@ -24,7 +24,7 @@ pub(crate) fn unary(plan: &mut Plan<'_>, x: ValueId, op: u32) -> R {
 }
 
 /// NumPy broadcast of two shapes (trailing dims aligned, size-1 dims stretch).
-pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize]) -> R<Vec<usize>> {
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> R<Vec<usize>> {
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
     for i in 0..rank {
@@ -41,7 +41,7 @@ pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize]) -> R<Vec<usize>> {
 }
 
 /// Element strides of `dims` (contiguous) seen through the broadcast shape `to` (0 where stretched).
-pub(crate) fn broadcast_strides(dims: &[usize], to: &[usize]) -> Vec<usize> {
+pub fn broadcast_strides(dims: &[usize], to: &[usize]) -> Vec<usize> {
     let mut s = vec![0; to.len()];
     let mut acc = 1;
     for i in (0..dims.len()).rev() {
@@ -52,7 +52,7 @@ pub(crate) fn broadcast_strides(dims: &[usize], to: &[usize]) -> Vec<usize> {
     s
 }
 
-pub(crate) fn binary(plan: &mut Plan<'_>, ins: &[ValueId], op: BinaryOp) -> R {
+pub fn binary(plan: &mut Plan<'_>, ins: &[ValueId], op: BinaryOp) -> R {
     let (a, b) = (ins[0], ins[1]);
     let (ad, bd) = (plan.dims(a)?, plan.dims(b)?);
     let dims = broadcast_shapes(&ad, &bd)?;

@@ -4,10 +4,10 @@
 use rbuild_runtime::backends::gpu::payload::{Dim, ValueId};
 
 use super::{numel, params, w32, R};
-use crate::program::{Bind, Plan};
-use crate::shaders::Kernel;
+use crate::schedule::{Bind, Plan};
+use crate::Kernel;
 
-pub(crate) fn embedding(plan: &mut Plan<'_>, ins: &[ValueId]) -> R {
+pub fn embedding(plan: &mut Plan<'_>, ins: &[ValueId]) -> R {
     let (table, idx) = (ins[0], ins[1]);
     let id_dims = plan.dims(idx)?;
     if !plan.dtype(idx).is_index() {
@@ -39,7 +39,7 @@ pub(crate) fn embedding(plan: &mut Plan<'_>, ins: &[ValueId]) -> R {
     Ok(())
 }
 
-pub(crate) fn positions(plan: &mut Plan<'_>, pos: ValueId) -> R {
+pub fn positions(plan: &mut Plan<'_>, pos: ValueId) -> R {
     plan.position(pos)?;
     let out = plan.output();
     let v = &plan.payload.values[out as usize];

@@ -4,8 +4,8 @@ use rbuild_runtime::backends::gpu::payload::ValueId;
 
 use super::elementwise::{broadcast_shapes, broadcast_strides};
 use super::{numel, params, w32, R};
-use crate::program::{Bind, Plan};
-use crate::shaders::Kernel;
+use crate::schedule::{Bind, Plan};
+use crate::Kernel;
 
 /// Operand addressing of one GEMM: `A(i, p) = a[a0 + i·a_rs + p·a_cs]`, same for B.
 struct Gemm {
@@ -67,7 +67,7 @@ fn dispatch(plan: &mut Plan<'_>, g: &Gemm, a: ValueId, b: ValueId, bias: Option<
     Ok(())
 }
 
-pub(crate) fn linear(plan: &mut Plan<'_>, ins: &[ValueId], transposed: bool) -> R {
+pub fn linear(plan: &mut Plan<'_>, ins: &[ValueId], transposed: bool) -> R {
     let xd = plan.float_dims(ins[0])?;
     let k = *xd.last().ok_or_else(|| format!("input {} is a scalar", plan.name(ins[0])))?;
     let m = numel(&xd[..xd.len() - 1]);
@@ -98,7 +98,7 @@ pub(crate) fn linear(plan: &mut Plan<'_>, ins: &[ValueId], transposed: bool) -> 
     dispatch(plan, &g, ins[0], ins[1], ins.get(2).copied())
 }
 
-pub(crate) fn matmul(plan: &mut Plan<'_>, ins: &[ValueId]) -> R {
+pub fn matmul(plan: &mut Plan<'_>, ins: &[ValueId]) -> R {
     let ad = plan.float_dims(ins[0])?;
     let bd = plan.float_dims(ins[1])?;
     if ad.len() < 2 || bd.len() < 2 {

@@ -11,32 +11,32 @@ mod norm;
 
 use rbuild_runtime::backends::gpu::payload::{GeluApproximation, Op};
 
-use crate::program::{Plan, PARAM_WORDS};
+use crate::schedule::{Plan, PARAM_WORDS};
 
-pub(crate) type R<T = ()> = Result<T, String>;
+pub type R<T = ()> = Result<T, String>;
 
-pub(crate) use attention::{attention_scratch_bytes, rope_table};
+pub use attention::{attention_scratch_bytes, rope_table};
 
 /// Zeroed parameter words of one dispatch.
-pub(crate) fn params() -> [u32; PARAM_WORDS] {
+pub fn params() -> [u32; PARAM_WORDS] {
     [0; PARAM_WORDS]
 }
 
-pub(crate) fn numel(dims: &[usize]) -> usize {
+pub fn numel(dims: &[usize]) -> usize {
     dims.iter().product()
 }
 
 /// A size as a kernel parameter word.
-pub(crate) fn w32(n: usize, what: &str) -> R<u32> {
+pub fn w32(n: usize, what: &str) -> R<u32> {
     u32::try_from(n).map_err(|_| format!("{what} = {n} exceeds the GPU kernels' 32-bit indexing"))
 }
 
 /// `d` normalized to `0..rank`, with the runtime's error text.
-pub(crate) fn dim(d: i64, rank: usize) -> R<usize> {
+pub fn dim(d: i64, rank: usize) -> R<usize> {
     rbuild_runtime::kernel::normalize_dim(d, rank).map_err(|e| e.message)
 }
 
-pub(crate) fn plan_op(plan: &mut Plan<'_>) -> R {
+pub fn plan_op(plan: &mut Plan<'_>) -> R {
     let node = plan.payload.ops[plan.index].clone();
     let ins = &node.inputs;
     match &node.op {
@@ -84,7 +84,7 @@ pub(crate) fn plan_op(plan: &mut Plan<'_>) -> R {
 }
 
 /// An `if_zero` flag: an integer tensor of one element; its value when known on the host.
-pub(crate) fn flag(plan: &Plan<'_>, id: rbuild_runtime::backends::gpu::payload::ValueId) -> R<Option<i64>> {
+pub fn flag(plan: &Plan<'_>, id: rbuild_runtime::backends::gpu::payload::ValueId) -> R<Option<i64>> {
     let d = plan.dims(id)?;
     if !plan.dtype(id).is_index() {
         return Err(format!("{} is {}, an i32/i64 tensor is needed", plan.name(id), plan.dtype(id).name()));

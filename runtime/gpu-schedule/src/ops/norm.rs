@@ -3,8 +3,8 @@
 use rbuild_runtime::backends::gpu::payload::ValueId;
 
 use super::{dim, numel, params, w32, R};
-use crate::program::{Bind, Plan};
-use crate::shaders::Kernel;
+use crate::schedule::{Bind, Plan};
+use crate::Kernel;
 
 fn norm(plan: &mut Plan<'_>, x: ValueId, mode: u32, w: Option<ValueId>, b: Option<ValueId>, eps: f32) -> R {
     let dims = plan.float_dims(x)?;
@@ -35,7 +35,7 @@ fn norm(plan: &mut Plan<'_>, x: ValueId, mode: u32, w: Option<ValueId>, b: Optio
     Ok(())
 }
 
-pub(crate) fn layer_norm(plan: &mut Plan<'_>, ins: &[ValueId], eps: f32, affine: bool) -> R {
+pub fn layer_norm(plan: &mut Plan<'_>, ins: &[ValueId], eps: f32, affine: bool) -> R {
     if ins.len() != if affine { 3 } else { 1 } {
         return Err(format!(
             "layer norm (affine: {affine}) takes {}; got {} input(s)",
@@ -50,11 +50,11 @@ pub(crate) fn layer_norm(plan: &mut Plan<'_>, ins: &[ValueId], eps: f32, affine:
     }
 }
 
-pub(crate) fn rms_norm(plan: &mut Plan<'_>, ins: &[ValueId], eps: f32) -> R {
+pub fn rms_norm(plan: &mut Plan<'_>, ins: &[ValueId], eps: f32) -> R {
     norm(plan, ins[0], 2, Some(ins[1]), None, eps)
 }
 
-pub(crate) fn softmax(plan: &mut Plan<'_>, x: ValueId, d: i64) -> R {
+pub fn softmax(plan: &mut Plan<'_>, x: ValueId, d: i64) -> R {
     let dims = plan.float_dims(x)?;
     plan.float_out()?;
     let ax = dim(d, dims.len())?;

@@ -17,10 +17,10 @@ pub fn report_path(program: &Path) -> PathBuf {
 }
 
 pub fn weight_dtype(d: Dtype) -> WeightDtype {
-    if d == Dtype::Float16 {
-        WeightDtype::F16
-    } else {
-        WeightDtype::F32
+    match d {
+        Dtype::Float16 => WeightDtype::F16,
+        Dtype::BFloat16 => WeightDtype::BF16,
+        _ => WeightDtype::F32,
     }
 }
 
@@ -73,7 +73,7 @@ fn report_json(reports: &[MethodReport], api: GpuApi, weights: WeightDtype) -> s
         "backend": "gpu",
         "delegate_id": rbuild_runtime::backends::gpu::RBUILD_GPU_BACKEND_ID,
         "api": api.as_str(),
-        "weights": match weights { WeightDtype::F16 => "float16", WeightDtype::F32 => "float32" },
+        "weights": match weights { WeightDtype::F16 => "float16", WeightDtype::BF16 => "bfloat16", WeightDtype::F32 => "float32" },
         "methods": reports.iter().map(|r| serde_json::json!({
             "method": r.method,
             "gpu_ops": r.gpu_ops(),

@@ -255,6 +255,11 @@ pub fn build(project: &Project, name: &str, overrides: &[String], options: Optio
             }
             int8_quality::print(&program);
             steps::print_artifacts(&artifacts);
+            for p in loaded.platforms.iter().filter(|p| p.gpu == Some(rbuild_recipe::PlatformGpu::Cuda)) {
+                if let Err(e) = crate::cuda::ready() {
+                    eprintln!("note: platform {}: built; running it on the GPU (and `rbuild verify {name}`) needs an NVIDIA GPU: {e}", p.name);
+                }
+            }
             print_skipped(&skipped);
             Ok(Built { skipped })
         }

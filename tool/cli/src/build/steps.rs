@@ -215,8 +215,17 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
         let target = p.rust_target.clone();
         let linker = p.linker.clone();
         // A GPU-delegated program's runner carries the wgpu runtime when its template offers it
-        // (the `gpu` feature); otherwise its delegates run on the CPU reference runtime.
-        let runner_features: Vec<String> = if r.backend.gpu.is_some() && template_has_feature(&template, "gpu") { vec!["gpu".into()] } else { vec![] };
+        // (the `gpu` feature), and with `api "cuda"` also the CUDA runtime (`cuda`), picked at
+        // run time; without them its delegates run on the CPU reference runtime.
+        let mut runner_features: Vec<String> = Vec::new();
+        if let Some(g) = &r.backend.gpu {
+            if template_has_feature(&template, "gpu") {
+                runner_features.push("gpu".into());
+            }
+            if g.api == rbuild_recipe::GpuApi::Cuda && template_has_feature(&template, "cuda") {
+                runner_features.push("cuda".into());
+            }
+        }
         let compile_key = |what: &str| {
             let mut k = KeyHasher::new();
             k.add("tool", &version).add("rustc", &rustc).add("what", what).add("template", &template_hash);

@@ -42,6 +42,17 @@ pub fn doctor() -> CliResult {
             }
         }
     }
+    // What `gpu "cuda"` platforms need at run time (not to build).
+    let platforms = build::platforms(&project)?;
+    if let Some(p) = platforms.iter().find(|p| p.gpu == Some(rbuild_recipe::PlatformGpu::Cuda)) {
+        println!("gpu cuda — what runs on {} need (builds do not)", p.name);
+        for (what, status) in crate::cuda::doctor() {
+            match status {
+                Ok(found) => println!("  ok       {what:<24} {found}"),
+                Err(help) => println!("  missing  {what:<24} {help}"),
+            }
+        }
+    }
     // The compilers of delegate backends (not tied to one platform).
     println!("backend ethos-u — Arm's Vela compiler for the Ethos-U NPU");
     match build::ethosu::locate_vela(&project) {

@@ -226,6 +226,13 @@ pub fn verify_platform(project: &Project, l: &Loaded, p: &Platform, reference: &
     let Some(mut cmd) = p.run.command(&bin) else {
         return row(Outcome::Skipped(how.trim_start_matches("not here: ").to_string()));
     };
+    if p.gpu == Some(rbuild_recipe::PlatformGpu::Cuda) {
+        // The GPU delegate on CUDA itself, not a fallback; without a GPU there is nothing to run.
+        if let Err(e) = crate::cuda::ready() {
+            return row(Outcome::Skipped(format!("needs an NVIDIA GPU: {e}")));
+        }
+        cmd.arg("--device").arg("cuda");
+    }
     if !is_firmware(p) {
         if !l.recipe.runner.embed_program {
             cmd.arg("--model").arg(dir.join("model.pte"));

@@ -24,6 +24,7 @@ mod recipe_build;
 mod recipe_plans;
 mod testdata_cases;
 mod testdata_reexport;
+mod voxtral_cuda_recipe;
 mod voxtral_recipe;
 mod whisper_export;
 mod whisper_gpu_recipe;

@@ -14,7 +14,7 @@ const CATALOG: Catalog<'static> = Catalog {
     language_models: &["llama", "voxtral", "whisper"],
     backends: &[Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::EthosU, Backend::Gpu],
     runners: &["asr", "audio-llm", "firmware", "image-classifier", "llm", "tensor-io"],
-    platforms: &["android-arm64", "corstone-300", "host", "ios-arm64", "linux-arm64", "macos-arm64"],
+    platforms: &["android-arm64", "corstone-300", "host", "ios-arm64", "linux-arm64", "linux-cuda", "macos-arm64"],
 };
 
 fuzz_target!(|data: &[u8]| {

@@ -12,7 +12,7 @@ pub const MODELS: &[&str] = &["mobilenet_v2", "mobilenet_v3_small", "mobilenet_v
 pub const LANGUAGE_MODELS: &[&str] = &["llama", "voxtral", "whisper"];
 pub const BACKENDS: &[Backend] = &[Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::EthosU, Backend::Gpu];
 pub const RUNNERS: &[&str] = &["asr", "audio-llm", "firmware", "image-classifier", "llm", "tensor-io"];
-pub const PLATFORMS: &[&str] = &["android-arm64", "corstone-300", "host", "ios-arm64", "linux-arm64", "macos-arm64"];
+pub const PLATFORMS: &[&str] = &["android-arm64", "corstone-300", "host", "ios-arm64", "linux-arm64", "linux-cuda", "macos-arm64"];
 
 /// The repository's own folders, relative to the crate folder.
 pub const RECIPES: &str = "../../recipes";
