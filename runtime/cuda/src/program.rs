@@ -13,10 +13,10 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::driver::sys;
-use rbuild_gpu_schedule::schedule::{check_quantized_uses, max_dims, plan_activations, plan_call, quantized_layout, storage_roots};
+use rbuild_gpu_schedule::schedule::{check_quantized_uses, const_scalar, initial_words, max_dims, plan_activations, plan_call, quantized_bytes, storage_roots};
 use rbuild_gpu_schedule::{data, ops, Bind, Dispatch, DispatchTime, Kernel, PARAM_WORDS};
 use rbuild_kernels::gpu_reference::HostTensor;
-use rbuild_runtime::backends::gpu::payload::{describe, DType, Op, Payload, StateInit, ValueId, ValueKind};
+use rbuild_runtime::backends::gpu::payload::{describe, DType, Op, Payload, ValueId, ValueKind};
 
 use crate::compile::compile_kernel;
 use crate::kernels::{block_of, kernel_sources, source_of};
@@ -141,17 +141,9 @@ impl CudaProgram {
             let id = i as ValueId;
             let what = describe(v, id);
             let dims = max_dims(payload, v);
-            if let (ValueKind::Constant { key }, Some(q)) = (&v.kind, v.meta.quant) {
-                let (need, rows, row_bytes) = quantized_layout(payload, id, q.group_size, q.scales)?;
-                let bytes = named_data(key).ok_or_else(|| format!("{what}: named_data key `{key}` is not in the program"))?;
-                if bytes.len() != need {
-                    return Err(format!(
-                        "{what} (named_data `{key}`): has {} bytes, {} shape {dims:?} needs {need} ({rows} row(s) of {row_bytes})",
-                        bytes.len(),
-                        v.meta.dtype.name()
-                    ));
-                }
-                let b = DeviceBuffer::zeroed(ctx, need.next_multiple_of(4), &what)?;
+            if let (ValueKind::Constant { .. }, Some(_)) = (&v.kind, v.meta.quant) {
+                let bytes = quantized_bytes(payload, id, named_data)?;
+                let b = DeviceBuffer::zeroed(ctx, bytes.len().next_multiple_of(4), &what)?;
                 upload(&b, bytes, &what)?;
                 slot_of[i] = Some(buffers.len());
                 buffers.push(b);
@@ -164,26 +156,9 @@ impl CudaProgram {
                 act_bytes[i] = bytes;
                 continue;
             }
-            let key = match &v.kind {
-                ValueKind::Constant { key } | ValueKind::State { init: StateInit::Named(key) } => Some(key.clone()),
-                _ => None,
-            };
             let b = DeviceBuffer::zeroed(ctx, bytes as usize, &what)?;
-            if let Some(key) = key {
-                let raw = named_data(&key).ok_or_else(|| format!("{what}: named_data key `{key}` is not in the program"))?;
-                let esize = data::element_bytes(v.meta.dtype).unwrap_or(1) as u128;
-                if raw.len() as u128 != elems * esize {
-                    return Err(format!(
-                        "{what} (named_data `{key}`): has {} bytes, dtype {} shape {dims:?} needs {}",
-                        raw.len(),
-                        v.meta.dtype.name(),
-                        elems * esize
-                    ));
-                }
-                let words = data::bytes_to_words(v.meta.dtype, raw, &format!("{what} (named_data `{key}`)"))?;
-                if matches!(v.kind, ValueKind::Constant { .. }) && v.meta.dtype.is_index() && words.len() == 1 {
-                    const_scalars[i] = Some(words[0] as i32 as i64);
-                }
+            if let Some(words) = initial_words(payload, id, named_data)? {
+                const_scalars[i] = const_scalar(v, &words);
                 upload(&b, words_as_bytes(&words), &what)?;
             }
             slot_of[i] = Some(buffers.len());

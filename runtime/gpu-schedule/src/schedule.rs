@@ -5,7 +5,7 @@
 //! the same parameter words, so one planner serves both.
 
 use rbuild_kernels::gpu_reference::{HostData, HostTensor};
-use rbuild_runtime::backends::gpu::payload::{checked_numel, describe, DType, Dim, Op, Payload, ValueDef, ValueId, ValueKind};
+use rbuild_runtime::backends::gpu::payload::{checked_numel, describe, DType, Dim, Op, Payload, StateInit, ValueDef, ValueId, ValueKind};
 
 use crate::{data, ops, Kernel};
 
@@ -445,4 +445,57 @@ pub fn quantized_layout(p: &Payload, id: ValueId, group: u32, scales: ValueId) -
         ));
     }
     Ok((need, rows, row_bytes))
+}
+
+/// The device words a constant or a state initialized from `named_data` starts with (`None`
+/// for other values), its bytes checked against its dtype and shape with the reference's
+/// errors. Quantized constants are the caller's ([`quantized_bytes`]).
+pub fn initial_words<'d>(p: &Payload, id: ValueId, named_data: &dyn Fn(&str) -> Option<&'d [u8]>) -> R<Option<Vec<u32>>> {
+    let v = &p.values[id as usize];
+    let key = match &v.kind {
+        ValueKind::Constant { key } | ValueKind::State { init: StateInit::Named(key) } => key,
+        _ => return Ok(None),
+    };
+    let what = describe(v, id);
+    let dims = max_dims(p, v);
+    let n = dims.iter().try_fold(1u128, |a, &d| a.checked_mul(d as u128)).unwrap_or(u128::MAX);
+    let raw = named_data(key).ok_or_else(|| format!("{what}: named_data key `{key}` is not in the program"))?;
+    let esize = data::element_bytes(v.meta.dtype).unwrap_or(1) as u128;
+    if raw.len() as u128 != n.saturating_mul(esize) {
+        return Err(format!(
+            "{what} (named_data `{key}`): has {} bytes, dtype {} shape {dims:?} needs {}",
+            raw.len(),
+            v.meta.dtype.name(),
+            n.saturating_mul(esize)
+        ));
+    }
+    data::bytes_to_words(v.meta.dtype, raw, &format!("{what} (named_data `{key}`)")).map(Some)
+}
+
+/// The value of a one-element integer constant given its device words (positions and flags
+/// the host can check and skip on), else `None`.
+pub fn const_scalar(v: &ValueDef, words: &[u32]) -> Option<i64> {
+    let scalar = matches!(v.kind, ValueKind::Constant { .. }) && v.meta.dtype.is_index() && words.len() == 1;
+    scalar.then(|| words[0] as i32 as i64)
+}
+
+/// The packed bytes of a grouped int8/int4 constant from `named_data`, checked against its
+/// layout ([`quantized_layout`]) with the reference's errors.
+pub fn quantized_bytes<'d>(p: &Payload, id: ValueId, named_data: &dyn Fn(&str) -> Option<&'d [u8]>) -> R<&'d [u8]> {
+    let v = &p.values[id as usize];
+    let what = describe(v, id);
+    let (ValueKind::Constant { key }, Some(q)) = (&v.kind, v.meta.quant) else {
+        return Err(format!("{what} is not a quantized constant"));
+    };
+    let (need, rows, row_bytes) = quantized_layout(p, id, q.group_size, q.scales)?;
+    let bytes = named_data(key).ok_or_else(|| format!("{what}: named_data key `{key}` is not in the program"))?;
+    if bytes.len() != need {
+        return Err(format!(
+            "{what} (named_data `{key}`): has {} bytes, {} shape {:?} needs {need} ({rows} row(s) of {row_bytes})",
+            bytes.len(),
+            v.meta.dtype.name(),
+            max_dims(p, v)
+        ));
+    }
+    Ok(bytes)
 }

@@ -3,10 +3,10 @@
 //! command encoder (one submission, per-dispatch parameters in one uniform buffer written
 //! before it) and reads the outputs back at the end.
 
-use rbuild_gpu_schedule::schedule::{check_quantized_uses, max_dims, plan_activations, plan_call, quantized_layout, storage_roots};
+use rbuild_gpu_schedule::schedule::{check_quantized_uses, const_scalar, initial_words, max_dims, plan_activations, plan_call, quantized_bytes, storage_roots};
 use rbuild_gpu_schedule::{data, ops, Bind, Dispatch, DispatchTime, Kernel, PARAM_BYTES, PARAM_WORDS};
 use rbuild_kernels::gpu_reference::HostTensor;
-use rbuild_runtime::backends::gpu::payload::{describe, DType, Op, Payload, StateInit, ValueDef, ValueId, ValueKind};
+use rbuild_runtime::backends::gpu::payload::{describe, DType, Op, Payload, ValueId, ValueKind};
 
 use crate::device::GpuDevice;
 use crate::shaders::Pipelines;
@@ -62,8 +62,8 @@ impl GpuProgram {
             let id = i as ValueId;
             let what = describe(v, id);
             let dims = max_dims(payload, v);
-            if let (ValueKind::Constant { key }, Some(q)) = (&v.kind, v.meta.quant) {
-                buffers.push(Some(Self::upload_quantized(gpu, payload, v, id, key, q.group_size, q.scales, &dims, named_data)?));
+            if let (ValueKind::Constant { .. }, Some(_)) = (&v.kind, v.meta.quant) {
+                buffers.push(Some(Self::upload_quantized(gpu, payload, id, named_data)?));
                 continue;
             }
             let n = dims.iter().try_fold(1u128, |a, &d| a.checked_mul(d as u128)).unwrap_or(u128::MAX);
@@ -82,38 +82,14 @@ impl GpuProgram {
                 buffers.push(None);
                 continue;
             }
-            let init: Option<(Vec<u32>, String)> = match &v.kind {
-                ValueKind::Constant { key } => Some((Vec::new(), key.clone())),
-                ValueKind::State { init: StateInit::Named(key) } => Some((Vec::new(), key.clone())),
-                _ => None,
-            };
-            let words = match init {
-                Some((_, key)) => {
-                    let raw = named_data(&key).ok_or_else(|| format!("{what}: named_data key `{key}` is not in the program"))?;
-                    let esize = data::element_bytes(v.meta.dtype).unwrap_or(1) as u128;
-                    if raw.len() as u128 != n * esize {
-                        return Err(format!(
-                            "{what} (named_data `{key}`): has {} bytes, dtype {} shape {dims:?} needs {}",
-                            raw.len(),
-                            v.meta.dtype.name(),
-                            n * esize
-                        ));
-                    }
-                    Some(data::bytes_to_words(v.meta.dtype, raw, &format!("{what} (named_data `{key}`)"))?)
-                }
-                None => None,
-            };
+            let words = initial_words(payload, id, named_data)?;
             let buffer = dev.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(&what),
                 size: bytes,
                 usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
                 mapped_at_creation: false,
             });
-            if let (Some(w), ValueKind::Constant { .. }, true) = (&words, &v.kind, v.meta.dtype.is_index()) {
-                if w.len() == 1 {
-                    const_scalars[i] = Some(w[0] as i32 as i64);
-                }
-            }
+            const_scalars[i] = words.as_deref().and_then(|w| const_scalar(v, w));
             if let Some(w) = words {
                 if !w.is_empty() {
                     gpu.queue.write_buffer(&buffer, 0, bytemuck::cast_slice(&w));
@@ -193,28 +169,10 @@ impl GpuProgram {
 
     /// A grouped int8/int4 constant: its packed bytes as words (the reference's size and
     /// scales-shape checks, with its errors).
-    #[allow(clippy::too_many_arguments)]
-    fn upload_quantized<'d>(
-        gpu: &GpuDevice,
-        payload: &Payload,
-        v: &ValueDef,
-        id: ValueId,
-        key: &str,
-        group: u32,
-        scales: ValueId,
-        dims: &[u64],
-        named_data: &dyn Fn(&str) -> Option<&'d [u8]>,
-    ) -> R<wgpu::Buffer> {
-        let what = describe(v, id);
-        let (need, rows, row_bytes) = quantized_layout(payload, id, group, scales)?;
-        let bytes = named_data(key).ok_or_else(|| format!("{what}: named_data key `{key}` is not in the program"))?;
-        if bytes.len() != need {
-            return Err(format!(
-                "{what} (named_data `{key}`): has {} bytes, {} shape {dims:?} needs {need} ({rows} row(s) of {row_bytes})",
-                bytes.len(),
-                v.meta.dtype.name()
-            ));
-        }
+    fn upload_quantized<'d>(gpu: &GpuDevice, payload: &Payload, id: ValueId, named_data: &dyn Fn(&str) -> Option<&'d [u8]>) -> R<wgpu::Buffer> {
+        let what = describe(&payload.values[id as usize], id);
+        let bytes = quantized_bytes(payload, id, named_data)?;
+        let need = bytes.len();
         if need as u128 > gpu.limits.max_storage_buffer_binding_size as u128 {
             return Err(format!("{what}: {need} bytes are more than adapter {} binds", gpu.info));
         }
