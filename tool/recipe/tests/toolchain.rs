@@ -198,9 +198,9 @@ fn requires_takes_absolute_paths() {
 fn a_cuda_platform_needs_the_gpu_to_run_not_to_build() {
     let cuda = load_platform(Path::new(TOOLCHAINS).join("linux-cuda.kdl")).unwrap();
     assert_eq!(cuda.gpu, Some(rbuild_recipe::PlatformGpu::Cuda));
-    // Building needs only the host's tools; the driver is not one of them.
+    // Building needs a Linux machine and the host's tools; the driver is not one of them.
     let names: Vec<String> = cuda.check().into_iter().map(|s| s.tool).collect();
-    assert_eq!(names, ["cargo", "rustc", "cc"]);
+    assert_eq!(names, ["Linux build machine", "cargo", "rustc", "cc"]);
     assert_eq!(load_platform(Path::new(TOOLCHAINS).join("host.kdl")).unwrap().gpu, None);
     let text = "target \"host\"\nrun \"native\"\ngpu \"opencl\"\n";
     let report = Platform::from_source("bad-gpu.kdl", text).unwrap_err();
