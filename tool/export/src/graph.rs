@@ -77,16 +77,7 @@ impl ConstData {
         match self {
             ConstData::Mapped(m, r) => std::borrow::Cow::Borrowed(&m[r.clone()]),
             ConstData::Owned(v) => std::borrow::Cow::Borrowed(v),
-            ConstData::Widened { map, range, bf16 } => std::borrow::Cow::Owned(
-                map[range.clone()]
-                    .chunks_exact(2)
-                    .flat_map(|c| {
-                        let bits = u16::from_le_bytes([c[0], c[1]]);
-                        let v = if *bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
-                        v.to_le_bytes()
-                    })
-                    .collect(),
-            ),
+            ConstData::Widened { map, range, bf16 } => std::borrow::Cow::Owned(widen_halves(&map[range.clone()], *bf16)),
         }
     }
 
@@ -102,6 +93,18 @@ impl ConstData {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Little-endian float16 (or bfloat16) elements as little-endian float32 bytes.
+pub fn widen_halves(halves: &[u8], bf16: bool) -> Vec<u8> {
+    halves
+        .chunks_exact(2)
+        .flat_map(|c| {
+            let bits = u16::from_le_bytes([c[0], c[1]]);
+            let v = if bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
+            v.to_le_bytes()
+        })
+        .collect()
 }
 
 impl std::fmt::Debug for ConstData {

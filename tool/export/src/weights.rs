@@ -113,19 +113,7 @@ impl Weights {
         match self.entries.get(name).map(|e| (e.dtype, &e.shape)) {
             Some((dt @ (ScalarType::Half | ScalarType::BFloat16), s)) if s == shape => match self.get(name, dt, shape)? {
                 ConstData::Mapped(map, range) => Ok(ConstData::Widened { map, range, bf16: dt == ScalarType::BFloat16 }),
-                raw => {
-                    let bf16 = dt == ScalarType::BFloat16;
-                    let wide: Vec<u8> = raw
-                        .bytes()
-                        .chunks_exact(2)
-                        .flat_map(|c| {
-                            let bits = u16::from_le_bytes([c[0], c[1]]);
-                            let v = if bf16 { half::bf16::from_bits(bits).to_f32() } else { half::f16::from_bits(bits).to_f32() };
-                            v.to_le_bytes()
-                        })
-                        .collect();
-                    Ok(ConstData::owned(wide))
-                }
+                raw => Ok(ConstData::owned(crate::graph::widen_halves(&raw.bytes(), dt == ScalarType::BFloat16))),
             },
             _ => self.get(name, ScalarType::Float, shape),
         }

@@ -422,20 +422,10 @@ impl Ctx<'_> {
             Origin::Const(data) => {
                 let (dt, data) = match (meta.dtype, self.options.weights) {
                     (ScalarType::Float, WeightDtype::F16) if meta.rank() >= 2 => {
-                        let halves: Vec<u8> = data
-                            .bytes()
-                            .chunks_exact(4)
-                            .flat_map(|c| f16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes())
-                            .collect();
-                        (DType::F16, ConstData::owned(halves))
+                        (DType::F16, ConstData::owned(narrow_floats(&data.bytes(), |v| f16::from_f32(v).to_bits())))
                     }
                     (ScalarType::Float, WeightDtype::BF16) if meta.rank() >= 2 => {
-                        let halves: Vec<u8> = data
-                            .bytes()
-                            .chunks_exact(4)
-                            .flat_map(|c| half::bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes())
-                            .collect();
-                        (DType::BF16, ConstData::owned(halves))
+                        (DType::BF16, ConstData::owned(narrow_floats(&data.bytes(), |v| half::bf16::from_f32(v).to_bits())))
                     }
                     (t, _) => (dtype(t)?, data.clone()),
                 };
@@ -692,4 +682,9 @@ pub fn lower(g: &Graph, part: &Partition, options: &GpuOptions) -> Result<Lowere
     }
     let bytes = cx.p.to_bytes().map_err(|e| format!("payload: {e}"))?;
     Ok(Lowered { bytes, inputs: cx.inputs, outputs, named_data: cx.named })
+}
+
+/// Little-endian float32 bytes as little-endian 16-bit elements, each rounded by `to_bits`.
+fn narrow_floats(floats: &[u8], to_bits: impl Fn(f32) -> u16) -> Vec<u8> {
+    floats.chunks_exact(4).flat_map(|c| to_bits(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes()).collect()
 }
