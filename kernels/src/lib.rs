@@ -4,6 +4,9 @@
 //!   oracle its optimized twin is tested against.
 //! - [`optimized`]: fast paths (GEMM-backed convolution/linear, SIMD-friendly depthwise) that
 //!   replace portable entries in [`registry`].
+//! - [`nhwc`]: channels-last convolution, depthwise and fully-connected kernels (f32 and
+//!   XNNPACK-exact int8) with packed weights and SIMD micro-kernels;
+//! - [`xnnpack`]: the `XnnpackBackend` delegate, running ExecuTorch's XNNPACK payloads on them.
 //! - [`gpu_reference`]: the CPU reference runtime of the `RbuildGpuBackend` delegate payload
 //!   (an interpreter built on the portable functions, and a `Backend` wrapping it).
 #![cfg_attr(not(feature = "std"), no_std)]
@@ -11,6 +14,8 @@
 extern crate alloc;
 
 pub mod gpu_reference;
+pub mod nhwc;
+pub mod xnnpack;
 pub mod optimized;
 pub mod portable;
 
@@ -43,6 +48,16 @@ pub fn catalog_cortex_m() -> alloc::vec::Vec<(&'static str, &'static str)> {
         map.insert(op, path);
     }
     map.into_iter().collect()
+}
+
+/// Prefix of the selective-build entries that name a CPU delegate backend instead of a kernel
+/// (`delegate::XnnpackBackend`).
+pub const DELEGATE_PREFIX: &str = "delegate::";
+
+/// Delegate backends that run on these kernels: (`delegate::<BackendDelegate.id>`, Rust path of
+/// the backend value), for generated registration code in selective builds.
+pub fn backend_catalog() -> alloc::vec::Vec<(&'static str, &'static str)> {
+    alloc::vec![("delegate::XnnpackBackend", "rbuild_kernels::xnnpack::XnnpackBackend")]
 }
 
 /// Only the portable (reference) kernels.

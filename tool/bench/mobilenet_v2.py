@@ -1,15 +1,27 @@
-"""MobileNetV2 fp32, 1 thread: rbuild vs ExecuTorch 1.3.1 (XNNPACK and portable programs),
-in the same run. Prints medians and ratios. Both processes are pinned to one core
-(taskset -c 0) so ExecuTorch's thread pool cannot use a second one.
+"""MobileNetV2 and MobileNetV3-small, fp32 and int8: rbuild vs ExecuTorch 1.3.1's XNNPACK in
+the same run. Prints medians and ratios (rbuild / XNNPACK latency: < 1 = rbuild faster).
 
-Usage: mobilenet_v2.py RBUILD_BINARY TESTDATA_DIR [--repeat N]
+Rows per model and precision:
+  - ExecuTorch 1.3.1 XNNPACK on ExecuTorch's XNNPACK program (model[.int8].xnnpack.pte): the anchor;
+  - rbuild on that same program (its `XnnpackBackend` delegate on rbuild's NHWC kernels);
+  - rbuild on ExecuTorch's portable program of the same network (model[.int8].pte), on rbuild's
+    portable + optimized kernels;
+  - rbuild on its own export (`rbuild export --model mobilenet_v2`, fp32 only: the exporter
+    has no MobileNetV3 definition).
+The caller pins the process (taskset): `--threads 1` under one core, `--threads 2` under two.
+ExecuTorch's thread pool sizes itself from the machine; the pinning is what bounds it.
+
+Usage: mobilenet_v2.py RBUILD_BINARY TESTDATA_DIR [--repeat N] [--threads T] [--peak-gflops G]
 """
 
 import argparse
+import json
+import os
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -31,10 +43,17 @@ def et_median(path, inputs, repeat):
     return statistics.median(times), np.asarray(out[0])
 
 
-def rbuild_median(binary, pte, io, repeat, out_path):
-    cmd = ["taskset", "-c", "0", binary, "run", pte, "--inputs", io, "--repeat", str(repeat), "--threads", "1", "--output", out_path]
+def rbuild_median(binary, pte, io, repeat, threads, out_path):
+    cmd = [binary, "run", pte, "--inputs", io, "--repeat", str(repeat), "--threads", str(threads), "--output", out_path]
     text = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"median ([0-9.]+) ms", text).group(1))
+    return float(re.search(r"median ([0-9.]+) ms", text).group(1)), load_file(out_path)["output.0"]
+
+
+def xnnpack_macs(binary, pte):
+    """Multiply-accumulates of the program's XNNPACK graph (rbuild inspect --json)."""
+    text = subprocess.run([binary, "inspect", pte, "--json"], check=True, capture_output=True, text=True).stdout
+    info = json.loads(text)
+    return sum((d.get("xnnpack") or {}).get("macs", 0) for m in info["methods"] for d in m["delegates"])
 
 
 def main():
@@ -42,23 +61,48 @@ def main():
     ap.add_argument("rbuild")
     ap.add_argument("testdata")
     ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--peak-gflops", type=float, default=0.0, help="this machine's f32 GEMM peak, for the %% of peak column")
+    ap.add_argument("--models", default="mobilenet_v2,mobilenet_v3_small")
     a = ap.parse_args()
-    d = f"{a.testdata}/models/mobilenet_v2"
-    io = load_file(f"{d}/model.io.safetensors")
-    inputs = [io["input.0"]]
-    ref = io["output.0"]
-
-    ours = rbuild_median(a.rbuild, f"{d}/model.pte", f"{d}/model.io.safetensors", a.repeat, "/tmp/rbuild_bench_out.safetensors")
-    ours_out = load_file("/tmp/rbuild_bench_out.safetensors")["output.0"]
-    xnn, xnn_out = et_median(f"{d}/model.xnnpack.pte", inputs, a.repeat)
-    port, port_out = et_median(f"{d}/model.pte", inputs, max(3, a.repeat // 10))
-
-    print("MobileNetV2 fp32 [1,3,224,224], 1 core (taskset -c 0), median latency")
-    print(f"  rbuild (model.pte, our kernels)         {ours:9.2f} ms   max|err| vs PyTorch {np.abs(ours_out - ref).max():.2e}")
-    print(f"  ExecuTorch 1.3.1 XNNPACK (xnnpack.pte)  {xnn:9.2f} ms   max|err| vs PyTorch {np.abs(xnn_out - ref).max():.2e}")
-    print(f"  ExecuTorch 1.3.1 portable (model.pte)   {port:9.2f} ms   max|err| vs PyTorch {np.abs(port_out - ref).max():.2e}")
-    print(f"  ratio rbuild / XNNPACK   = {ours / xnn:.2f}x   (target <= 2x)")
-    print(f"  ratio rbuild / portable  = {ours / port:.3f}x")
+    tmp = tempfile.mkdtemp(prefix="rbuild_bench_")
+    out_path = os.path.join(tmp, "out.safetensors")
+    t = a.threads
+    print(f"MobileNet [1,3,224,224], {t} thread(s) (cores: {sorted(os.sched_getaffinity(0))}), median of {a.repeat} runs")
+    print(f"  {'program':<58} {'ms':>8} {'vs XNNPACK':>10} {'max|err|':>9} {'GFLOP/s':>8}{'  % peak' if a.peak_gflops else ''}")
+    for model in a.models.split(","):
+        d = f"{a.testdata}/models/{model}"
+        for prec in ["fp32", "int8"]:
+            stem = "model" if prec == "fp32" else "model.int8"
+            xnn_pte, port_pte, io_path = f"{d}/{stem}.xnnpack.pte", f"{d}/{stem}.pte", f"{d}/{stem}.xnnpack.io.safetensors"
+            if not os.path.exists(xnn_pte):
+                continue
+            io = load_file(io_path)
+            ref = io["output.0"]
+            macs = xnnpack_macs(a.rbuild, xnn_pte)
+            anchor, anchor_out = et_median(xnn_pte, [io["input.0"]], a.repeat)
+            rows = [(f"ExecuTorch 1.3.1 XNNPACK  {model}/{stem}.xnnpack.pte", anchor, anchor_out)]
+            ms, out = rbuild_median(a.rbuild, xnn_pte, io_path, a.repeat, t, out_path)
+            rows.append((f"rbuild XnnpackBackend    {model}/{stem}.xnnpack.pte", ms, out))
+            if os.path.exists(port_pte):
+                ms, out = rbuild_median(a.rbuild, port_pte, io_path, max(3, a.repeat // 3), t, out_path)
+                rows.append((f"rbuild portable program  {model}/{stem}.pte", ms, out))
+            if prec == "fp32" and model == "mobilenet_v2":
+                own = os.path.join(tmp, "rbuild_mv2.pte")
+                subprocess.run(
+                    [a.rbuild, "export", "--model", "mobilenet_v2", "--weights", f"{d}/model.safetensors", "--out", own],
+                    check=True, capture_output=True,
+                )
+                ms, out = rbuild_median(a.rbuild, own, io_path, max(3, a.repeat // 3), t, out_path)
+                rows.append(("rbuild own export        rbuild export --model mobilenet_v2", ms, out))
+            for name, ms, out in rows:
+                gflops = 2 * macs / (ms * 1e6)
+                peak = f"  {100 * gflops / a.peak_gflops:6.1f}%" if a.peak_gflops else ""
+                err = float(np.abs(np.asarray(out, dtype=np.float32) - ref).max())
+                print(f"  {name:<58} {ms:8.2f} {ms / anchor:9.2f}x {err:9.2e} {gflops:8.1f}{peak}")
+        print()
+    print("vs XNNPACK: rbuild's latency / ExecuTorch XNNPACK's on the same network (target <= 0.9x for the XnnpackBackend rows).")
+    print("max|err|: against the PyTorch reference output.0 (int8: the eager quantize/dequantize graph).")
 
 
 if __name__ == "__main__":

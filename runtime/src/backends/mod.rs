@@ -5,3 +5,4 @@
 
 pub mod ethosu;
 pub mod gpu;
+pub mod xnnpack;

@@ -8,3 +8,9 @@ pub const OPS: &[&str] = &[];
 pub fn registry() -> KernelRegistry {
     KernelRegistry::new()
 }
+
+/// The CPU delegate backends the program needs (placeholder: none).
+#[allow(dead_code)]
+pub fn backends() -> rbuild_runtime::backend::BackendRegistry {
+    rbuild_runtime::backend::BackendRegistry::new()
+}

@@ -7,7 +7,6 @@ use std::time::Instant;
 use clap::Parser;
 use rbuild_image_classifier::{classify, decode, kernels, preprocess};
 use rbuild_runner_support::{cli, in_file, program, protocol, Failure, Outcome};
-use rbuild_runtime::backend::BackendRegistry;
 use rbuild_runtime::{KernelContext, Method, ScalarType, Value};
 
 #[derive(Parser)]
@@ -55,7 +54,7 @@ fn run(a: Args) -> Outcome {
     let program = file.load()?;
     let model_name = file.name();
     let registry = kernels::registry();
-    let mut method = in_file(program.load_method("forward", &registry, &BackendRegistry::new()), model_name)?;
+    let mut method = in_file(program.load_method("forward", &registry, &kernels::backends()), model_name)?;
     if let Some(path) = &a.verify_input {
         return protocol::verify_run(&mut method, path, model_name, a.threads);
     }

@@ -2,7 +2,8 @@
 //!
 //! Each template's `src/kernels.rs` re-exports this; rbuild's selective build replaces that
 //! file, in the runner crate it generates, with a table of just the program's operators. The
-//! interface both keep: `registry()` and `OPS` (the op names it registers).
+//! interface both keep: `registry()`, `backends()` (CPU delegate backends) and `OPS` (the op
+//! names it registers).
 
 use rbuild_kernels::{optimized, portable};
 use rbuild_runtime::{KernelEntry, KernelRegistry};
@@ -10,6 +11,13 @@ use rbuild_runtime::{KernelEntry, KernelRegistry};
 /// Every kernel: portable ones, with optimized twins replacing them.
 pub fn registry() -> KernelRegistry {
     rbuild_kernels::registry()
+}
+
+/// Every CPU delegate backend (`XnnpackBackend`).
+pub fn backends() -> rbuild_runtime::backend::BackendRegistry {
+    let mut b = rbuild_runtime::backend::BackendRegistry::new();
+    b.register(Box::new(rbuild_kernels::xnnpack::XnnpackBackend));
+    b
 }
 
 /// The op names [`registry`] registers, in its order (derived at compile time from the same

@@ -12,7 +12,6 @@ use rbuild_runner_support::program::{self, ProgramFile};
 use rbuild_runner_support::tensors::{self, HostTensor};
 use rbuild_runner_support::cli::{self, emit};
 use rbuild_runner_support::{in_file, protocol, stats, Failure, Outcome};
-use rbuild_runtime::backend::BackendRegistry;
 use rbuild_runtime::KernelContext;
 use rbuild_tensor_io_runner::report::{self, Stats};
 use rbuild_tensor_io_runner::{kernels, synthetic};
@@ -78,7 +77,7 @@ fn run(a: Args) -> Outcome {
     let prog = file.load()?;
     let registry = kernels::registry();
     let model = file.name();
-    let mut method = in_file(prog.load_method(&a.method, &registry, &BackendRegistry::new()), model)?;
+    let mut method = in_file(prog.load_method(&a.method, &registry, &kernels::backends()), model)?;
     if let Some(path) = &a.verify_input {
         return protocol::verify_run(&mut method, path, model, a.threads);
     }

@@ -22,11 +22,22 @@ use rbuild_runtime::format::PteFile;
 /// Ops the executor implements itself (no kernel to select).
 const BUILTIN_OPS: &[&str] = &["executorch_prim::et_view.default"];
 
-/// The operators called by any method of the program (`name.overload`), sorted.
+/// The operators called by any method of the program (`name.overload`), sorted, plus
+/// `delegate::<id>` for each delegate the program holds whose CPU backend ships with the kernels
+/// ([`rbuild_kernels::backend_catalog`], e.g. `delegate::XnnpackBackend`): selecting it links
+/// that backend and nothing else does. Delegates a runner provides itself (GPU, NPU) are not
+/// listed.
 pub fn program_ops(pte: &[u8]) -> Result<BTreeSet<String>, String> {
     let file = PteFile::parse(pte).map_err(|e| e.to_string())?;
     let mut ops = BTreeSet::new();
+    let backends = rbuild_kernels::backend_catalog();
     for plan in file.program.execution_plan.as_deref().unwrap_or(&[]) {
+        for d in plan.delegates.as_deref().unwrap_or(&[]) {
+            let key = format!("{}{}", rbuild_kernels::DELEGATE_PREFIX, d.id.unwrap_or(""));
+            if backends.iter().any(|(k, _)| *k == key) {
+                ops.insert(key);
+            }
+        }
         let table = plan.operators.as_deref().unwrap_or(&[]);
         for chain in plan.chains.as_deref().unwrap_or(&[]) {
             for ins in chain.instructions.as_deref().unwrap_or(&[]) {
@@ -55,7 +66,8 @@ impl std::error::Error for MissingKernels {}
 
 /// The kernel (op, Rust path) for each op, or every op without one.
 pub fn select(ops: &BTreeSet<String>) -> Result<Vec<(String, String)>, MissingKernels> {
-    let catalog = rbuild_kernels::catalog();
+    let mut catalog = rbuild_kernels::catalog();
+    catalog.extend(rbuild_kernels::backend_catalog());
     let mut selected = Vec::new();
     let mut missing = Vec::new();
     for op in ops {
@@ -74,7 +86,7 @@ pub fn select(ops: &BTreeSet<String>) -> Result<Vec<(String, String)>, MissingKe
     }
 }
 
-/// Every kernel (for the all-kernels comparison build).
+/// Every kernel and CPU delegate backend (for the all-kernels comparison build).
 pub fn all_kernels() -> Vec<(String, String)> {
-    rbuild_kernels::catalog().into_iter().map(|(o, p)| (o.to_string(), p.to_string())).collect()
+    rbuild_kernels::catalog().into_iter().chain(rbuild_kernels::backend_catalog()).map(|(o, p)| (o.to_string(), p.to_string())).collect()
 }

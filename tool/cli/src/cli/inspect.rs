@@ -79,10 +79,20 @@ pub fn describe(file: &PteFile<'_>) -> Result<Json, rbuild_runtime::format::Form
         }
         let mut delegates = Vec::new();
         for d in plan.delegates.as_deref().unwrap_or(&[]) {
-            let size = file.delegate_data(d).map(|b| b.len()).ok();
+            let data = file.delegate_data(d).ok();
+            let size = data.map(|b| b.len());
+            // XNNPACK payloads: the node kinds (with counts), or why the payload does not decode.
+            let xnnpack = (d.id == Some(rbuild_runtime::backends::xnnpack::XNNPACK_BACKEND_ID)).then(|| {
+                match data.map(rbuild_kernels::xnnpack::summarize) {
+                    Some(Ok(s)) => json!({"nodes": s.nodes.iter().map(|(k, n)| json!({"kind": k, "count": n})).collect::<Vec<_>>(), "macs": s.macs}),
+                    Some(Err(e)) => json!({"error": e}),
+                    None => json!({"error": "payload not readable"}),
+                }
+            });
             delegates.push(json!({
                 "id": d.id.unwrap_or(""),
                 "bytes": size,
+                "xnnpack": xnnpack,
                 "location": d.processed.as_ref().map(|p| if p.location == 0 { "inline" } else { "segment" }),
                 "compile_specs": d.compile_specs.as_deref().unwrap_or(&[]).iter().map(|s| s.key.unwrap_or("")).collect::<Vec<_>>(),
             }));
@@ -151,6 +161,14 @@ fn print_text(path: &std::path::Path, r: &Json) {
         }
         for d in m["delegates"].as_array().into_iter().flatten() {
             println!("  delegate {} ({} bytes, {})", d["id"].as_str().unwrap_or(""), d["bytes"], d["location"].as_str().unwrap_or(""));
+            if let Some(nodes) = d["xnnpack"]["nodes"].as_array() {
+                let total: u64 = nodes.iter().filter_map(|n| n["count"].as_u64()).sum();
+                let list: Vec<String> = nodes.iter().map(|n| format!("{} x{}", n["kind"].as_str().unwrap_or(""), n["count"])).collect();
+                println!("    XNNPACK graph: {total} nodes ({:.1} M multiply-accumulates): {}", d["xnnpack"]["macs"].as_f64().unwrap_or(0.0) / 1e6, list.join(", "));
+            }
+            if let Some(e) = d["xnnpack"]["error"].as_str() {
+                println!("    XNNPACK graph unreadable: {e}");
+            }
         }
         println!("  planned memory: {} bytes in buffers {}", m["planned_bytes"], m["planned_buffers"]);
     }

@@ -122,10 +122,11 @@ fn printed(outputs: Vec<rbuild_runner_support::protocol::VerifyOutput>) -> Vec<P
 }
 
 /// The host reference runs GPU delegates on the payload's CPU reference runtime (the twin the
-/// GPU kernels are tested against).
+/// GPU kernels are tested against) and XNNPACK delegates on rbuild's NHWC kernels.
 pub fn reference_backends() -> BackendRegistry {
     let mut b = BackendRegistry::new();
     b.register(Box::new(rbuild_kernels::gpu_reference::ReferenceGpuBackend));
+    b.register(Box::new(rbuild_kernels::xnnpack::XnnpackBackend));
     b
 }
 

@@ -1,6 +1,9 @@
-//! Runs every non-delegated `.pte` case of ../shared/testdata (ops/ and models/) through
-//! `rbuild run` and compares each output with the PyTorch reference under the case's
-//! tolerance. New cases dropped into those folders are picked up without code changes.
+//! Runs every `.pte` case of ../shared/testdata (ops/ and models/) through `rbuild run` and
+//! compares each output with the PyTorch reference under the case's tolerance: portable
+//! programs and XNNPACK-delegated ones (on rbuild's `XnnpackBackend`; int8 ones also within one
+//! quantization step of ExecuTorch's own output). Programs for other delegates must fail
+//! cleanly naming the backend. New cases dropped into those folders are picked up without code
+//! changes.
 
 use crate::common;
 
@@ -30,7 +33,8 @@ fn every_portable_case_matches_reference() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
-        if delegated {
+        let xnnpack = delegated && meta["delegates"].as_array().is_some_and(|d| d.iter().all(|id| id == "XnnpackBackend"));
+        if delegated && !xnnpack {
             // No backend for these here: the load must fail cleanly, naming the backend.
             let id = meta["delegates"][0].as_str().unwrap_or("");
             if run.status.success() || !stderr.contains(id) || stderr.contains("panicked") {
@@ -47,7 +51,15 @@ fn every_portable_case_matches_reference() {
         let (got, want) = (std::fs::read(&out).unwrap(), std::fs::read(&io).unwrap());
         let (got, want) = (SafeTensors::deserialize(&got).unwrap(), SafeTensors::deserialize(&want).unwrap());
         let n_out = meta["outputs"].as_array().map_or(0, |o| o.len());
-        let errs: Vec<String> = (0..n_out).filter_map(|i| compare(&format!("output.{i}"), &got, &want, &meta)).collect();
+        let mut errs: Vec<String> = (0..n_out).filter_map(|i| compare(&format!("output.{i}"), &got, &want, &meta)).collect();
+        if xnnpack && label.contains("int8") {
+            for i in 0..n_out {
+                match within_one_step(&got, &want, i) {
+                    Ok(note) => eprintln!("  {label} output.{i} vs ExecuTorch's XNNPACK run: {note}"),
+                    Err(e) => errs.push(e),
+                }
+            }
+        }
         if errs.is_empty() {
             passed += 1;
         } else {
@@ -59,6 +71,30 @@ fn every_portable_case_matches_reference() {
         eprintln!("  FAIL {f}");
     }
     assert!(failures.is_empty(), "{} of {} cases failed", failures.len(), cases.len());
+}
+
+/// An int8 program's dequantized output against ExecuTorch's (`et_output.N`): every element
+/// within one quantization step, the step being the smallest gap between ExecuTorch's distinct
+/// output values (they are `scale · (q − zero_point)`). Returns how many elements differ.
+fn within_one_step(got: &SafeTensors<'_>, want: &SafeTensors<'_>, i: usize) -> Result<String, String> {
+    let (g, e) = match (got.tensor(&format!("output.{i}")), want.tensor(&format!("et_output.{i}"))) {
+        (Ok(g), Ok(e)) => (values(g.dtype(), g.data()), values(e.dtype(), e.data())),
+        _ => return Err(format!("output.{i}: missing et_output.{i}")),
+    };
+    let mut levels: Vec<f64> = e.clone();
+    levels.sort_by(f64::total_cmp);
+    levels.dedup();
+    let step = levels.windows(2).map(|w| w[1] - w[0]).fold(f64::INFINITY, f64::min);
+    if !step.is_finite() || g.len() != e.len() {
+        return Err(format!("output.{i}: cannot tell ExecuTorch's quantization step"));
+    }
+    let steps: Vec<f64> = g.iter().zip(&e).map(|(a, b)| (a - b).abs() / step).collect();
+    let worst = steps.iter().copied().fold(0.0, f64::max);
+    let differ = steps.iter().filter(|&&s| s > 0.01).count();
+    if worst > 1.01 {
+        return Err(format!("output.{i}: {differ} of {} values differ from ExecuTorch's, by up to {worst:.2} quantization steps of {step:.5}", g.len()));
+    }
+    Ok(format!("{differ} of {} values differ by one quantization step ({step:.5}), the rest are equal", g.len()))
 }
 
 /// Float bit patterns equal, NaN payloads aside.

@@ -1,0 +1,775 @@
+//! Packed-weight f32 GEMM with fused bias and clamp (the XNNPACK approach).
+//!
+//! The weights `W` (`[n, k]`, output channel major) are packed once into column panels of
+//! [`NR`] = 16 output channels: each panel is the 16 biases followed by `k` rows of 16 weights
+//! (zero-padded past `n`), 64-byte aligned. The activations `A` are read in place, row `i` at
+//! `a[i * a_stride]`, so an NHWC tensor's pixels are GEMM rows without any copying.
+//!
+//! A micro-kernel computes an `MR × 16` tile of `C` (`MR` ≤ [`MR`] = 6) over the whole `k`:
+//! it starts its accumulators at the bias, broadcasts one `A` element per row and step and
+//! multiplies it into the panel row, then clamps and stores. Implementations: AVX2+FMA on
+//! x86-64 (chosen at run time with `std`, at compile time without), NEON on aarch64, and a
+//! plain-Rust fallback everywhere.
+
+use super::Parallel;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// Output channels per packed panel (the micro-kernels' tile width).
+pub const NR: usize = 16;
+/// Most rows of `A` a micro-kernel handles at once.
+pub const MR: usize = 6;
+
+/// Multiply-accumulates below which an operator stays on one thread (and the least work a task
+/// gets when it is split).
+pub(crate) const MIN_TASK_MACS: usize = 150_000;
+
+/// One 64-byte-aligned row of a packed panel.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(crate) struct Lanes(pub(crate) [f32; NR]);
+
+/// Weights (and bias) packed into 16-column panels for [`gemm_f32`].
+#[derive(Clone)]
+pub struct PackedWeightsF32 {
+    n: usize,
+    k: usize,
+    /// Panel `p` is `data[p * (k + 1)..(p + 1) * (k + 1)]`: the bias row, then `k` weight rows.
+    data: Vec<Lanes>,
+}
+
+impl PackedWeightsF32 {
+    /// Packs `w` (`[n, k]` row-major: output channel major, like XNNPACK's fully-connected and
+    /// 1×1-convolution filters) and `bias` (`[n]`, zeros when `None`).
+    pub fn new(n: usize, k: usize, w: &[f32], bias: Option<&[f32]>) -> Result<Self, String> {
+        Self::new_strided(n, k, w, k, bias)
+    }
+
+    /// As [`new`](Self::new), with output channel `j`'s `k` weights at `w[j * w_stride..]`.
+    pub(crate) fn new_strided(
+        n: usize,
+        k: usize,
+        w: &[f32],
+        w_stride: usize,
+        bias: Option<&[f32]>,
+    ) -> Result<Self, String> {
+        if n == 0 || k == 0 {
+            return Err(format!("packed weights: n ({n}) and k ({k}) must be nonzero"));
+        }
+        let need = (n - 1)
+            .checked_mul(w_stride)
+            .and_then(|v| v.checked_add(k))
+            .ok_or("packed weights: size overflows")?;
+        if w_stride < k || w.len() < need {
+            return Err(format!(
+                "packed weights: filter has {} elements, [{n}, {k}] needs {need}",
+                w.len()
+            ));
+        }
+        if let Some(b) = bias {
+            if b.len() != n {
+                return Err(format!("packed weights: bias has {} elements, expected {n}", b.len()));
+            }
+        }
+        let panels = n.div_ceil(NR);
+        let mut data = vec![Lanes([0.0; NR]); panels * (k + 1)];
+        for p in 0..panels {
+            let panel = &mut data[p * (k + 1)..(p + 1) * (k + 1)];
+            for j in 0..NR.min(n - p * NR) {
+                let col = p * NR + j;
+                panel[0].0[j] = bias.map_or(0.0, |b| b[col]);
+                let row = &w[col * w_stride..col * w_stride + k];
+                for (kk, &v) in row.iter().enumerate() {
+                    panel[kk + 1].0[j] = v;
+                }
+            }
+        }
+        Ok(PackedWeightsF32 { n, k, data })
+    }
+
+    /// Output channels (columns of `C`).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Reduction length (columns of `A`).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    pub(crate) fn panels(&self) -> usize {
+        self.n.div_ceil(NR)
+    }
+    fn panel_ptr(&self, p: usize) -> *const f32 {
+        self.data[p * (self.k + 1)..].as_ptr() as *const f32
+    }
+}
+
+/// Whether the AVX2+FMA kernels may run (run-time detection with `std`, the compile-time
+/// target features without).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn has_avx2_fma() -> bool {
+    #[cfg(feature = "std")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        cfg!(all(target_feature = "avx2", target_feature = "fma"))
+    }
+}
+
+/// Which micro-kernel implementation runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ukernel {
+    /// Plain Rust, any target.
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2Fma,
+    #[cfg(target_arch = "aarch64")]
+    Neon,
+}
+
+impl Ukernel {
+    /// The fastest implementation this machine runs.
+    pub(crate) fn best() -> Ukernel {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2_fma() {
+            return Ukernel::Avx2Fma;
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            Ukernel::Neon
+        }
+        #[cfg(not(target_arch = "aarch64"))]
+        {
+            Ukernel::Scalar
+        }
+    }
+
+    /// Computes one `mr × nr` tile of `C`.
+    ///
+    /// # Safety
+    /// `1 <= mr <= MR`, `1 <= nr <= NR`; `a + i * a_stride + kk` is readable for `i < mr`,
+    /// `kk < k`; `w` is a packed panel of `k + 1` aligned [`Lanes`] rows; `c + i * c_stride + j`
+    /// is writable for `i < mr`, `j < nr`, and none of it overlaps `a` or `w`. For
+    /// [`Ukernel::Avx2Fma`] the CPU has AVX2 and FMA.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) unsafe fn tile(
+        self,
+        mr: usize,
+        nr: usize,
+        k: usize,
+        a: *const f32,
+        a_stride: usize,
+        w: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        match self {
+            // SAFETY: forwarded from this function's contract.
+            Ukernel::Scalar => unsafe { scalar::tile(mr, nr, k, a, a_stride, w, c, c_stride, min, max) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: forwarded; the caller guarantees AVX2+FMA for this variant.
+            Ukernel::Avx2Fma => unsafe { avx2::tile(mr, nr, k, a, a_stride, w, c, c_stride, min, max) },
+            #[cfg(target_arch = "aarch64")]
+            // SAFETY: forwarded; NEON is baseline on aarch64.
+            Ukernel::Neon => unsafe { neon::tile(mr, nr, k, a, a_stride, w, c, c_stride, min, max) },
+        }
+    }
+}
+
+/// Copies the first `nr` columns of an `mr × 16` tile into `C` (partial tiles).
+///
+/// # Safety
+/// `c + i * c_stride + j` is writable for `i < mr`, `j < nr <= NR`.
+#[inline(always)]
+unsafe fn store_partial(tmp: &[[f32; NR]], nr: usize, c: *mut f32, c_stride: usize) {
+    for (i, row) in tmp.iter().enumerate() {
+        // SAFETY: row `i < mr` of C has `nr` writable elements (caller's contract).
+        unsafe { core::ptr::copy_nonoverlapping(row.as_ptr(), c.add(i * c_stride), nr) };
+    }
+}
+
+/// The plain-Rust micro-kernel (any target; also the tests' check on the SIMD ones).
+pub(crate) mod scalar {
+    use super::{store_partial, MR, NR};
+
+    /// # Safety
+    /// As [`super::Ukernel::tile`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn tile(
+        mr: usize,
+        nr: usize,
+        k: usize,
+        a: *const f32,
+        a_stride: usize,
+        w: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        let mut acc = [[0.0f32; NR]; MR];
+        // SAFETY: the panel has k + 1 rows of NR floats; A rows i < mr have k readable floats.
+        unsafe {
+            let bias = core::slice::from_raw_parts(w, NR);
+            for row in acc.iter_mut().take(mr) {
+                row.copy_from_slice(bias);
+            }
+            for kk in 0..k {
+                let wrow = core::slice::from_raw_parts(w.add((kk + 1) * NR), NR);
+                for (i, row) in acc.iter_mut().enumerate().take(mr) {
+                    let av = *a.add(i * a_stride + kk);
+                    for (o, &wv) in row.iter_mut().zip(wrow) {
+                        *o += av * wv;
+                    }
+                }
+            }
+        }
+        for row in acc.iter_mut().take(mr) {
+            for v in row.iter_mut() {
+                *v = v.max(min).min(max);
+            }
+        }
+        // SAFETY: C's tile is writable (caller's contract).
+        unsafe { store_partial(&acc[..mr], nr, c, c_stride) };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{store_partial, NR};
+    use core::arch::x86_64::*;
+
+    /// # Safety
+    /// As [`super::Ukernel::tile`], and the CPU has AVX2 and FMA.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile(
+        mr: usize,
+        nr: usize,
+        k: usize,
+        a: *const f32,
+        a_stride: usize,
+        w: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: forwarded from this function's contract (each arm matches `mr`).
+        unsafe {
+            match mr {
+                6 => tile_m::<6>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                5 => tile_m::<5>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                4 => tile_m::<4>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                3 => tile_m::<3>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                2 => tile_m::<2>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                _ => tile_1(nr, k, a, w, c, min, max),
+            }
+        }
+    }
+
+    /// `M × 16` tile: 2·M ymm accumulators, two panel loads and M broadcasts per step.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn tile_m<const M: usize>(
+        nr: usize,
+        k: usize,
+        a: *const f32,
+        a_stride: usize,
+        w: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: every pointer stays inside the ranges the caller guarantees: panel rows
+        // 0..=k (64-byte aligned, so aligned loads are fine), A rows i < M columns kk < k,
+        // C rows i < M columns j < nr.
+        unsafe {
+            let b0 = _mm256_load_ps(w);
+            let b1 = _mm256_load_ps(w.add(8));
+            let mut acc0 = [b0; M];
+            let mut acc1 = [b1; M];
+            let mut ap = [a; M];
+            for (i, p) in ap.iter_mut().enumerate() {
+                *p = a.add(i * a_stride);
+            }
+            let mut wp = w.add(NR);
+            let mut kk = 0;
+            while kk + 2 <= k {
+                let b0 = _mm256_load_ps(wp);
+                let b1 = _mm256_load_ps(wp.add(8));
+                for i in 0..M {
+                    let av = _mm256_broadcast_ss(&*ap[i].add(kk));
+                    acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
+                    acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
+                }
+                let b0 = _mm256_load_ps(wp.add(NR));
+                let b1 = _mm256_load_ps(wp.add(NR + 8));
+                for i in 0..M {
+                    let av = _mm256_broadcast_ss(&*ap[i].add(kk + 1));
+                    acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
+                    acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
+                }
+                wp = wp.add(2 * NR);
+                kk += 2;
+            }
+            if kk < k {
+                let b0 = _mm256_load_ps(wp);
+                let b1 = _mm256_load_ps(wp.add(8));
+                for i in 0..M {
+                    let av = _mm256_broadcast_ss(&*ap[i].add(kk));
+                    acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
+                    acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
+                }
+            }
+            let vmin = _mm256_set1_ps(min);
+            let vmax = _mm256_set1_ps(max);
+            for i in 0..M {
+                acc0[i] = _mm256_min_ps(_mm256_max_ps(acc0[i], vmin), vmax);
+                acc1[i] = _mm256_min_ps(_mm256_max_ps(acc1[i], vmin), vmax);
+            }
+            if nr == NR {
+                for i in 0..M {
+                    let cp = c.add(i * c_stride);
+                    _mm256_storeu_ps(cp, acc0[i]);
+                    _mm256_storeu_ps(cp.add(8), acc1[i]);
+                }
+            } else {
+                let mut tmp = [[0.0f32; NR]; M];
+                for i in 0..M {
+                    _mm256_storeu_ps(tmp[i].as_mut_ptr(), acc0[i]);
+                    _mm256_storeu_ps(tmp[i].as_mut_ptr().add(8), acc1[i]);
+                }
+                store_partial(&tmp, nr, c, c_stride);
+            }
+        }
+    }
+
+    /// One row (GEMV): four accumulators over even/odd `k` hide the FMA latency.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn tile_1(nr: usize, k: usize, a: *const f32, w: *const f32, c: *mut f32, min: f32, max: f32) {
+        // SAFETY: as in `tile_m` with M = 1.
+        unsafe {
+            let mut s0 = _mm256_load_ps(w);
+            let mut s1 = _mm256_load_ps(w.add(8));
+            let mut t0 = _mm256_setzero_ps();
+            let mut t1 = _mm256_setzero_ps();
+            let mut wp = w.add(NR);
+            let mut kk = 0;
+            while kk + 2 <= k {
+                let av = _mm256_broadcast_ss(&*a.add(kk));
+                s0 = _mm256_fmadd_ps(av, _mm256_load_ps(wp), s0);
+                s1 = _mm256_fmadd_ps(av, _mm256_load_ps(wp.add(8)), s1);
+                let av = _mm256_broadcast_ss(&*a.add(kk + 1));
+                t0 = _mm256_fmadd_ps(av, _mm256_load_ps(wp.add(NR)), t0);
+                t1 = _mm256_fmadd_ps(av, _mm256_load_ps(wp.add(NR + 8)), t1);
+                wp = wp.add(2 * NR);
+                kk += 2;
+            }
+            if kk < k {
+                let av = _mm256_broadcast_ss(&*a.add(kk));
+                s0 = _mm256_fmadd_ps(av, _mm256_load_ps(wp), s0);
+                s1 = _mm256_fmadd_ps(av, _mm256_load_ps(wp.add(8)), s1);
+            }
+            let vmin = _mm256_set1_ps(min);
+            let vmax = _mm256_set1_ps(max);
+            let r0 = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(s0, t0), vmin), vmax);
+            let r1 = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(s1, t1), vmin), vmax);
+            if nr == NR {
+                _mm256_storeu_ps(c, r0);
+                _mm256_storeu_ps(c.add(8), r1);
+            } else {
+                let mut tmp = [[0.0f32; NR]; 1];
+                _mm256_storeu_ps(tmp[0].as_mut_ptr(), r0);
+                _mm256_storeu_ps(tmp[0].as_mut_ptr().add(8), r1);
+                store_partial(&tmp, nr, c, 0);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use super::{store_partial, NR};
+    use core::arch::aarch64::*;
+
+    /// # Safety
+    /// As [`super::Ukernel::tile`].
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn tile(
+        mr: usize,
+        nr: usize,
+        k: usize,
+        a: *const f32,
+        a_stride: usize,
+        w: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: forwarded from this function's contract (each arm matches `mr`).
+        unsafe {
+            match mr {
+                6 => tile_m::<6>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                5 => tile_m::<5>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                4 => tile_m::<4>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                3 => tile_m::<3>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                2 => tile_m::<2>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                _ => tile_m::<1>(nr, k, a, a_stride, w, c, c_stride, min, max),
+            }
+        }
+    }
+
+    /// `M × 16` tile: 4·M q-register accumulators (24 for M = 6), four panel loads per step.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn tile_m<const M: usize>(
+        nr: usize,
+        k: usize,
+        a: *const f32,
+        a_stride: usize,
+        w: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: every pointer stays inside the ranges the caller guarantees: panel rows
+        // 0..=k, A rows i < M columns kk < k, C rows i < M columns j < nr.
+        unsafe {
+            let bias = [vld1q_f32(w), vld1q_f32(w.add(4)), vld1q_f32(w.add(8)), vld1q_f32(w.add(12))];
+            let mut acc = [bias; M];
+            let mut ap = [a; M];
+            for (i, p) in ap.iter_mut().enumerate() {
+                *p = a.add(i * a_stride);
+            }
+            let mut wp = w.add(NR);
+            for kk in 0..k {
+                let b = [vld1q_f32(wp), vld1q_f32(wp.add(4)), vld1q_f32(wp.add(8)), vld1q_f32(wp.add(12))];
+                for i in 0..M {
+                    let av = *ap[i].add(kk);
+                    for (q, &bq) in acc[i].iter_mut().zip(&b) {
+                        *q = vfmaq_n_f32(*q, bq, av);
+                    }
+                }
+                wp = wp.add(NR);
+            }
+            let vmin = vdupq_n_f32(min);
+            let vmax = vdupq_n_f32(max);
+            let mut tmp = [[0.0f32; NR]; M];
+            for i in 0..M {
+                for (j, q) in acc[i].iter().enumerate() {
+                    let r = vminq_f32(vmaxq_f32(*q, vmin), vmax);
+                    if nr == NR {
+                        vst1q_f32(c.add(i * c_stride + 4 * j), r);
+                    } else {
+                        vst1q_f32(tmp[i].as_mut_ptr().add(4 * j), r);
+                    }
+                }
+            }
+            if nr != NR {
+                store_partial(&tmp, nr, c, c_stride);
+            }
+        }
+    }
+}
+
+/// A raw pointer that tasks may share: each task writes a disjoint part of what it points to.
+#[derive(Clone, Copy)]
+pub(crate) struct SyncPtr<T>(pub(crate) *mut T);
+// SAFETY: only used to hand disjoint output regions to parallel tasks (see each use).
+unsafe impl<T> Sync for SyncPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Send for SyncPtr<T> {}
+
+/// Computes rows `rows` × panels `panels` of `C` with micro-kernel `uk`, blocked for the caches.
+///
+/// # Safety
+/// `a`/`c` cover rows `rows` as [`gemm_f32`] checks (`a + i * a_stride .. + k` readable,
+/// `c + i * c_stride .. + n` writable for every `i` in `rows`), `uk` runs on this CPU, and no
+/// other thread touches those rows × panels of `C` meanwhile.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_block(
+    uk: Ukernel,
+    rows: core::ops::Range<usize>,
+    panels: core::ops::Range<usize>,
+    a: *const f32,
+    a_stride: usize,
+    w: &PackedWeightsF32,
+    c: *mut f32,
+    c_stride: usize,
+    min: f32,
+    max: f32,
+) {
+    let k = w.k;
+    // Panels per block so that a block of weights stays in L2 (~192 KiB) while the row tiles
+    // sweep it; each tile's A rows stay in L1 across the block.
+    let panel_bytes = (k + 1) * NR * 4;
+    let block = (192 * 1024 / panel_bytes).max(1);
+    let mut p0 = panels.start;
+    while p0 < panels.end {
+        let p1 = (p0 + block).min(panels.end);
+        let mut i = rows.start;
+        while i < rows.end {
+            let mr = MR.min(rows.end - i);
+            for p in p0..p1 {
+                let nr = NR.min(w.n - p * NR);
+                // SAFETY: rows i..i+mr are inside `rows` and columns p*NR..p*NR+nr inside n, so
+                // the tile's A/C accesses are covered by this function's contract.
+                unsafe {
+                    uk.tile(
+                        mr,
+                        nr,
+                        k,
+                        a.add(i * a_stride),
+                        a_stride,
+                        w.panel_ptr(p),
+                        c.add(i * c_stride + p * NR),
+                        c_stride,
+                        min,
+                        max,
+                    )
+                };
+            }
+            i += mr;
+        }
+        p0 = p1;
+    }
+}
+
+/// How [`gemm_f32`] splits `m × panels` into tasks: (rows per task, panels per task).
+pub(crate) fn split(m: usize, panels: usize, k: usize, threads: usize) -> (usize, usize) {
+    let macs = m * panels * NR * k;
+    if threads <= 1 || macs < 2 * MIN_TASK_MACS {
+        return (m.max(1), panels.max(1));
+    }
+    let want = (threads * 4).min(macs / MIN_TASK_MACS).max(2);
+    let row_tiles = m.div_ceil(MR);
+    let tiles_per_task = (row_tiles / want).max(1);
+    let m_tasks = row_tiles.div_ceil(tiles_per_task);
+    let p_tasks = if m_tasks >= want { 1 } else { want.div_ceil(m_tasks).min(panels) };
+    (tiles_per_task * MR, panels.div_ceil(p_tasks))
+}
+
+/// Checks [`gemm_f32`]'s slice bounds.
+pub(crate) fn check_gemm(
+    m: usize,
+    k: usize,
+    n: usize,
+    a_len: usize,
+    a_stride: usize,
+    c_len: usize,
+    c_stride: usize,
+) -> Result<(), String> {
+    if m == 0 {
+        return Ok(());
+    }
+    if m > 1 && (a_stride < k || c_stride < n) {
+        return Err(format!("gemm: strides (a {a_stride}, c {c_stride}) below k {k} / n {n}"));
+    }
+    let a_need = (m - 1).checked_mul(a_stride).and_then(|v| v.checked_add(k));
+    let c_need = (m - 1).checked_mul(c_stride).and_then(|v| v.checked_add(n));
+    match (a_need, c_need) {
+        (Some(an), Some(cn)) if an <= a_len && cn <= c_len => Ok(()),
+        _ => Err(format!(
+            "gemm: m={m} k={k} n={n} needs A ≥ (m-1)·{a_stride}+k and C ≥ (m-1)·{c_stride}+n \
+             elements, got {a_len} and {c_len}"
+        )),
+    }
+}
+
+/// `C[m, n] = clamp(A[m, k] · Wᵀ + bias, min, max)`.
+///
+/// Row `i` of `A` starts at `a[i * a_stride]` (`a_stride >= k`), row `i` of `C` at
+/// `c[i * c_stride]` (`c_stride >= n`); elements between rows are neither read nor written.
+/// Short slices are an `Err`, never a panic.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_f32(
+    par: &dyn Parallel,
+    m: usize,
+    a: &[f32],
+    a_stride: usize,
+    w: &PackedWeightsF32,
+    c: &mut [f32],
+    c_stride: usize,
+    min: f32,
+    max: f32,
+) -> Result<(), String> {
+    gemm_f32_with(Ukernel::best(), par, m, a, a_stride, w, c, c_stride, min, max)
+}
+
+/// [`gemm_f32`] with a chosen micro-kernel (tests run the scalar one through this).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_f32_with(
+    uk: Ukernel,
+    par: &dyn Parallel,
+    m: usize,
+    a: &[f32],
+    a_stride: usize,
+    w: &PackedWeightsF32,
+    c: &mut [f32],
+    c_stride: usize,
+    min: f32,
+    max: f32,
+) -> Result<(), String> {
+    check_gemm(m, w.k, w.n, a.len(), a_stride, c.len(), c_stride)?;
+    #[cfg(target_arch = "x86_64")]
+    if uk == Ukernel::Avx2Fma && !has_avx2_fma() {
+        return Err("gemm: this CPU lacks AVX2/FMA".into());
+    }
+    if m == 0 {
+        return Ok(());
+    }
+    let panels = w.panels();
+    let (rb, pb) = split(m, panels, w.k, par.threads());
+    let m_tasks = m.div_ceil(rb);
+    let p_tasks = panels.div_ceil(pb);
+    let ap = SyncPtr(a.as_ptr() as *mut f32);
+    let cp = SyncPtr(c.as_mut_ptr());
+    let task = |t: usize| {
+        let (ti, tp) = (t / p_tasks, t % p_tasks);
+        let rows = ti * rb..((ti + 1) * rb).min(m);
+        let pans = tp * pb..((tp + 1) * pb).min(panels);
+        let (ap, cp) = (ap, cp);
+        // SAFETY: bounds were checked by `check_gemm` for all m rows; `uk` was checked to run on
+        // this CPU; tasks cover disjoint (rows × panels) blocks of C, so no two write the same
+        // element, and `c` is exclusively borrowed for the call.
+        unsafe { gemm_block(uk, rows, pans, ap.0, a_stride, w, cp.0, c_stride, min, max) };
+    };
+    if m_tasks * p_tasks == 1 {
+        task(0);
+    } else {
+        par.for_each(m_tasks * p_tasks, &task);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nhwc::reference::fully_connected_f32;
+    use crate::nhwc::Serial;
+    use crate::optimized::test_util::{assert_close, Lcg};
+
+    fn check_case(uk: Ukernel, m: usize, n: usize, k: usize, pad_a: usize, pad_c: usize, seed: u64) {
+        let mut g = Lcg::new(seed);
+        let (a_stride, c_stride) = (k + pad_a, n + pad_c);
+        let a = g.vec(m.saturating_sub(1) * a_stride + k);
+        let w = g.vec(n * k);
+        let b = g.vec(n);
+        let (min, max) = if seed.is_multiple_of(3) { (-0.25, 0.5) } else { (f32::NEG_INFINITY, f32::INFINITY) };
+        let pw = PackedWeightsF32::new(n, k, &w, Some(&b)).unwrap();
+        let sentinel = 1234.5;
+        let mut c = vec![sentinel; m.saturating_sub(1) * c_stride + n];
+        gemm_f32_with(uk, &Serial, m, &a, a_stride, &pw, &mut c, c_stride, min, max).unwrap();
+        let dense: Vec<f32> = (0..m).flat_map(|i| a[i * a_stride..i * a_stride + k].to_vec()).collect();
+        let want = fully_connected_f32(m, n, k, &dense, &w, Some(&b), min, max);
+        let got: Vec<f32> = (0..m).flat_map(|i| c[i * c_stride..i * c_stride + n].to_vec()).collect();
+        let tol = 1e-5 * (k as f32).sqrt();
+        assert_close(&got, &want, tol, &format!("{uk:?} gemm m={m} n={n} k={k}"));
+        for i in 0..m.saturating_sub(1) {
+            for j in n..c_stride {
+                assert_eq!(c[i * c_stride + j], sentinel, "gap between C rows written");
+            }
+        }
+    }
+
+    fn kernels() -> Vec<Ukernel> {
+        let mut v = vec![Ukernel::Scalar];
+        if Ukernel::best() != Ukernel::Scalar {
+            v.push(Ukernel::best());
+        }
+        v
+    }
+
+    #[test]
+    fn gemm_matches_reference_on_partial_tiles() {
+        let mut seed = 1;
+        for uk in kernels() {
+            for &m in &[1, 2, 3, 5, 6, 7, 12, 13, 31] {
+                for &n in &[1, 7, 15, 16, 17, 33, 40] {
+                    for &k in &[1, 2, 3, 8, 17, 64] {
+                        check_case(uk, m, n, k, (seed % 3) as usize, (seed & 1) as usize * 5, seed);
+                        seed += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn scalar_micro_kernel_direct() {
+        // One 3 × 5 tile straight through the scalar micro-kernel.
+        let (k, mr, nr) = (7, 3, 5);
+        let mut g = Lcg::new(77);
+        let a = g.vec(mr * 9);
+        let w = g.vec(nr * k);
+        let b = g.vec(nr);
+        let pw = PackedWeightsF32::new(nr, k, &w, Some(&b)).unwrap();
+        let mut c = vec![0.0; mr * 6];
+        // SAFETY: a has 3 rows of stride 9 ≥ k, c has 3 rows of stride 6 ≥ nr, panel 0 exists.
+        unsafe {
+            scalar::tile(mr, nr, k, a.as_ptr(), 9, pw.panel_ptr(0), c.as_mut_ptr(), 6, -0.5, 0.5)
+        };
+        for i in 0..mr {
+            for j in 0..nr {
+                let mut s = b[j];
+                for kk in 0..k {
+                    s += a[i * 9 + kk] * w[j * k + kk];
+                }
+                let want = s.clamp(-0.5, 0.5);
+                assert!((c[i * 6 + j] - want).abs() < 1e-5, "({i},{j}) {} vs {want}", c[i * 6 + j]);
+            }
+        }
+    }
+
+    #[test]
+    fn gemm_big_split_over_tasks() {
+        // Large enough that `split` makes several tasks; a fake 3-thread Parallel runs them.
+        struct Three;
+        impl Parallel for Three {
+            fn threads(&self) -> usize {
+                3
+            }
+            fn for_each(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+                for i in (0..tasks).rev() {
+                    f(i);
+                }
+            }
+        }
+        for &(m, n, k) in &[(200, 70, 300), (1, 1000, 1280), (49, 320, 960)] {
+            let mut g = Lcg::new((m * n) as u64);
+            let a = g.vec(m * k);
+            let w = g.vec(n * k);
+            let pw = PackedWeightsF32::new(n, k, &w, None).unwrap();
+            let mut c = vec![0.0; m * n];
+            gemm_f32(&Three, m, &a, k, &pw, &mut c, n, f32::NEG_INFINITY, f32::INFINITY).unwrap();
+            let want = fully_connected_f32(m, n, k, &a, &w, None, f32::NEG_INFINITY, f32::INFINITY);
+            assert_close(&c, &want, 1e-5 * (k as f32).sqrt(), "split gemm");
+        }
+    }
+
+    #[test]
+    fn gemm_bad_sizes_are_errors() {
+        assert!(PackedWeightsF32::new(4, 3, &[0.0; 11], None).is_err());
+        assert!(PackedWeightsF32::new(4, 3, &[0.0; 12], Some(&[0.0; 3])).is_err());
+        assert!(PackedWeightsF32::new(0, 3, &[], None).is_err());
+        let pw = PackedWeightsF32::new(4, 3, &[0.0; 12], None).unwrap();
+        let mut c = vec![0.0; 8];
+        assert!(gemm_f32(&Serial, 2, &[0.0; 5], 3, &pw, &mut c, 4, 0.0, 1.0).is_err());
+        assert!(gemm_f32(&Serial, 2, &[0.0; 6], 3, &pw, &mut c[..7], 4, 0.0, 1.0).is_err());
+        assert!(gemm_f32(&Serial, 2, &[0.0; 6], 2, &pw, &mut c, 4, 0.0, 1.0).is_err());
+        assert!(gemm_f32(&Serial, 2, &[0.0; 6], 3, &pw, &mut c, 4, 0.0, 1.0).is_ok());
+        assert!(gemm_f32(&Serial, 0, &[], 3, &pw, &mut [], 4, 0.0, 1.0).is_ok());
+    }
+}

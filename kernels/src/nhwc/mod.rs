@@ -1,0 +1,84 @@
+//! NHWC kernels: the fast CPU path behind the `XnnpackBackend` delegate (and rbuild's own CNNs).
+//!
+//! Layout is channels-last (`[N, H, W, C]`) throughout, as in XNNPACK. Each operator packs its
+//! constant weights once (at delegate init) into the layout its micro-kernels read, and each
+//! micro-kernel (AVX2+FMA on x86-64, NEON on aarch64, plain Rust elsewhere) has a plain
+//! reference twin in [`reference`] / [`qs8::reference`] that the tests compare it against.
+//!
+//! - f32: [`gemm_f32`] (packed-weight GEMM micro-kernels with fused bias and clamp),
+//!   [`conv_f32`], [`dwconv_f32`], [`fc_f32`].
+//! - int8 (XNNPACK's qs8/qc8 arithmetic, so programs quantized for XNNPACK reproduce its
+//!   results): [`qs8`].
+//! - [`Parallel`]: how an operator splits its work over threads; [`pool`] is a persistent
+//!   thread pool whose idle workers block (no spinning), for shared machines.
+
+pub mod conv_f32;
+pub mod dwconv_f32;
+pub mod fc_f32;
+pub mod gemm_f32;
+#[cfg(feature = "std")]
+pub mod pool;
+pub mod qs8;
+pub mod reference;
+
+/// Geometry of a 2-D convolution over NHWC tensors.
+///
+/// Input `[batch, in_h, in_w, groups·group_in]`, output `[batch, out_h, out_w, groups·group_out]`.
+/// Padding below/right is implied by `out_h`/`out_w`. A depthwise convolution is `groups` =
+/// input channels, `group_in` = 1, `group_out` = the channel multiplier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dGeom {
+    pub batch: usize,
+    pub in_h: usize,
+    pub in_w: usize,
+    pub out_h: usize,
+    pub out_w: usize,
+    pub kernel_h: usize,
+    pub kernel_w: usize,
+    pub stride_h: usize,
+    pub stride_w: usize,
+    pub dilation_h: usize,
+    pub dilation_w: usize,
+    pub pad_top: usize,
+    pub pad_left: usize,
+    pub groups: usize,
+    pub group_in: usize,
+    pub group_out: usize,
+}
+
+impl Conv2dGeom {
+    pub fn in_channels(&self) -> usize {
+        self.groups * self.group_in
+    }
+    pub fn out_channels(&self) -> usize {
+        self.groups * self.group_out
+    }
+    pub fn in_len(&self) -> usize {
+        self.batch * self.in_h * self.in_w * self.in_channels()
+    }
+    pub fn out_len(&self) -> usize {
+        self.batch * self.out_h * self.out_w * self.out_channels()
+    }
+}
+
+/// Splits an operator's work into independent tasks and runs them, maybe on several threads.
+pub trait Parallel: Sync {
+    /// Threads `for_each` may use (1 = the caller's only).
+    fn threads(&self) -> usize;
+    /// Calls `f(i)` once for every `i < tasks`, in any order, and returns when all are done.
+    fn for_each(&self, tasks: usize, f: &(dyn Fn(usize) + Sync));
+}
+
+/// Everything on the calling thread.
+pub struct Serial;
+
+impl Parallel for Serial {
+    fn threads(&self) -> usize {
+        1
+    }
+    fn for_each(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+        for i in 0..tasks {
+            f(i);
+        }
+    }
+}

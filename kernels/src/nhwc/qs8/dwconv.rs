@@ -1,0 +1,385 @@
+//! int8 depthwise convolution: 16 channels per step, one output pixel at a time.
+//!
+//! Packed layout, one block per 16 output channels (`u32` words): 16 biases (i32,
+//! `bias − izp·Σ_taps w`), then `taps` rows of 16 int8 weights, then 16 scales (f32). Padding
+//! taps read a row filled with the input zero point (XNNPACK's DWCONV "zero" buffer), so they
+//! add exactly `izp·w`, which the packed bias removes.
+
+use super::conv::check_geom_pub as check_geom;
+use super::{channel_scales, requantize, task_count, Isa, OutParams, QParams, SyncPtr};
+use crate::nhwc::{Conv2dGeom, Parallel};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+const CB: usize = 16;
+
+/// int8 depthwise 2-D convolution, NHWC: `filter` `[kh, kw, C·M]`, output channel `c·M + m`
+/// reads input channel `c`; `g.groups` = C, `g.group_in` = 1, `g.group_out` = M.
+#[derive(Clone, Debug)]
+pub struct DepthwiseQs8 {
+    geom: Conv2dGeom,
+    taps: usize,
+    data: Vec<u32>,
+    out: OutParams,
+    input_zp: i32,
+    isa: Isa,
+}
+
+fn block_words(taps: usize) -> usize {
+    2 * CB + taps * 4
+}
+
+impl DepthwiseQs8 {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        g: &Conv2dGeom,
+        input: QParams,
+        filter: &[i8],
+        filter_scales: &[f32],
+        bias: Option<&[i32]>,
+        output: QParams,
+        out_min: i8,
+        out_max: i8,
+    ) -> Result<Self, String> {
+        check_geom(g)?;
+        if g.group_in != 1 {
+            return Err(format!("depthwise: group_in must be 1, got {}", g.group_in));
+        }
+        let cm = g.out_channels();
+        let taps = g.kernel_h * g.kernel_w;
+        if filter.len() != taps * cm {
+            return Err(format!("filter has {} values, expected {}", filter.len(), taps * cm));
+        }
+        if let Some(b) = bias {
+            if b.len() != cm {
+                return Err(format!("bias has {} values for {cm} output channels", b.len()));
+            }
+        }
+        let scales = channel_scales(cm, input, filter_scales, output)?;
+        let out = OutParams::new(output, out_min, out_max)?;
+        let words = block_words(taps);
+        let blocks = cm.div_ceil(CB);
+        let mut data = vec![0u32; blocks * words];
+        for blk in 0..blocks {
+            let d = &mut data[blk * words..(blk + 1) * words];
+            for c in 0..CB.min(cm - blk * CB) {
+                let oc = blk * CB + c;
+                let mut sum = 0i32;
+                for t in 0..taps {
+                    let v = filter[t * cm + oc];
+                    sum += v as i32;
+                    let byte = t * CB + c;
+                    d[CB + byte / 4] |= (v as u8 as u32) << (8 * (byte % 4));
+                }
+                d[c] = bias.map_or(0, |b| b[oc]).wrapping_sub(sum.wrapping_mul(input.zero_point)) as u32;
+                d[CB + taps * 4 + c] = scales[oc].to_bits();
+            }
+        }
+        Ok(DepthwiseQs8 { geom: *g, taps, data, out, input_zp: input.zero_point, isa: Isa::best() })
+    }
+
+    pub fn geom(&self) -> &Conv2dGeom {
+        &self.geom
+    }
+
+    pub fn run(&self, par: &dyn Parallel, x: &[i8], y: &mut [i8]) -> Result<(), String> {
+        self.run_with(par, self.isa, x, y)
+    }
+
+    pub(crate) fn run_with(&self, par: &dyn Parallel, isa: Isa, x: &[i8], y: &mut [i8]) -> Result<(), String> {
+        let g = &self.geom;
+        if x.len() != g.in_len() || y.len() != g.out_len() {
+            return Err(format!(
+                "depthwise: input {} / output {} values, expected {} / {}",
+                x.len(),
+                y.len(),
+                g.in_len(),
+                g.out_len()
+            ));
+        }
+        let (c, m) = (g.groups, g.group_out);
+        let cm = c * m;
+        let rows = g.batch * g.out_h;
+        if rows == 0 {
+            return Ok(());
+        }
+        let ldy = g.out_w * cm;
+        let tasks = task_count(par, g.out_len() * self.taps, rows);
+        let per = rows.div_ceil(tasks);
+        let zp_row = vec![self.input_zp as i8; cm];
+        let words = block_words(self.taps);
+        let yp = SyncPtr(y.as_mut_ptr());
+        let run = |t: usize| {
+            let (r0, r1) = (t * per, ((t + 1) * per).min(rows));
+            if r0 >= r1 {
+                return;
+            }
+            // SAFETY: tasks own disjoint output-row ranges [r0, r1) of `y`, whose length
+            // (batch·out_h·ldy) was checked above.
+            let yt = unsafe { core::slice::from_raw_parts_mut(yp.get().add(r0 * ldy), (r1 - r0) * ldy) };
+            let mut expanded = if m > 1 { vec![0i8; self.taps * cm] } else { Vec::new() };
+            let mut offs: Vec<Option<usize>> = Vec::with_capacity(self.taps);
+            let mut tap_rows: Vec<&[i8]> = Vec::with_capacity(self.taps);
+            let mut out = [0i8; CB];
+            let full = cm / CB;
+            for row in r0..r1 {
+                let (b, oy) = (row / g.out_h, row % g.out_h);
+                for ox in 0..g.out_w {
+                    // Input offset of each tap's pixel, or None in the padding.
+                    offs.clear();
+                    for ky in 0..g.kernel_h {
+                        let iy = (oy * g.stride_h + ky * g.dilation_h).checked_sub(g.pad_top).filter(|&v| v < g.in_h);
+                        for kx in 0..g.kernel_w {
+                            let ix = (ox * g.stride_w + kx * g.dilation_w)
+                                .checked_sub(g.pad_left)
+                                .filter(|&v| v < g.in_w);
+                            offs.push(iy.zip(ix).map(|(iy, ix)| ((b * g.in_h + iy) * g.in_w + ix) * c));
+                        }
+                    }
+                    let yo = &mut yt[(row - r0) * ldy + ox * cm..(row - r0) * ldy + (ox + 1) * cm];
+                    if m > 1 {
+                        for (t, off) in offs.iter().enumerate() {
+                            let src = off.map_or(&zp_row[..c], |at| &x[at..at + c]);
+                            for (oc, e) in expanded[t * cm..(t + 1) * cm].iter_mut().enumerate() {
+                                *e = src[oc / m];
+                            }
+                        }
+                        let rows_m: Vec<&[i8]> = expanded.chunks_exact(cm).collect();
+                        self.pixel(isa, &rows_m, words, full, &mut out, yo);
+                    } else {
+                        tap_rows.clear();
+                        tap_rows.extend(offs.iter().map(|off| off.map_or(&zp_row[..c], |at| &x[at..at + c])));
+                        self.pixel(isa, &tap_rows, words, full, &mut out, yo);
+                    }
+                }
+            }
+        };
+        if tasks == 1 {
+            run(0);
+        } else {
+            par.for_each(tasks, &run);
+        }
+        Ok(())
+    }
+}
+
+impl DepthwiseQs8 {
+    /// All channels of one output pixel: full 16-channel blocks, then a scalar tail.
+    fn pixel(&self, isa: Isa, rows: &[&[i8]], words: usize, full: usize, out: &mut [i8; CB], yo: &mut [i8]) {
+        for blk in 0..full {
+            let w = &self.data[blk * words..(blk + 1) * words];
+            block(isa, rows, blk * CB, w, &self.out, out);
+            yo[blk * CB..(blk + 1) * CB].copy_from_slice(out);
+        }
+        let rem = yo.len() - full * CB;
+        if rem > 0 {
+            let w = &self.data[full * words..(full + 1) * words];
+            tail_scalar(rows, full * CB, rem, w, &self.out, &mut yo[full * CB..]);
+        }
+    }
+}
+
+/// The last `rem` (< 16) channels, plain Rust (same arithmetic as the blocks).
+fn tail_scalar(rows: &[&[i8]], off: usize, rem: usize, w: &[u32], o: &OutParams, out: &mut [i8]) {
+    let taps = rows.len();
+    let wb: &[i8] = bytemuck::cast_slice(&w[CB..CB + taps * 4]);
+    for (c, yv) in out.iter_mut().enumerate().take(rem) {
+        let mut acc = w[c] as i32;
+        for (t, r) in rows.iter().enumerate() {
+            acc = acc.wrapping_add(r[off + c] as i32 * wb[t * CB + c] as i32);
+        }
+        *yv = requantize(acc, f32::from_bits(w[CB + taps * 4 + c]), o);
+    }
+}
+
+/// 16 channels of one output pixel: `rows[t][off..off + 16]` are tap `t`'s inputs.
+fn block(isa: Isa, rows: &[&[i8]], off: usize, w: &[u32], o: &OutParams, out: &mut [i8; CB]) {
+    let taps = rows.len();
+    assert!(w.len() == block_words(taps) && rows.iter().all(|r| r.len() >= off + CB));
+    match isa {
+        Isa::Scalar => block_scalar(rows, off, w, o, out),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 checked when `Isa::Avx2` was chosen; all tap rows hold 16 bytes at `off`
+        // and `w` is one whole block (asserted above).
+        Isa::Avx2 => unsafe { avx2::block(rows, off, w.as_ptr(), o, out) },
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: NEON is baseline on aarch64; bounds asserted above.
+        Isa::Neon => unsafe { neon::block(rows, off, w.as_ptr(), o, out) },
+    }
+}
+
+fn block_scalar(rows: &[&[i8]], off: usize, w: &[u32], o: &OutParams, out: &mut [i8; CB]) {
+    let taps = rows.len();
+    let wb: &[i8] = bytemuck::cast_slice(&w[CB..CB + taps * 4]);
+    let mut acc = [0i32; CB];
+    for (c, a) in acc.iter_mut().enumerate() {
+        *a = w[c] as i32;
+    }
+    for (t, r) in rows.iter().enumerate() {
+        for c in 0..CB {
+            acc[c] = acc[c].wrapping_add(r[off + c] as i32 * wb[t * CB + c] as i32);
+        }
+    }
+    for c in 0..CB {
+        out[c] = requantize(acc[c], f32::from_bits(w[CB + taps * 4 + c]), o);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::super::gemm::avx2::requant16;
+    use super::{OutParams, CB};
+    use core::arch::x86_64::*;
+
+    /// # Safety
+    /// AVX2 must be available; each `rows[t]` must hold 16 bytes at `off`; `w` must point to one
+    /// packed block for `rows.len()` taps.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn block(rows: &[&[i8]], off: usize, w: *const u32, o: &OutParams, out: &mut [i8; CB]) {
+        let taps = rows.len();
+        let mut acc0 = _mm256_loadu_si256(w as *const __m256i);
+        let mut acc1 = _mm256_loadu_si256(w.add(8) as *const __m256i);
+        let wp = w.add(CB) as *const i8;
+        for (t, r) in rows.iter().enumerate() {
+            let xv = _mm256_cvtepi8_epi16(_mm_loadu_si128(r.as_ptr().add(off) as *const __m128i));
+            let wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(wp.add(t * CB) as *const __m128i));
+            // |x·w| ≤ 2¹⁴: exact in i16.
+            let p = _mm256_mullo_epi16(xv, wv);
+            acc0 = _mm256_add_epi32(acc0, _mm256_cvtepi16_epi32(_mm256_castsi256_si128(p)));
+            acc1 = _mm256_add_epi32(acc1, _mm256_cvtepi16_epi32(_mm256_extracti128_si256::<1>(p)));
+        }
+        let v = requant16(acc0, acc1, w.add(CB + taps * 4) as *const f32, o);
+        _mm_storeu_si128(out.as_mut_ptr() as *mut __m128i, v);
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use super::super::gemm::neon::requant4;
+    use super::{OutParams, CB};
+    use core::arch::aarch64::*;
+
+    /// # Safety
+    /// Each `rows[t]` must hold 16 bytes at `off`; `w` must point to one packed block.
+    pub(super) unsafe fn block(rows: &[&[i8]], off: usize, w: *const u32, o: &OutParams, out: &mut [i8; CB]) {
+        let taps = rows.len();
+        let b = w as *const i32;
+        let mut acc = [vld1q_s32(b), vld1q_s32(b.add(4)), vld1q_s32(b.add(8)), vld1q_s32(b.add(12))];
+        let wp = w.add(CB) as *const i8;
+        for (t, r) in rows.iter().enumerate() {
+            let xv = vld1q_s8(r.as_ptr().add(off));
+            let wv = vld1q_s8(wp.add(t * CB));
+            let lo = vmull_s8(vget_low_s8(xv), vget_low_s8(wv));
+            let hi = vmull_high_s8(xv, wv);
+            acc[0] = vaddw_s16(acc[0], vget_low_s16(lo));
+            acc[1] = vaddw_high_s16(acc[1], lo);
+            acc[2] = vaddw_s16(acc[2], vget_low_s16(hi));
+            acc[3] = vaddw_high_s16(acc[3], hi);
+        }
+        let s = w.add(CB + taps * 4) as *const f32;
+        let q0 = vcombine_s16(requant4(acc[0], s, o), requant4(acc[1], s.add(4), o));
+        let q1 = vcombine_s16(requant4(acc[2], s.add(8), o), requant4(acc[3], s.add(12), o));
+        vst1q_s8(out.as_mut_ptr(), vcombine_s8(vqmovn_s16(q0), vqmovn_s16(q1)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::reference;
+    use super::super::test_util::Lcg;
+    use super::*;
+    use crate::nhwc::Serial;
+
+    fn isas() -> Vec<Isa> {
+        let mut v = vec![Isa::Scalar];
+        if Isa::best() != Isa::Scalar {
+            v.push(Isa::best());
+        }
+        v
+    }
+
+    #[test]
+    fn depthwise_matches_reference() {
+        let mut r = Lcg(21);
+        // (batch, h, w, c, m, k, stride, dilation, pad)
+        let cases = [
+            (1, 8, 8, 32, 1, 3, 1, 1, 1),
+            (1, 9, 7, 24, 1, 3, 2, 1, 1),
+            (2, 6, 5, 19, 1, 3, 1, 1, 1),
+            (1, 7, 7, 40, 1, 5, 2, 1, 2),
+            (1, 6, 6, 5, 2, 3, 1, 2, 2),
+            (1, 4, 5, 9, 3, 3, 1, 1, 0),
+            (1, 3, 3, 17, 1, 1, 1, 1, 0),
+        ];
+        for (i, &(bt, h, w, c, m, k, s, d, p)) in cases.iter().enumerate() {
+            let oh = (h + 2 * p - (k - 1) * d - 1) / s + 1;
+            let ow = (w + 2 * p - (k - 1) * d - 1) / s + 1;
+            let g = Conv2dGeom {
+                batch: bt,
+                in_h: h,
+                in_w: w,
+                out_h: oh,
+                out_w: ow,
+                kernel_h: k,
+                kernel_w: k,
+                stride_h: s,
+                stride_w: s,
+                dilation_h: d,
+                dilation_w: d,
+                pad_top: p,
+                pad_left: p,
+                groups: c,
+                group_in: 1,
+                group_out: m,
+            };
+            let cm = c * m;
+            let x = r.i8s(g.in_len());
+            let wt = r.i8s(k * k * cm);
+            let scales: Vec<f32> = (0..cm).map(|_| r.f32(0.002, 0.05)).collect();
+            let bias: Vec<i32> = (0..cm).map(|_| (r.next() as i32) >> 18).collect();
+            let input = QParams { scale: r.f32(0.01, 0.1), zero_point: r.i8() as i32 };
+            let output = QParams { scale: r.f32(0.02, 0.2), zero_point: r.i8() as i32 };
+            for (lo, hi) in [(-128i8, 127i8), (-50, 60)] {
+                let op = DepthwiseQs8::new(&g, input, &wt, &scales, Some(&bias), output, lo, hi).unwrap();
+                let want = reference::depthwise_qs8(&g, input, &x, &wt, &scales, Some(&bias), output, lo, hi);
+                for isa in isas() {
+                    let mut y = vec![0i8; g.out_len()];
+                    op.run_with(&Serial, isa, &x, &mut y).unwrap();
+                    assert_eq!(y, want, "case {i} {isa:?} ({lo},{hi})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn depthwise_bad_sizes() {
+        let q = QParams { scale: 0.1, zero_point: 0 };
+        let g = Conv2dGeom {
+            batch: 1,
+            in_h: 4,
+            in_w: 4,
+            out_h: 4,
+            out_w: 4,
+            kernel_h: 3,
+            kernel_w: 3,
+            stride_h: 1,
+            stride_w: 1,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_top: 1,
+            pad_left: 1,
+            groups: 8,
+            group_in: 1,
+            group_out: 1,
+        };
+        assert!(DepthwiseQs8::new(&g, q, &[0; 71], &[0.1], None, q, -128, 127).is_err());
+        assert!(DepthwiseQs8::new(&g, q, &[0; 72], &[0.1; 3], None, q, -128, 127).is_err());
+        let mut bad = g;
+        bad.group_in = 2;
+        assert!(DepthwiseQs8::new(&bad, q, &[0; 72], &[0.1], None, q, -128, 127).is_err());
+        let op = DepthwiseQs8::new(&g, q, &[0; 72], &[0.1], None, q, -128, 127).unwrap();
+        assert!(op.run(&Serial, &[0; 127], &mut [0; 128]).is_err());
+    }
+}

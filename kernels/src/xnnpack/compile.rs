@@ -1,0 +1,931 @@
+//! XNNGraph → [`Plan`]: constants resolved, shapes and dtypes checked, weights packed for the
+//! NHWC kernels, Clamps fused, activation buffers shared by liveness.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use rbuild_runtime::backends::xnnpack::graph::{ConvParams, PoolParams};
+use rbuild_runtime::backends::xnnpack::{NodeKind, NodeParams, Quant, Scales, XnnDatatype, XnnGraph, XnnValue};
+
+use super::ops::{BinOp, Broadcast, UnOp};
+use crate::nhwc::conv_f32::ConvF32;
+use crate::nhwc::dwconv_f32::DepthwiseF32;
+use crate::nhwc::fc_f32::FullyConnectedF32;
+use crate::nhwc::qs8::{self, AddQs8, ConvQs8, DepthwiseQs8, FullyConnectedQs8, MulQs8, QParams};
+use crate::nhwc::Conv2dGeom;
+
+/// Element type of an activation buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Elem {
+    F32,
+    I8,
+    I32,
+}
+
+/// Activation storage.
+pub enum Buf {
+    F32(Vec<f32>),
+    I8(Vec<i8>),
+    I32(Vec<i32>),
+}
+
+impl Buf {
+    fn new(elem: Elem, len: usize) -> Buf {
+        match elem {
+            Elem::F32 => Buf::F32(vec![0.0; len]),
+            Elem::I8 => Buf::I8(vec![0; len]),
+            Elem::I32 => Buf::I32(vec![0; len]),
+        }
+    }
+    fn elem(&self) -> Elem {
+        match self {
+            Buf::F32(_) => Elem::F32,
+            Buf::I8(_) => Elem::I8,
+            Buf::I32(_) => Elem::I32,
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            Buf::F32(v) => v.len(),
+            Buf::I8(v) => v.len(),
+            Buf::I32(v) => v.len(),
+        }
+    }
+    fn grow(&mut self, len: usize) {
+        match self {
+            Buf::F32(v) => v.resize(len.max(v.len()), 0.0),
+            Buf::I8(v) => v.resize(len.max(v.len()), 0),
+            Buf::I32(v) => v.resize(len.max(v.len()), 0),
+        }
+    }
+}
+
+/// A delegate input or output: which buffer holds it and what the call's tensor must be.
+pub struct Extern {
+    pub buf: usize,
+    pub dims: Vec<usize>,
+    pub elem: Elem,
+}
+
+/// One operator, ready to run.
+pub enum Op {
+    ConvF32 { op: ConvF32, min: f32, max: f32 },
+    DepthwiseF32 { op: DepthwiseF32, min: f32, max: f32 },
+    FullyConnectedF32 { op: FullyConnectedF32, m: usize, min: f32, max: f32 },
+    ConvQs8(ConvQs8),
+    DepthwiseQs8(DepthwiseQs8),
+    FullyConnectedQs8 { op: FullyConnectedQs8, m: usize },
+    DeconvF32 { geom: Conv2dGeom, filter: Vec<f32>, bias: Option<Vec<f32>>, min: f32, max: f32 },
+    BinaryF32 { op: BinOp, bc: Broadcast, min: f32, max: f32 },
+    AddQs8 { op: AddQs8, bc: Broadcast },
+    MulQs8 { op: MulQs8, bc: Broadcast },
+    UnaryF32 { op: UnOp, min: f32, max: f32 },
+    ClampI8 { lo: i8, hi: i8 },
+    Quantize(QParams),
+    Dequantize(QParams),
+    GlobalAvgPoolF32 { batch: usize, pixels: usize, channels: usize, min: f32, max: f32 },
+    GlobalAvgPoolQs8 { batch: usize, pixels: usize, channels: usize, input: QParams, output: QParams, lo: i8, hi: i8 },
+    PoolF32 { max_pool: bool, geom: Conv2dGeom, min: f32, max: f32 },
+    SoftmaxF32 { rows: usize, cols: usize },
+    BatchMatMulF32 { batch_a: usize, batch_b: usize, m: usize, k: usize, n: usize },
+    Transpose { dims: Vec<usize>, perm: Vec<usize> },
+    /// Reshape and Copy: the same elements.
+    Copy,
+    Slice { dims: Vec<usize>, offsets: Vec<usize>, sizes: Vec<usize> },
+    Pad { dims: Vec<usize>, pre: Vec<usize>, post: Vec<usize>, value_f32: f32, value_i8: i8 },
+    Concat { outer: usize, inner_sizes: Vec<usize> },
+}
+
+pub struct Step {
+    pub kind: NodeKind,
+    pub op: Op,
+    /// (buffer, element count) of each activation input, in the node's order.
+    pub inputs: Vec<(usize, usize)>,
+    pub output: (usize, usize),
+}
+
+/// A compiled payload: what `execute` runs.
+pub struct Plan {
+    pub(crate) bufs: Vec<Buf>,
+    pub(crate) steps: Vec<Step>,
+    pub(crate) inputs: Vec<Extern>,
+    pub(crate) outputs: Vec<Extern>,
+}
+
+type NamedData<'a> = &'a dyn Fn(&str) -> Option<&'a [u8]>;
+
+/// Constant bytes of value `id`.
+struct Constants<'a, 'f> {
+    graph: &'a XnnGraph,
+    region: &'a [u8],
+    named: &'f dyn Fn(&str) -> Option<&'a [u8]>,
+}
+
+impl<'a> Constants<'a, '_> {
+    fn entry(&self, index: u32, want: usize, what: &str) -> Result<&'a [u8], String> {
+        let c = self.graph.constants.get(index as usize).ok_or_else(|| format!("{what}: constant entry {index} out of range"))?;
+        let bytes: &'a [u8] = if let Some(inline) = &c.inline {
+            inline.as_slice()
+        } else if let Some(key) = &c.named_key {
+            (self.named)(key).ok_or_else(|| format!("{what}: named data '{key}' is not in the program"))?
+        } else {
+            let start = usize::try_from(c.offset).ok();
+            let end = start.and_then(|s| s.checked_add(usize::try_from(c.size).ok()?));
+            match (start, end) {
+                (Some(s), Some(e)) if e <= self.region.len() => &self.region[s..e],
+                _ => return Err(format!("{what}: constant {index} (offset {}, size {}) lies outside the payload's {} bytes of constant data", c.offset, c.size, self.region.len())),
+            }
+        };
+        if bytes.len() < want {
+            return Err(format!("{what}: constant {index} holds {} bytes, {want} needed", bytes.len()));
+        }
+        Ok(&bytes[..want])
+    }
+
+    fn value_bytes(&self, id: u32, v: &XnnValue) -> Result<&'a [u8], String> {
+        let what = format!("value {id}");
+        let c = v.constant.ok_or_else(|| format!("{what} must be a constant"))?;
+        let bits = v.numel() * v.datatype.bits();
+        self.entry(c, bits.div_ceil(8), &what)
+    }
+
+    fn f32s(&self, id: u32, v: &XnnValue) -> Result<Vec<f32>, String> {
+        if v.datatype != XnnDatatype::Fp32 {
+            return Err(format!("value {id}: expected fp32 constant, got {}", v.datatype.name()));
+        }
+        Ok(self.value_bytes(id, v)?.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+
+    fn i8s(&self, id: u32, v: &XnnValue) -> Result<Vec<i8>, String> {
+        Ok(self.value_bytes(id, v)?.iter().map(|&b| b as i8).collect())
+    }
+
+    fn i32s(&self, id: u32, v: &XnnValue) -> Result<Vec<i32>, String> {
+        Ok(self.value_bytes(id, v)?.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+
+    fn scales(&self, id: u32, v: &XnnValue) -> Result<Vec<f32>, String> {
+        let scales = match &v.quant {
+            Quant::PerChannel { scales, .. } => scales,
+            Quant::PerTensor { scale, .. } => return Ok(vec![*scale]),
+            q => return Err(format!("value {id}: quantization {q:?} is not supported here")),
+        };
+        let out = match scales {
+            Scales::Inline(s) => s.clone(),
+            Scales::Buffer { index, count } => {
+                let b = self.entry(*index, *count as usize * 4, &format!("value {id} scales"))?;
+                b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+            }
+        };
+        if out.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
+            return Err(format!("value {id}: scales must be finite and positive"));
+        }
+        Ok(out)
+    }
+}
+
+fn elem_of(id: u32, v: &XnnValue) -> Result<Elem, String> {
+    match v.datatype {
+        XnnDatatype::Fp32 => Ok(Elem::F32),
+        XnnDatatype::QInt8 => Ok(Elem::I8),
+        XnnDatatype::Int32 | XnnDatatype::QInt32 => Ok(Elem::I32),
+        d => Err(format!("value {id}: activations of datatype {} are not supported", d.name())),
+    }
+}
+
+fn qparams(id: u32, v: &XnnValue) -> Result<QParams, String> {
+    match v.quant {
+        Quant::PerTensor { scale, zero_point } if scale.is_finite() && scale > 0.0 && (-128..=127).contains(&zero_point) => {
+            Ok(QParams { scale, zero_point })
+        }
+        _ => Err(format!("value {id}: expected per-tensor int8 quantization (finite scale > 0, zero point in -128..=127), got {:?}", v.quant)),
+    }
+}
+
+fn range(mm: Option<(f32, f32)>) -> (f32, f32) {
+    mm.unwrap_or((f32::NEG_INFINITY, f32::INFINITY))
+}
+
+fn qrange(mm: Option<(f32, f32)>, q: QParams) -> (i8, i8) {
+    match mm {
+        Some((lo, hi)) => (qs8::quantize_bound(lo, q), qs8::quantize_bound(hi, q)),
+        None => (i8::MIN, i8::MAX),
+    }
+}
+
+fn usize_of(v: u32) -> usize {
+    v as usize
+}
+
+/// A working copy of a node (Clamp fusion rewrites outputs and ranges).
+struct Node {
+    kind: NodeKind,
+    params: NodeParams,
+    range: Option<(f32, f32)>,
+}
+
+fn set_output(p: &mut NodeParams, out: u32) {
+    match p {
+        NodeParams::Conv(c) => c.output = out,
+        NodeParams::FullyConnected { output, .. } | NodeParams::Binary { output, .. } => *output = out,
+        _ => {}
+    }
+}
+
+fn intersect(a: Option<(f32, f32)>, b: Option<(f32, f32)>) -> Option<(f32, f32)> {
+    match (a, b) {
+        (None, x) | (x, None) => x,
+        (Some((a0, a1)), Some((b0, b1))) => Some((a0.max(b0), a1.min(b1))),
+    }
+}
+
+/// Folds `Clamp` nodes into the operator producing their input, when that operator applies an
+/// output range itself and nothing else reads the intermediate value.
+fn fuse_clamps(graph: &XnnGraph, mut nodes: Vec<Node>) -> Vec<Node> {
+    let mut readers = vec![0usize; graph.values.len()];
+    for n in &nodes {
+        for i in n.params.inputs() {
+            readers[usize_of(i)] += 1;
+        }
+    }
+    let mut producer: Vec<Option<usize>> = vec![None; graph.values.len()];
+    let mut dead = vec![false; nodes.len()];
+    for j in 0..nodes.len() {
+        if let (NodeKind::Clamp, NodeParams::Unary { input, output, .. }) = (nodes[j].kind, &nodes[j].params) {
+            let (input, output) = (*input, *output);
+            let (vi, vo) = (&graph.values[usize_of(input)], &graph.values[usize_of(output)]);
+            let fusable_value = readers[usize_of(input)] == 1 && vi.flags & 2 == 0 && vi.datatype == vo.datatype && vi.quant == vo.quant;
+            if let Some(i) = producer[usize_of(input)].filter(|_| fusable_value) {
+                let fusable_op = matches!(
+                    (nodes[i].kind, graph.values[usize_of(input)].datatype),
+                    (NodeKind::Conv2d | NodeKind::DepthwiseConv2d | NodeKind::FullyConnected, _)
+                        | (NodeKind::Add | NodeKind::Multiply, _)
+                        | (NodeKind::Subtract | NodeKind::Div | NodeKind::Minimum | NodeKind::Maximum, XnnDatatype::Fp32)
+                );
+                if fusable_op {
+                    let r = intersect(nodes[i].range, nodes[j].range.or(Some((f32::NEG_INFINITY, f32::INFINITY))));
+                    nodes[i].range = r;
+                    set_output(&mut nodes[i].params, output);
+                    producer[usize_of(output)] = Some(i);
+                    dead[j] = true;
+                    continue;
+                }
+            }
+        }
+        for o in nodes[j].params.outputs() {
+            producer[usize_of(o)] = Some(j);
+        }
+    }
+    nodes.into_iter().zip(dead).filter(|(_, d)| !d).map(|(n, _)| n).collect()
+}
+
+/// Buffer assignment by liveness: a value's buffer returns to the free list after its last reader.
+struct Alloc {
+    bufs: Vec<Buf>,
+    free: Vec<usize>,
+    slot: Vec<Option<usize>>,
+}
+
+impl Alloc {
+    fn take(&mut self, elem: Elem, len: usize) -> usize {
+        // Best fit among free buffers of the same type, else the largest one grown, else new.
+        let mut best: Option<(usize, usize)> = None;
+        for (k, &b) in self.free.iter().enumerate() {
+            if self.bufs[b].elem() != elem {
+                continue;
+            }
+            let cap = self.bufs[b].len();
+            let better = match best {
+                None => true,
+                Some((_, bc)) => {
+                    let (fits, best_fits) = (cap >= len, bc >= len);
+                    (fits && (!best_fits || cap < bc)) || (!fits && !best_fits && cap > bc)
+                }
+            };
+            if better {
+                best = Some((k, cap));
+            }
+        }
+        match best {
+            Some((k, _)) => {
+                let b = self.free.swap_remove(k);
+                self.bufs[b].grow(len);
+                b
+            }
+            None => {
+                self.bufs.push(Buf::new(elem, len));
+                self.bufs.len() - 1
+            }
+        }
+    }
+}
+
+pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedData<'n>) -> Result<Plan, String> {
+    // The lookup again, returning slices of the graph's (shorter) lifetime.
+    let lookup = move |key: &str| -> Option<&'g [u8]> { named(key) };
+    let consts = Constants { graph, region, named: &lookup };
+    let nodes: Vec<Node> = graph.nodes.iter().map(|n| Node { kind: n.kind, params: n.params.clone(), range: n.output_min_max }).collect();
+    let nodes = fuse_clamps(graph, nodes);
+
+    // Liveness: the last step reading each value (external outputs live to the end).
+    let n_values = graph.values.len();
+    let mut last_read = vec![None::<usize>; n_values];
+    for (i, n) in nodes.iter().enumerate() {
+        for v in n.params.inputs() {
+            last_read[usize_of(v)] = Some(i);
+        }
+    }
+    let mut alloc = Alloc { bufs: Vec::new(), free: Vec::new(), slot: vec![None; n_values] };
+    let mut pinned = vec![false; n_values];
+    for &id in &graph.output_ids {
+        pinned[usize_of(id)] = true;
+    }
+
+    let mut inputs = Vec::new();
+    for &id in &graph.input_ids {
+        let v = &graph.values[usize_of(id)];
+        if v.constant.is_some() {
+            return Err(format!("input value {id} is a constant"));
+        }
+        let elem = elem_of(id, v)?;
+        let buf = alloc.take(elem, v.numel());
+        alloc.slot[usize_of(id)] = Some(buf);
+        inputs.push(Extern { buf, dims: v.dims.clone(), elem });
+    }
+
+    let mut steps = Vec::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        let name = node.kind.name();
+        let ctx = |e: String| format!("node {i} ({name}): {e}");
+        // Constant inputs that the op reads as activations (not packed weights) get a buffer.
+        let packed = packed_inputs(node);
+        let mut in_bufs = Vec::new();
+        for v in node.params.inputs() {
+            if packed.contains(&v) {
+                continue;
+            }
+            let value = &graph.values[usize_of(v)];
+            let buf = match alloc.slot[usize_of(v)] {
+                Some(b) => b,
+                None if value.constant.is_some() => {
+                    let b = materialize(&consts, v, value, &mut alloc).map_err(ctx)?;
+                    pinned[usize_of(v)] = true;
+                    b
+                }
+                None => return Err(ctx(format!("reads value {v} before any node writes it"))),
+            };
+            in_bufs.push((buf, value.numel()));
+        }
+        let outs = node.params.outputs();
+        if outs.len() != 1 {
+            return Err(ctx(String::from("nodes with several outputs are not supported")));
+        }
+        let out_id = outs[0];
+        let out_v = &graph.values[usize_of(out_id)];
+        if out_v.constant.is_some() || alloc.slot[usize_of(out_id)].is_some() {
+            return Err(ctx(format!("output value {out_id} is a constant or written twice")));
+        }
+        let op = build_op(graph, &consts, node).map_err(ctx)?;
+        let out_elem = elem_of(out_id, out_v).map_err(ctx)?;
+        let out_buf = alloc.take(out_elem, out_v.numel());
+        alloc.slot[usize_of(out_id)] = Some(out_buf);
+        // Inputs whose last reader this is go back to the free list (after the output took its buffer).
+        for v in node.params.inputs() {
+            let vi = usize_of(v);
+            if last_read[vi] == Some(i) && !pinned[vi] {
+                if let Some(b) = alloc.slot[vi] {
+                    if !alloc.free.contains(&b) {
+                        alloc.free.push(b);
+                    }
+                }
+            }
+        }
+        if last_read[usize_of(out_id)].is_none() && !pinned[usize_of(out_id)] {
+            alloc.free.push(out_buf);
+        }
+        steps.push(Step { kind: node.kind, op, inputs: in_bufs, output: (out_buf, out_v.numel()) });
+    }
+
+    let mut outputs = Vec::new();
+    for &id in &graph.output_ids {
+        let v = &graph.values[usize_of(id)];
+        let buf = alloc.slot[usize_of(id)].ok_or_else(|| format!("output value {id} is never written"))?;
+        outputs.push(Extern { buf, dims: v.dims.clone(), elem: elem_of(id, v)? });
+    }
+    Ok(Plan { bufs: alloc.bufs, steps, inputs, outputs })
+}
+
+/// Values an op packs at compile time (weights, biases) instead of reading from a buffer.
+fn packed_inputs(node: &Node) -> Vec<u32> {
+    match &node.params {
+        NodeParams::Conv(c) => [Some(c.filter), c.bias].into_iter().flatten().collect(),
+        NodeParams::FullyConnected { filter, bias, .. } => [Some(*filter), *bias].into_iter().flatten().collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn materialize(consts: &Constants<'_, '_>, id: u32, v: &XnnValue, alloc: &mut Alloc) -> Result<usize, String> {
+    let elem = elem_of(id, v)?;
+    let buf = match elem {
+        Elem::F32 => Buf::F32(consts.f32s(id, v)?),
+        Elem::I8 => Buf::I8(consts.i8s(id, v)?),
+        Elem::I32 => Buf::I32(consts.i32s(id, v)?),
+    };
+    alloc.bufs.push(buf);
+    let b = alloc.bufs.len() - 1;
+    alloc.slot[usize_of(id)] = Some(b);
+    Ok(b)
+}
+
+fn value(graph: &XnnGraph, id: u32) -> &XnnValue {
+    &graph.values[usize_of(id)]
+}
+
+fn dims4(id: u32, v: &XnnValue) -> Result<[usize; 4], String> {
+    match v.dims[..] {
+        [n, h, w, c] => Ok([n, h, w, c]),
+        _ => Err(format!("value {id}: expected an NHWC tensor of rank 4, got dims {:?}", v.dims)),
+    }
+}
+
+fn conv_geom(graph: &XnnGraph, p: &ConvParams, depthwise: bool) -> Result<Conv2dGeom, String> {
+    let [n, h, w, c] = dims4(p.input, value(graph, p.input))?;
+    let [on, oh, ow, oc] = dims4(p.output, value(graph, p.output))?;
+    let u = |x: u32| x as usize;
+    let g = Conv2dGeom {
+        batch: n,
+        in_h: h,
+        in_w: w,
+        out_h: oh,
+        out_w: ow,
+        kernel_h: u(p.kernel_height),
+        kernel_w: u(p.kernel_width),
+        stride_h: u(p.subsampling_height),
+        stride_w: u(p.subsampling_width),
+        dilation_h: u(p.dilation_height),
+        dilation_w: u(p.dilation_width),
+        pad_top: u(p.padding_top),
+        pad_left: u(p.padding_left),
+        groups: u(p.groups),
+        group_in: u(p.group_input_channels),
+        group_out: u(p.group_output_channels),
+    };
+    if g.kernel_h == 0 || g.kernel_w == 0 || g.stride_h == 0 || g.stride_w == 0 || g.dilation_h == 0 || g.dilation_w == 0 || g.groups == 0 {
+        return Err(format!("kernel {}x{}, stride {}x{}, dilation {}x{}, groups {}: all must be nonzero", g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.groups));
+    }
+    if depthwise && g.group_in != 1 && g.groups * g.group_in == c {
+        return Err(format!("depthwise convolution with {} input channels per group", g.group_in));
+    }
+    let want_c = if depthwise { g.groups } else { g.groups * g.group_in };
+    if c != want_c || on != n || oc != g.groups * g.group_out {
+        return Err(format!(
+            "input {:?} / output {:?} do not match groups {} × ({} in, {} out)",
+            [n, h, w, c],
+            [on, oh, ow, oc],
+            g.groups,
+            g.group_in,
+            g.group_out
+        ));
+    }
+    let out = |size: usize, pa: u32, pb: u32, k: usize, d: usize, s: usize| {
+        let eff = d * (k - 1) + 1;
+        let padded = size + pa as usize + pb as usize;
+        (padded >= eff).then(|| (padded - eff) / s + 1)
+    };
+    let want_h = out(h, p.padding_top, p.padding_bottom, g.kernel_h, g.dilation_h, g.stride_h);
+    let want_w = out(w, p.padding_left, p.padding_right, g.kernel_w, g.dilation_w, g.stride_w);
+    if want_h != Some(oh) || want_w != Some(ow) {
+        return Err(format!("output {oh}x{ow} does not follow from input {h}x{w}, kernel, stride, dilation and padding"));
+    }
+    Ok(g)
+}
+
+fn build_op(graph: &XnnGraph, consts: &Constants<'_, '_>, node: &Node) -> Result<Op, String> {
+    use NodeKind as K;
+    let (min, max) = range(node.range);
+    match (&node.params, node.kind) {
+        (NodeParams::Conv(p), K::Conv2d | K::DepthwiseConv2d) => {
+            let depthwise = node.kind == K::DepthwiseConv2d;
+            let g = conv_geom(graph, p, depthwise)?;
+            let (x, w, y) = (value(graph, p.input), value(graph, p.filter), value(graph, p.output));
+            let want_filter = if depthwise {
+                vec![1, g.kernel_h, g.kernel_w, g.out_channels()]
+            } else {
+                vec![g.out_channels(), g.kernel_h, g.kernel_w, g.group_in]
+            };
+            if w.dims != want_filter {
+                return Err(format!("filter dims {:?}, expected {want_filter:?}", w.dims));
+            }
+            match (x.datatype, w.datatype, y.datatype) {
+                (XnnDatatype::Fp32, XnnDatatype::Fp32, XnnDatatype::Fp32) => {
+                    let filter = consts.f32s(p.filter, w)?;
+                    let bias = p.bias.map(|b| consts.f32s(b, value(graph, b))).transpose()?;
+                    check_len("bias", bias.as_deref(), g.out_channels())?;
+                    if depthwise {
+                        Ok(Op::DepthwiseF32 { op: DepthwiseF32::new(&g, &filter, bias.as_deref())?, min, max })
+                    } else {
+                        Ok(Op::ConvF32 { op: ConvF32::new(&g, &filter, bias.as_deref())?, min, max })
+                    }
+                }
+                (XnnDatatype::QInt8, XnnDatatype::QcInt8 | XnnDatatype::QInt8, XnnDatatype::QInt8) => {
+                    let (xq, yq) = (qparams(p.input, x)?, qparams(p.output, y)?);
+                    let filter = consts.i8s(p.filter, w)?;
+                    let scales = weight_scales(consts, p.filter, w, g.out_channels(), if depthwise { 3 } else { 0 })?;
+                    let bias = p.bias.map(|b| int32_bias(consts, b, value(graph, b))).transpose()?;
+                    check_len("bias", bias.as_deref(), g.out_channels())?;
+                    let (lo, hi) = qrange(node.range, yq);
+                    if depthwise {
+                        Ok(Op::DepthwiseQs8(DepthwiseQs8::new(&g, xq, &filter, &scales, bias.as_deref(), yq, lo, hi)?))
+                    } else {
+                        Ok(Op::ConvQs8(ConvQs8::new(&g, xq, &filter, &scales, bias.as_deref(), yq, lo, hi)?))
+                    }
+                }
+                (a, b, c) => Err(format!("input/filter/output datatypes {}/{}/{} are not supported", a.name(), b.name(), c.name())),
+            }
+        }
+        (NodeParams::Conv(p), K::ConvTranspose2d) => deconv(graph, consts, p, min, max),
+        (NodeParams::FullyConnected { input, filter, bias, output, flags }, K::FullyConnected) => {
+            let (x, w, y) = (value(graph, *input), value(graph, *filter), value(graph, *output));
+            let [a, b] = match w.dims[..] {
+                [a, b] => [a, b],
+                _ => return Err(format!("filter dims {:?}: expected rank 2", w.dims)),
+            };
+            // XNN_FLAG_TRANSPOSE_WEIGHTS: the filter is [k, n].
+            let transposed = flags & 1 != 0;
+            let (n, k) = if transposed { (b, a) } else { (a, b) };
+            let xk = *x.dims.last().unwrap_or(&0);
+            if xk != k || k == 0 || x.numel() % k != 0 {
+                return Err(format!("input dims {:?} do not end in the filter's {k} input channels", x.dims));
+            }
+            let m = x.numel() / k;
+            if y.numel() != m * n || y.dims.last() != Some(&n) {
+                return Err(format!("output dims {:?}, expected {m} rows of {n}", y.dims));
+            }
+            match (x.datatype, w.datatype, y.datatype) {
+                (XnnDatatype::Fp32, XnnDatatype::Fp32, XnnDatatype::Fp32) => {
+                    let mut f = consts.f32s(*filter, w)?;
+                    if transposed {
+                        f = transpose2(&f, k, n);
+                    }
+                    let bias = bias.map(|b| consts.f32s(b, value(graph, b))).transpose()?;
+                    check_len("bias", bias.as_deref(), n)?;
+                    Ok(Op::FullyConnectedF32 { op: FullyConnectedF32::new(n, k, &f, bias.as_deref())?, m, min, max })
+                }
+                (XnnDatatype::QInt8, XnnDatatype::QcInt8 | XnnDatatype::QInt8, XnnDatatype::QInt8) => {
+                    let (xq, yq) = (qparams(*input, x)?, qparams(*output, y)?);
+                    let mut f = consts.i8s(*filter, w)?;
+                    if transposed {
+                        f = transpose2(&f, k, n);
+                    }
+                    let scales = weight_scales(consts, *filter, w, n, if transposed { 1 } else { 0 })?;
+                    let bias = bias.map(|b| int32_bias(consts, b, value(graph, b))).transpose()?;
+                    check_len("bias", bias.as_deref(), n)?;
+                    let (lo, hi) = qrange(node.range, yq);
+                    Ok(Op::FullyConnectedQs8 { op: FullyConnectedQs8::new(n, k, xq, &f, &scales, bias.as_deref(), yq, lo, hi)?, m })
+                }
+                (a, b, c) => Err(format!("input/filter/output datatypes {}/{}/{} are not supported", a.name(), b.name(), c.name())),
+            }
+        }
+        (NodeParams::Binary { input1, input2, output, .. }, kind) => binary(graph, node, kind, *input1, *input2, *output, min, max),
+        (NodeParams::Unary { input, output, .. }, kind) => unary(graph, node, kind, *input, *output, min, max),
+        (NodeParams::UnaryParam { param, input, output }, kind) => {
+            let (x, y) = (value(graph, *input), value(graph, *output));
+            same_f32(*input, x, *output, y)?;
+            let op = if kind == K::Elu { UnOp::Elu(*param) } else { UnOp::LeakyRelu(*param) };
+            Ok(Op::UnaryF32 { op, min, max })
+        }
+        (NodeParams::Pool(p), K::AvgPooling2d | K::MaxPooling2d) => pool(graph, p, node.kind == K::MaxPooling2d, min, max),
+        (NodeParams::Transpose { perm, input, output }, _) => {
+            let (x, y) = (value(graph, *input), value(graph, *output));
+            let mut seen = vec![false; x.dims.len()];
+            if perm.len() != x.dims.len() || perm.iter().any(|&p| p >= seen.len() || core::mem::replace(&mut seen[p], true)) {
+                return Err(format!("perm {perm:?} is not a permutation of {} dims", x.dims.len()));
+            }
+            let want: Vec<usize> = perm.iter().map(|&p| x.dims[p]).collect();
+            same_type(*input, x, *output, y)?;
+            if y.dims != want {
+                return Err(format!("output dims {:?}, expected {want:?}", y.dims));
+            }
+            Ok(Op::Transpose { dims: x.dims.clone(), perm: perm.clone() })
+        }
+        (NodeParams::Reshape { input, output, .. }, _) => {
+            let (x, y) = (value(graph, *input), value(graph, *output));
+            same_type(*input, x, *output, y)?;
+            if x.numel() != y.numel() {
+                return Err(format!("reshape of {:?} to {:?} changes the element count", x.dims, y.dims));
+            }
+            Ok(Op::Copy)
+        }
+        (NodeParams::Slice { offsets, sizes, input, output }, _) => {
+            let (x, y) = (value(graph, *input), value(graph, *output));
+            same_type(*input, x, *output, y)?;
+            let r = x.dims.len();
+            let sizes: Vec<usize> = sizes.iter().zip(offsets).zip(&x.dims).map(|((&s, &o), &d)| if s == 0 { d.saturating_sub(o) } else { s }).collect();
+            if offsets.len() != r || sizes.len() != r || (0..r).any(|i| offsets[i].checked_add(sizes[i]).is_none_or(|e| e > x.dims[i])) || y.dims != sizes {
+                return Err(format!("slice offsets {offsets:?} sizes {sizes:?} of {:?} to {:?} are out of range", x.dims, y.dims));
+            }
+            Ok(Op::Slice { dims: x.dims.clone(), offsets: offsets.clone(), sizes })
+        }
+        (NodeParams::ConstantPad { pre, post, value: pad, input, output }, _) => {
+            let (x, y) = (value(graph, *input), value(graph, *output));
+            same_type(*input, x, *output, y)?;
+            let r = x.dims.len();
+            if pre.len() != r || post.len() != r || (0..r).any(|i| Some(y.dims[i]) != x.dims[i].checked_add(pre[i]).and_then(|s| s.checked_add(post[i]))) {
+                return Err(format!("padding {pre:?}/{post:?} of {:?} does not give {:?}", x.dims, y.dims));
+            }
+            let value_i8 = match x.datatype {
+                XnnDatatype::QInt8 => qs8::quantize_bound(*pad, qparams(*input, x)?),
+                _ => 0,
+            };
+            Ok(Op::Pad { dims: x.dims.clone(), pre: pre.clone(), post: post.clone(), value_f32: *pad, value_i8 })
+        }
+        (NodeParams::Concat { axis, inputs, output }, _) => {
+            let y = value(graph, *output);
+            let axis = *axis as usize;
+            if axis >= y.dims.len() {
+                return Err(format!("axis {axis} out of range for rank {}", y.dims.len()));
+            }
+            let outer: usize = y.dims[..axis].iter().product();
+            let inner: usize = y.dims[axis + 1..].iter().product();
+            let mut total = 0;
+            let mut inner_sizes = Vec::new();
+            for &i in inputs {
+                let x = value(graph, i);
+                same_type(i, x, *output, y)?;
+                if x.dims.len() != y.dims.len() || (0..y.dims.len()).any(|d| d != axis && x.dims[d] != y.dims[d]) {
+                    return Err(format!("input {:?} does not fit output {:?} along axis {axis}", x.dims, y.dims));
+                }
+                total += x.dims[axis];
+                inner_sizes.push(x.dims[axis] * inner);
+            }
+            if total != y.dims[axis] {
+                return Err(format!("inputs add up to {total} along axis {axis}, the output has {}", y.dims[axis]));
+            }
+            Ok(Op::Concat { outer, inner_sizes })
+        }
+        (_, kind) => Err(format!("node type {} is not supported by rbuild's XNNPACK runtime", kind.name())),
+    }
+}
+
+fn check_len<T>(what: &str, v: Option<&[T]>, n: usize) -> Result<(), String> {
+    match v {
+        Some(v) if v.len() != n => Err(format!("{what} has {} elements, expected {n}", v.len())),
+        _ => Ok(()),
+    }
+}
+
+fn transpose2<T: Copy>(a: &[T], rows: usize, cols: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(a.len());
+    for c in 0..cols {
+        for r in 0..rows {
+            out.push(a[r * cols + c]);
+        }
+    }
+    out
+}
+
+/// Per-output-channel weight scales (`n` of them); a per-tensor scale is repeated.
+fn weight_scales(consts: &Constants<'_, '_>, id: u32, w: &XnnValue, n: usize, channel_dim: i32) -> Result<Vec<f32>, String> {
+    match &w.quant {
+        Quant::PerTensor { zero_point, .. } if *zero_point != 0 => Err(format!("filter value {id}: zero point {zero_point} (only symmetric int8 weights are supported)")),
+        Quant::PerChannel { channel_dim: d, .. } if *d != channel_dim => {
+            Err(format!("filter value {id}: per-channel scales along dim {d}, expected the output-channel dim {channel_dim}"))
+        }
+        _ => {
+            let s = consts.scales(id, w)?;
+            match s.len() {
+                1 => Ok(vec![s[0]; n]),
+                l if l == n => Ok(s),
+                l => Err(format!("filter value {id}: {l} scales for {n} output channels")),
+            }
+        }
+    }
+}
+
+fn int32_bias(consts: &Constants<'_, '_>, id: u32, v: &XnnValue) -> Result<Vec<i32>, String> {
+    match v.datatype {
+        XnnDatatype::QcInt32 | XnnDatatype::QInt32 | XnnDatatype::Int32 => consts.i32s(id, v),
+        d => Err(format!("bias value {id}: datatype {} (int8 convolutions take int32 biases)", d.name())),
+    }
+}
+
+fn same_type(a: u32, x: &XnnValue, b: u32, y: &XnnValue) -> Result<(), String> {
+    if x.datatype != y.datatype || (x.datatype == XnnDatatype::QInt8 && x.quant != y.quant) {
+        return Err(format!("value {a} ({}) and value {b} ({}) must have the same type and quantization", x.datatype.name(), y.datatype.name()));
+    }
+    elem_of(a, x).map(|_| ())
+}
+
+fn same_f32(a: u32, x: &XnnValue, b: u32, y: &XnnValue) -> Result<(), String> {
+    if x.datatype != XnnDatatype::Fp32 || y.datatype != XnnDatatype::Fp32 {
+        return Err(format!("values {a}/{b}: datatypes {}/{} (this node runs on fp32 only)", x.datatype.name(), y.datatype.name()));
+    }
+    if x.dims != y.dims {
+        return Err(format!("input dims {:?} differ from output dims {:?}", x.dims, y.dims));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn binary(graph: &XnnGraph, node: &Node, kind: NodeKind, a: u32, b: u32, out: u32, min: f32, max: f32) -> Result<Op, String> {
+    use NodeKind as K;
+    let (va, vb, vy) = (value(graph, a), value(graph, b), value(graph, out));
+    let bc = Broadcast::new(&va.dims, &vb.dims, &vy.dims)?;
+    match (va.datatype, vb.datatype, vy.datatype) {
+        (XnnDatatype::Fp32, XnnDatatype::Fp32, XnnDatatype::Fp32) => {
+            let op = match kind {
+                K::Add => BinOp::Add,
+                K::Subtract => BinOp::Sub,
+                K::Multiply => BinOp::Mul,
+                K::Div => BinOp::Div,
+                K::Minimum => BinOp::Min,
+                K::Maximum => BinOp::Max,
+                K::PReLU => BinOp::Prelu,
+                K::BatchMatrixMultiply => return bmm(va, vb, vy),
+                k => return Err(format!("node type {} is not supported", k.name())),
+            };
+            Ok(Op::BinaryF32 { op, bc, min, max })
+        }
+        (XnnDatatype::QInt8, XnnDatatype::QInt8, XnnDatatype::QInt8) => {
+            let (qa, qb, qy) = (qparams(a, va)?, qparams(b, vb)?, qparams(out, vy)?);
+            let (lo, hi) = qrange(node.range, qy);
+            match kind {
+                K::Add => Ok(Op::AddQs8 { op: AddQs8::new(qa, qb, qy, lo, hi)?, bc }),
+                K::Multiply => Ok(Op::MulQs8 { op: MulQs8::new(qa, qb, qy, lo, hi)?, bc }),
+                k => Err(format!("node type {} on qint8 values is not supported", k.name())),
+            }
+        }
+        (x, y, z) => Err(format!("datatypes {}/{}/{} are not supported", x.name(), y.name(), z.name())),
+    }
+}
+
+fn bmm(a: &XnnValue, b: &XnnValue, y: &XnnValue) -> Result<Op, String> {
+    let (ra, rb) = (a.dims.len(), b.dims.len());
+    if ra < 2 || rb < 2 || y.dims.len() != ra.max(rb) {
+        return Err(format!("batch matrix multiply of {:?} by {:?} into {:?}", a.dims, b.dims, y.dims));
+    }
+    let (m, k, k2, n) = (a.dims[ra - 2], a.dims[ra - 1], b.dims[rb - 2], b.dims[rb - 1]);
+    let (batch_a, batch_b): (usize, usize) = (a.dims[..ra - 2].iter().product(), b.dims[..rb - 2].iter().product());
+    let batch = batch_a.max(batch_b);
+    if k != k2 || (batch_a != batch_b && batch_a != 1 && batch_b != 1) || y.numel() != batch * m * n {
+        return Err(format!("batch matrix multiply of {:?} by {:?} into {:?}: sizes do not match", a.dims, b.dims, y.dims));
+    }
+    Ok(Op::BatchMatMulF32 { batch_a, batch_b, m, k, n })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn unary(graph: &XnnGraph, node: &Node, kind: NodeKind, input: u32, output: u32, min: f32, max: f32) -> Result<Op, String> {
+    use NodeKind as K;
+    let (x, y) = (value(graph, input), value(graph, output));
+    match kind {
+        K::Convert => {
+            if x.dims != y.dims {
+                return Err(format!("input dims {:?} differ from output dims {:?}", x.dims, y.dims));
+            }
+            match (x.datatype, y.datatype) {
+                (XnnDatatype::Fp32, XnnDatatype::QInt8) => Ok(Op::Quantize(qparams(output, y)?)),
+                (XnnDatatype::QInt8, XnnDatatype::Fp32) => Ok(Op::Dequantize(qparams(input, x)?)),
+                (a, b) => Err(format!("conversion from {} to {} is not supported", a.name(), b.name())),
+            }
+        }
+        K::GlobalAvgPooling2d => {
+            let [n, h, w, c] = dims4(input, x)?;
+            if y.numel() != n * c {
+                return Err(format!("output dims {:?}, expected {n} × {c} elements", y.dims));
+            }
+            match (x.datatype, y.datatype) {
+                (XnnDatatype::Fp32, XnnDatatype::Fp32) => Ok(Op::GlobalAvgPoolF32 { batch: n, pixels: h * w, channels: c, min, max }),
+                (XnnDatatype::QInt8, XnnDatatype::QInt8) => {
+                    let (xq, yq) = (qparams(input, x)?, qparams(output, y)?);
+                    let (lo, hi) = qrange(node.range, yq);
+                    Ok(Op::GlobalAvgPoolQs8 { batch: n, pixels: h * w, channels: c, input: xq, output: yq, lo, hi })
+                }
+                (a, b) => Err(format!("datatypes {}/{} are not supported", a.name(), b.name())),
+            }
+        }
+        K::Copy => {
+            same_type(input, x, output, y)?;
+            if x.numel() != y.numel() {
+                return Err(format!("copy of {:?} into {:?}", x.dims, y.dims));
+            }
+            Ok(Op::Copy)
+        }
+        K::Clamp if x.datatype == XnnDatatype::QInt8 => {
+            same_type(input, x, output, y)?;
+            if x.dims != y.dims {
+                return Err(format!("input dims {:?} differ from output dims {:?}", x.dims, y.dims));
+            }
+            let (lo, hi) = qrange(node.range, qparams(output, y)?);
+            Ok(Op::ClampI8 { lo, hi })
+        }
+        K::Softmax => {
+            same_f32(input, x, output, y)?;
+            let cols = *x.dims.last().unwrap_or(&1);
+            Ok(Op::SoftmaxF32 { rows: if cols == 0 { 0 } else { x.numel() / cols }, cols })
+        }
+        _ => {
+            same_f32(input, x, output, y)?;
+            let op = match kind {
+                K::Clamp => UnOp::Identity,
+                K::Hardswish => UnOp::Hardswish,
+                K::Sigmoid => UnOp::Sigmoid,
+                K::Tanh => UnOp::Tanh,
+                K::Gelu => UnOp::Gelu,
+                K::Abs => UnOp::Abs,
+                K::Negate => UnOp::Neg,
+                K::Square => UnOp::Square,
+                K::SquareRoot => UnOp::Sqrt,
+                K::ReciprocalSquareRoot => UnOp::Rsqrt,
+                K::Floor => UnOp::Floor,
+                K::Ceiling => UnOp::Ceil,
+                K::Log => UnOp::Log,
+                K::Exp => UnOp::Exp,
+                K::Sin => UnOp::Sin,
+                K::Cos => UnOp::Cos,
+                k => return Err(format!("node type {} is not supported by rbuild's XNNPACK runtime", k.name())),
+            };
+            Ok(Op::UnaryF32 { op, min, max })
+        }
+    }
+}
+
+fn pool(graph: &XnnGraph, p: &PoolParams, max_pool: bool, min: f32, max: f32) -> Result<Op, String> {
+    let (x, y) = (value(graph, p.input), value(graph, p.output));
+    if x.datatype != XnnDatatype::Fp32 || y.datatype != XnnDatatype::Fp32 {
+        return Err(format!("pooling on {} values is not supported (fp32 only)", x.datatype.name()));
+    }
+    let [n, h, w, c] = dims4(p.input, x)?;
+    let [on, oh, ow, oc] = dims4(p.output, y)?;
+    let u = |v: u32| v as usize;
+    let geom = Conv2dGeom {
+        batch: n,
+        in_h: h,
+        in_w: w,
+        out_h: oh,
+        out_w: ow,
+        kernel_h: u(p.pooling_height),
+        kernel_w: u(p.pooling_width),
+        stride_h: u(p.stride_height).max(1),
+        stride_w: u(p.stride_width).max(1),
+        dilation_h: u(p.dilation_height).max(1),
+        dilation_w: u(p.dilation_width).max(1),
+        pad_top: u(p.padding_top),
+        pad_left: u(p.padding_left),
+        groups: c,
+        group_in: 1,
+        group_out: 1,
+    };
+    if on != n || oc != c || geom.kernel_h == 0 || geom.kernel_w == 0 {
+        return Err(format!("pooling {:?} → {:?} with a {}x{} window", x.dims, y.dims, geom.kernel_h, geom.kernel_w));
+    }
+    Ok(Op::PoolF32 { max_pool, geom, min, max })
+}
+
+fn deconv(graph: &XnnGraph, consts: &Constants<'_, '_>, p: &ConvParams, min: f32, max: f32) -> Result<Op, String> {
+    let (x, w, y) = (value(graph, p.input), value(graph, p.filter), value(graph, p.output));
+    if [x.datatype, w.datatype, y.datatype] != [XnnDatatype::Fp32; 3] {
+        return Err(format!("transposed convolution on {} values is not supported (fp32 only)", x.datatype.name()));
+    }
+    let [n, h, wd, c] = dims4(p.input, x)?;
+    let [on, oh, ow, oc] = dims4(p.output, y)?;
+    let u = |v: u32| v as usize;
+    let geom = Conv2dGeom {
+        batch: n,
+        in_h: h,
+        in_w: wd,
+        out_h: oh,
+        out_w: ow,
+        kernel_h: u(p.kernel_height),
+        kernel_w: u(p.kernel_width),
+        stride_h: u(p.subsampling_height),
+        stride_w: u(p.subsampling_width),
+        dilation_h: u(p.dilation_height),
+        dilation_w: u(p.dilation_width),
+        pad_top: u(p.padding_top),
+        pad_left: u(p.padding_left),
+        groups: u(p.groups),
+        group_in: u(p.group_input_channels),
+        group_out: u(p.group_output_channels),
+    };
+    if geom.kernel_h == 0 || geom.kernel_w == 0 || geom.stride_h == 0 || geom.stride_w == 0 || geom.dilation_h == 0 || geom.dilation_w == 0 {
+        return Err(String::from("kernel, stride and dilation must be nonzero"));
+    }
+    let full = |size: usize, k: usize, s: usize, d: usize, adj: u32| (size.saturating_sub(1)) * s + d * (k - 1) + 1 + adj as usize;
+    let fh = full(h, geom.kernel_h, geom.stride_h, geom.dilation_h, p.adjustment_height);
+    let fw = full(wd, geom.kernel_w, geom.stride_w, geom.dilation_w, p.adjustment_width);
+    let pads_h = u(p.padding_top) + u(p.padding_bottom);
+    let pads_w = u(p.padding_left) + u(p.padding_right);
+    if on != n || c != geom.groups * geom.group_in || oc != geom.groups * geom.group_out || fh < pads_h || fw < pads_w || fh - pads_h != oh || fw - pads_w != ow {
+        return Err(format!("transposed convolution {:?} → {:?} does not match its parameters", x.dims, y.dims));
+    }
+    let want = vec![oc, geom.kernel_h, geom.kernel_w, geom.group_in];
+    if w.dims != want {
+        return Err(format!("filter dims {:?}, expected {want:?}", w.dims));
+    }
+    let filter = consts.f32s(p.filter, w)?;
+    let bias = p.bias.map(|b| consts.f32s(b, value(graph, b))).transpose()?;
+    check_len("bias", bias.as_deref(), oc)?;
+    Ok(Op::DeconvF32 { geom, filter, bias, min, max })
+}

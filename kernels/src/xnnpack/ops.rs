@@ -1,0 +1,435 @@
+//! The XNNPACK nodes that are not convolutions: elementwise math with broadcasting, pooling,
+//! softmax, batch matrix multiply, and data movement (transpose, slice, pad, concatenate).
+//! Plain loops: these are a few percent of a CNN's time.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use crate::nhwc::Conv2dGeom;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Min,
+    Max,
+    Prelu,
+}
+
+impl BinOp {
+    #[inline]
+    pub fn apply(self, a: f32, b: f32) -> f32 {
+        match self {
+            BinOp::Add => a + b,
+            BinOp::Sub => a - b,
+            BinOp::Mul => a * b,
+            BinOp::Div => a / b,
+            BinOp::Min => a.min(b),
+            BinOp::Max => a.max(b),
+            BinOp::Prelu => {
+                if a < 0.0 {
+                    a * b
+                } else {
+                    a
+                }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnOp {
+    Identity,
+    Hardswish,
+    Sigmoid,
+    Tanh,
+    Gelu,
+    Abs,
+    Neg,
+    Square,
+    Sqrt,
+    Rsqrt,
+    Floor,
+    Ceil,
+    Log,
+    Exp,
+    Sin,
+    Cos,
+    Elu(f32),
+    LeakyRelu(f32),
+}
+
+impl UnOp {
+    #[inline]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            UnOp::Identity => x,
+            UnOp::Hardswish => x * ((x + 3.0).clamp(0.0, 6.0) / 6.0),
+            UnOp::Sigmoid => 1.0 / (1.0 + libm::expf(-x)),
+            UnOp::Tanh => libm::tanhf(x),
+            UnOp::Gelu => 0.5 * x * (1.0 + libm::erff(x * core::f32::consts::FRAC_1_SQRT_2)),
+            UnOp::Abs => x.abs(),
+            UnOp::Neg => -x,
+            UnOp::Square => x * x,
+            UnOp::Sqrt => libm::sqrtf(x),
+            UnOp::Rsqrt => 1.0 / libm::sqrtf(x),
+            UnOp::Floor => libm::floorf(x),
+            UnOp::Ceil => libm::ceilf(x),
+            UnOp::Log => libm::logf(x),
+            UnOp::Exp => libm::expf(x),
+            UnOp::Sin => libm::sinf(x),
+            UnOp::Cos => libm::cosf(x),
+            UnOp::Elu(alpha) => {
+                if x > 0.0 {
+                    x
+                } else {
+                    alpha * libm::expm1f(x)
+                }
+            }
+            UnOp::LeakyRelu(slope) => {
+                if x >= 0.0 {
+                    x
+                } else {
+                    x * slope
+                }
+            }
+        }
+    }
+}
+
+/// NumPy-style broadcasting of two operands into an output, collapsed into runs: the output is
+/// `outer` rows of `inner` elements, and along a row each operand is either contiguous or one
+/// repeated element.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Broadcast {
+    /// Collapsed output dims (last = the row).
+    dims: Vec<usize>,
+    a_strides: Vec<usize>,
+    b_strides: Vec<usize>,
+    pub a_len: usize,
+    pub b_len: usize,
+}
+
+impl Broadcast {
+    pub fn new(a: &[usize], b: &[usize], out: &[usize]) -> Result<Broadcast, String> {
+        let rank = out.len();
+        if a.len() > rank || b.len() > rank {
+            return Err(format!("operands {a:?} and {b:?} do not broadcast to {out:?}"));
+        }
+        let pad = |d: &[usize]| -> Vec<usize> { core::iter::repeat_n(1, rank - d.len()).chain(d.iter().copied()).collect() };
+        let (a, b) = (pad(a), pad(b));
+        for i in 0..rank {
+            let ok = |x: usize| x == out[i] || x == 1;
+            if !ok(a[i]) || !ok(b[i]) || (out[i] != a[i].max(b[i]) && out[i] != 0) {
+                return Err(format!("operands {a:?} and {b:?} do not broadcast to {out:?}"));
+            }
+        }
+        // Merge adjacent dims where each operand is in the same state (full or broadcast).
+        let mut dims: Vec<usize> = Vec::new();
+        let mut states: Vec<(bool, bool)> = Vec::new();
+        for i in 0..rank {
+            if out[i] == 1 {
+                continue;
+            }
+            let st = (a[i] == out[i], b[i] == out[i]);
+            match (states.last(), dims.last_mut()) {
+                (Some(&last), Some(d)) if last == st => *d *= out[i],
+                _ => {
+                    dims.push(out[i]);
+                    states.push(st);
+                }
+            }
+        }
+        if dims.is_empty() {
+            dims.push(1);
+            states.push((true, true));
+        }
+        let strides = |full: &dyn Fn(usize) -> bool| {
+            let mut s = vec![0; dims.len()];
+            let mut acc = 1;
+            for i in (0..dims.len()).rev() {
+                if full(i) {
+                    s[i] = acc;
+                    acc *= dims[i];
+                }
+            }
+            s
+        };
+        let a_strides = strides(&|i| states[i].0);
+        let b_strides = strides(&|i| states[i].1);
+        Ok(Broadcast { dims, a_strides, b_strides, a_len: a.iter().product(), b_len: b.iter().product() })
+    }
+
+    /// Calls `row(out_start, a_start, a_step, b_start, b_step, len)` for each output row
+    /// (steps are 1 = contiguous or 0 = repeated).
+    pub fn for_each_row(&self, mut row: impl FnMut(usize, usize, usize, usize, usize, usize)) {
+        let r = self.dims.len();
+        let inner = self.dims[r - 1];
+        let (sa, sb) = (self.a_strides[r - 1], self.b_strides[r - 1]);
+        let outer: usize = self.dims[..r - 1].iter().product();
+        let mut idx = vec![0usize; r - 1];
+        for o in 0..outer {
+            let (mut ao, mut bo) = (0, 0);
+            for d in 0..r - 1 {
+                ao += idx[d] * self.a_strides[d];
+                bo += idx[d] * self.b_strides[d];
+            }
+            row(o * inner, ao, sa, bo, sb, inner);
+            for d in (0..r - 1).rev() {
+                idx[d] += 1;
+                if idx[d] < self.dims[d] {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+    }
+}
+
+pub fn binary_f32(op: BinOp, bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32], min: f32, max: f32) {
+    bc.for_each_row(|o, ao, sa, bo, sb, len| {
+        let out = &mut y[o..o + len];
+        match (sa, sb) {
+            (1, 1) => {
+                for ((y, &x), &z) in out.iter_mut().zip(&a[ao..ao + len]).zip(&b[bo..bo + len]) {
+                    *y = op.apply(x, z).max(min).min(max);
+                }
+            }
+            (1, _) => {
+                let z = b[bo];
+                for (y, &x) in out.iter_mut().zip(&a[ao..ao + len]) {
+                    *y = op.apply(x, z).max(min).min(max);
+                }
+            }
+            (_, 1) => {
+                let x = a[ao];
+                for (y, &z) in out.iter_mut().zip(&b[bo..bo + len]) {
+                    *y = op.apply(x, z).max(min).min(max);
+                }
+            }
+            _ => {
+                let v = op.apply(a[ao], b[bo]).max(min).min(max);
+                out.fill(v);
+            }
+        }
+    });
+}
+
+pub fn unary_f32(op: UnOp, x: &[f32], y: &mut [f32], min: f32, max: f32) {
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = op.apply(x).max(min).min(max);
+    }
+}
+
+pub fn softmax_f32(rows: usize, cols: usize, x: &[f32], y: &mut [f32]) {
+    for r in 0..rows {
+        let (xr, yr) = (&x[r * cols..(r + 1) * cols], &mut y[r * cols..(r + 1) * cols]);
+        let m = xr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0f32;
+        for (y, &x) in yr.iter_mut().zip(xr) {
+            *y = libm::expf(x - m);
+            sum += *y;
+        }
+        let inv = 1.0 / sum;
+        for y in yr.iter_mut() {
+            *y *= inv;
+        }
+    }
+}
+
+pub fn global_avg_pool_f32(batch: usize, pixels: usize, channels: usize, x: &[f32], y: &mut [f32], min: f32, max: f32) {
+    let scale = 1.0 / pixels.max(1) as f32;
+    for n in 0..batch {
+        let out = &mut y[n * channels..(n + 1) * channels];
+        out.fill(0.0);
+        for p in 0..pixels {
+            let row = &x[(n * pixels + p) * channels..][..channels];
+            for (o, &v) in out.iter_mut().zip(row) {
+                *o += v;
+            }
+        }
+        for o in out.iter_mut() {
+            *o = (*o * scale).max(min).min(max);
+        }
+    }
+}
+
+/// Average (padding excluded from the count, as XNNPACK does) or max pooling over NHWC.
+pub fn pool_f32(max_pool: bool, g: &Conv2dGeom, x: &[f32], y: &mut [f32], min: f32, max: f32) {
+    let c = g.groups;
+    let mut acc = vec![0.0f32; c];
+    for n in 0..g.batch {
+        for oy in 0..g.out_h {
+            for ox in 0..g.out_w {
+                acc.fill(if max_pool { f32::NEG_INFINITY } else { 0.0 });
+                let mut count = 0usize;
+                for ky in 0..g.kernel_h {
+                    let iy = (oy * g.stride_h + ky * g.dilation_h) as isize - g.pad_top as isize;
+                    if iy < 0 || iy as usize >= g.in_h {
+                        continue;
+                    }
+                    for kx in 0..g.kernel_w {
+                        let ix = (ox * g.stride_w + kx * g.dilation_w) as isize - g.pad_left as isize;
+                        if ix < 0 || ix as usize >= g.in_w {
+                            continue;
+                        }
+                        count += 1;
+                        let row = &x[((n * g.in_h + iy as usize) * g.in_w + ix as usize) * c..][..c];
+                        for (a, &v) in acc.iter_mut().zip(row) {
+                            *a = if max_pool { a.max(v) } else { *a + v };
+                        }
+                    }
+                }
+                let out = &mut y[((n * g.out_h + oy) * g.out_w + ox) * c..][..c];
+                let scale = if max_pool { 1.0 } else { 1.0 / count.max(1) as f32 };
+                for (o, &a) in out.iter_mut().zip(&acc) {
+                    *o = if max_pool { a } else { a * scale }.max(min).min(max);
+                }
+            }
+        }
+    }
+}
+
+/// Transposed convolution, NHWC, filter `[groups·group_out, kh, kw, group_in]`.
+#[allow(clippy::too_many_arguments)]
+pub fn deconv_f32(g: &Conv2dGeom, filter: &[f32], bias: Option<&[f32]>, x: &[f32], y: &mut [f32], min: f32, max: f32) {
+    let (ci, co) = (g.in_channels(), g.out_channels());
+    for n in 0..g.batch {
+        for p in 0..g.out_h * g.out_w {
+            let out = &mut y[(n * g.out_h * g.out_w + p) * co..][..co];
+            match bias {
+                Some(b) => out.copy_from_slice(b),
+                None => out.fill(0.0),
+            }
+        }
+        for iy in 0..g.in_h {
+            for ix in 0..g.in_w {
+                let xin = &x[((n * g.in_h + iy) * g.in_w + ix) * ci..][..ci];
+                for ky in 0..g.kernel_h {
+                    let oy = (iy * g.stride_h + ky * g.dilation_h) as isize - g.pad_top as isize;
+                    if oy < 0 || oy as usize >= g.out_h {
+                        continue;
+                    }
+                    for kx in 0..g.kernel_w {
+                        let ox = (ix * g.stride_w + kx * g.dilation_w) as isize - g.pad_left as isize;
+                        if ox < 0 || ox as usize >= g.out_w {
+                            continue;
+                        }
+                        let out = &mut y[((n * g.out_h + oy as usize) * g.out_w + ox as usize) * co..][..co];
+                        for grp in 0..g.groups {
+                            for o in 0..g.group_out {
+                                let oc = grp * g.group_out + o;
+                                let w = &filter[((oc * g.kernel_h + ky) * g.kernel_w + kx) * g.group_in..][..g.group_in];
+                                let xs = &xin[grp * g.group_in..][..g.group_in];
+                                out[oc] += w.iter().zip(xs).map(|(a, b)| a * b).sum::<f32>();
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for v in y.iter_mut() {
+        *v = v.max(min).min(max);
+    }
+}
+
+pub fn transpose<T: Copy>(dims: &[usize], perm: &[usize], x: &[T], y: &mut [T]) {
+    let r = dims.len();
+    let mut in_strides = vec![1usize; r];
+    for i in (0..r.saturating_sub(1)).rev() {
+        in_strides[i] = in_strides[i + 1] * dims[i + 1];
+    }
+    let out_dims: Vec<usize> = perm.iter().map(|&p| dims[p]).collect();
+    let strides: Vec<usize> = perm.iter().map(|&p| in_strides[p]).collect();
+    if r == 0 {
+        y.copy_from_slice(x);
+        return;
+    }
+    let inner = out_dims[r - 1];
+    let step = strides[r - 1];
+    let mut idx = vec![0usize; r - 1];
+    let outer: usize = out_dims[..r - 1].iter().product();
+    for o in 0..outer {
+        let base: usize = idx.iter().zip(&strides).map(|(i, s)| i * s).sum();
+        let out = &mut y[o * inner..(o + 1) * inner];
+        for (k, v) in out.iter_mut().enumerate() {
+            *v = x[base + k * step];
+        }
+        for d in (0..r - 1).rev() {
+            idx[d] += 1;
+            if idx[d] < out_dims[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+/// Row-major index walk shared by slice and pad: calls `f(in_offset, out_offset, len)` for
+/// each innermost run of the `sizes` box placed at `in_origin` in `in_dims` and `out_origin`
+/// in `out_dims`.
+fn box_runs(in_dims: &[usize], in_origin: &[usize], out_dims: &[usize], out_origin: &[usize], sizes: &[usize], mut f: impl FnMut(usize, usize, usize)) {
+    let r = sizes.len();
+    if r == 0 {
+        f(0, 0, 1);
+        return;
+    }
+    if sizes.contains(&0) {
+        return;
+    }
+    let strides = |d: &[usize]| {
+        let mut s = vec![1usize; r];
+        for i in (0..r - 1).rev() {
+            s[i] = s[i + 1] * d[i + 1];
+        }
+        s
+    };
+    let (si, so) = (strides(in_dims), strides(out_dims));
+    let mut idx = vec![0usize; r - 1];
+    let outer: usize = sizes[..r - 1].iter().product();
+    for _ in 0..outer {
+        let mut io = in_origin[r - 1];
+        let mut oo = out_origin[r - 1];
+        for d in 0..r - 1 {
+            io += (in_origin[d] + idx[d]) * si[d];
+            oo += (out_origin[d] + idx[d]) * so[d];
+        }
+        f(io, oo, sizes[r - 1]);
+        for d in (0..r - 1).rev() {
+            idx[d] += 1;
+            if idx[d] < sizes[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+pub fn slice<T: Copy>(dims: &[usize], offsets: &[usize], sizes: &[usize], x: &[T], y: &mut [T]) {
+    let zeros = vec![0; sizes.len()];
+    box_runs(dims, offsets, sizes, &zeros, sizes, |i, o, n| y[o..o + n].copy_from_slice(&x[i..i + n]));
+}
+
+pub fn pad<T: Copy>(dims: &[usize], pre: &[usize], post: &[usize], value: T, x: &[T], y: &mut [T]) {
+    let out_dims: Vec<usize> = (0..dims.len()).map(|i| dims[i] + pre[i] + post[i]).collect();
+    y.fill(value);
+    let zeros = vec![0; dims.len()];
+    box_runs(dims, &zeros, &out_dims, pre, dims, |i, o, n| y[o..o + n].copy_from_slice(&x[i..i + n]));
+}
+
+/// `inputs[k]` is `outer` blocks of `inner_sizes[k]` elements; the output interleaves them.
+pub fn concat<T: Copy>(outer: usize, inner_sizes: &[usize], inputs: &[&[T]], y: &mut [T]) {
+    let row: usize = inner_sizes.iter().sum();
+    for o in 0..outer {
+        let mut at = o * row;
+        for (x, &n) in inputs.iter().zip(inner_sizes) {
+            y[at..at + n].copy_from_slice(&x[o * n..(o + 1) * n]);
+            at += n;
+        }
+    }
+}
