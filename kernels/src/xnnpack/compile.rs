@@ -31,13 +31,20 @@ pub enum Buf {
     I32(Vec<i32>),
 }
 
+fn zeros<T: Clone + Default>(len: usize) -> Result<Vec<T>, String> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| format!("cannot allocate {len} activation elements"))?;
+    v.resize(len, T::default());
+    Ok(v)
+}
+
 impl Buf {
-    fn new(elem: Elem, len: usize) -> Buf {
-        match elem {
-            Elem::F32 => Buf::F32(vec![0.0; len]),
-            Elem::I8 => Buf::I8(vec![0; len]),
-            Elem::I32 => Buf::I32(vec![0; len]),
-        }
+    fn new(elem: Elem, len: usize) -> Result<Buf, String> {
+        Ok(match elem {
+            Elem::F32 => Buf::F32(zeros(len)?),
+            Elem::I8 => Buf::I8(zeros(len)?),
+            Elem::I32 => Buf::I32(zeros(len)?),
+        })
     }
     fn elem(&self) -> Elem {
         match self {
@@ -53,11 +60,21 @@ impl Buf {
             Buf::I32(v) => v.len(),
         }
     }
-    fn grow(&mut self, len: usize) {
+    fn grow(&mut self, len: usize) -> Result<(), String> {
+        let more = len.saturating_sub(self.len());
+        let err = |_| format!("cannot allocate {len} activation elements");
         match self {
-            Buf::F32(v) => v.resize(len.max(v.len()), 0.0),
-            Buf::I8(v) => v.resize(len.max(v.len()), 0),
-            Buf::I32(v) => v.resize(len.max(v.len()), 0),
+            Buf::F32(v) => v.try_reserve_exact(more).map_err(err).map(|_| v.resize(len.max(v.len()), 0.0)),
+            Buf::I8(v) => v.try_reserve_exact(more).map_err(err).map(|_| v.resize(len.max(v.len()), 0)),
+            Buf::I32(v) => v.try_reserve_exact(more).map_err(err).map(|_| v.resize(len.max(v.len()), 0)),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Buf::F32(v) => 4 * v.len(),
+            Buf::I8(v) => v.len(),
+            Buf::I32(v) => 4 * v.len(),
         }
     }
 }
@@ -96,6 +113,22 @@ pub enum Op {
     Slice { dims: Vec<usize>, offsets: Vec<usize>, sizes: Vec<usize> },
     Pad { dims: Vec<usize>, pre: Vec<usize>, post: Vec<usize>, value_f32: f32, value_i8: i8 },
     Concat { outer: usize, inner_sizes: Vec<usize> },
+}
+
+impl Op {
+    /// Short shape summary for profiles.
+    pub fn describe(&self) -> String {
+        let g = |g: &Conv2dGeom| format!("{}x{}x{}->{}x{}x{} k{}x{} s{}", g.in_h, g.in_w, g.in_channels(), g.out_h, g.out_w, g.out_channels(), g.kernel_h, g.kernel_w, g.stride_h);
+        match self {
+            Op::ConvF32 { op, .. } => g(op.geom()),
+            Op::DepthwiseF32 { op, .. } => g(op.geom()),
+            Op::ConvQs8(op) => g(op.geom()),
+            Op::DepthwiseQs8(op) => g(op.geom()),
+            Op::FullyConnectedF32 { op, m, .. } => format!("{m}x{}->{}", op.k(), op.n()),
+            Op::FullyConnectedQs8 { op, m } => format!("{m}x{}->{}", op.k(), op.n()),
+            _ => String::new(),
+        }
+    }
 }
 
 pub struct Step {
@@ -286,10 +319,24 @@ struct Alloc {
     bufs: Vec<Buf>,
     free: Vec<usize>,
     slot: Vec<Option<usize>>,
+    /// Activation bytes allocated so far, and the most allowed.
+    bytes: usize,
+    limit: usize,
 }
 
 impl Alloc {
-    fn take(&mut self, elem: Elem, len: usize) -> usize {
+    /// Checks that growing the activations by `more` bytes stays within the limit.
+    fn charge(&mut self, more: usize) -> Result<(), String> {
+        match self.bytes.checked_add(more) {
+            Some(total) if total <= self.limit => {
+                self.bytes = total;
+                Ok(())
+            }
+            _ => Err(format!("activations need more than the {} MiB this delegate may allocate", self.limit >> 20)),
+        }
+    }
+
+    fn take(&mut self, elem: Elem, len: usize) -> Result<usize, String> {
         // Best fit among free buffers of the same type, else the largest one grown, else new.
         let mut best: Option<(usize, usize)> = None;
         for (k, &b) in self.free.iter().enumerate() {
@@ -308,21 +355,30 @@ impl Alloc {
                 best = Some((k, cap));
             }
         }
+        let size = match elem {
+            Elem::I8 => len,
+            _ => len.saturating_mul(4),
+        };
         match best {
             Some((k, _)) => {
                 let b = self.free.swap_remove(k);
-                self.bufs[b].grow(len);
-                b
+                self.charge(size.saturating_sub(self.bufs[b].bytes()))?;
+                self.bufs[b].grow(len)?;
+                Ok(b)
             }
             None => {
-                self.bufs.push(Buf::new(elem, len));
-                self.bufs.len() - 1
+                self.charge(size)?;
+                self.bufs.push(Buf::new(elem, len)?);
+                Ok(self.bufs.len() - 1)
             }
         }
     }
 }
 
-pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedData<'n>) -> Result<Plan, String> {
+/// Activation memory a delegate may allocate unless told otherwise (4 GiB).
+pub const DEFAULT_ACTIVATION_LIMIT: usize = 4 << 30;
+
+pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedData<'n>, activation_limit: usize) -> Result<Plan, String> {
     // The lookup again, returning slices of the graph's (shorter) lifetime.
     let lookup = move |key: &str| -> Option<&'g [u8]> { named(key) };
     let consts = Constants { graph, region, named: &lookup };
@@ -337,7 +393,7 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
             last_read[usize_of(v)] = Some(i);
         }
     }
-    let mut alloc = Alloc { bufs: Vec::new(), free: Vec::new(), slot: vec![None; n_values] };
+    let mut alloc = Alloc { bufs: Vec::new(), free: Vec::new(), slot: vec![None; n_values], bytes: 0, limit: activation_limit };
     let mut pinned = vec![false; n_values];
     for &id in &graph.output_ids {
         pinned[usize_of(id)] = true;
@@ -350,7 +406,7 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
             return Err(format!("input value {id} is a constant"));
         }
         let elem = elem_of(id, v)?;
-        let buf = alloc.take(elem, v.numel());
+        let buf = alloc.take(elem, v.numel())?;
         alloc.slot[usize_of(id)] = Some(buf);
         inputs.push(Extern { buf, dims: v.dims.clone(), elem });
     }
@@ -389,7 +445,7 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
         }
         let op = build_op(graph, &consts, node).map_err(ctx)?;
         let out_elem = elem_of(out_id, out_v).map_err(ctx)?;
-        let out_buf = alloc.take(out_elem, out_v.numel());
+        let out_buf = alloc.take(out_elem, out_v.numel()).map_err(ctx)?;
         alloc.slot[usize_of(out_id)] = Some(out_buf);
         // Inputs whose last reader this is go back to the free list (after the output took its buffer).
         for v in node.params.inputs() {
@@ -428,6 +484,7 @@ fn packed_inputs(node: &Node) -> Vec<u32> {
 
 fn materialize(consts: &Constants<'_, '_>, id: u32, v: &XnnValue, alloc: &mut Alloc) -> Result<usize, String> {
     let elem = elem_of(id, v)?;
+    alloc.charge(v.numel().saturating_mul(4))?;
     let buf = match elem {
         Elem::F32 => Buf::F32(consts.f32s(id, v)?),
         Elem::I8 => Buf::I8(consts.i8s(id, v)?),

@@ -300,3 +300,15 @@ fn move_elems(
     }
     Ok(())
 }
+
+/// Every step once, timing each with `now()` (seconds): (node kind, step seconds) in order.
+pub fn run_steps_timed(plan: &mut Plan, workers: &mut Workers, threads: usize, now: &dyn Fn() -> f64) -> KernelResult<Vec<(&'static str, f64)>> {
+    let par = workers.get(threads);
+    let mut times = Vec::with_capacity(plan.steps.len());
+    for (k, step) in plan.steps.iter().enumerate() {
+        let t = now();
+        run_step(par, &mut plan.bufs, step).map_err(|e| kerr!("{ID}: step {k} ({}): {}", step.kind.name(), e.message))?;
+        times.push((step.kind.name(), now() - t));
+    }
+    Ok(times)
+}

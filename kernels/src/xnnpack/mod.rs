@@ -32,7 +32,7 @@ impl Backend for XnnpackBackend {
 
     fn init(&self, ctx: &BackendInitContext<'_>, processed: &[u8], _specs: &[CompileSpec<'_>]) -> Result<Box<dyn DelegateHandle>, String> {
         let payload = parse_payload(processed)?;
-        let plan = compile::compile(&payload.graph, payload.constants, ctx.named_data).map_err(|e| format!("XNNPACK payload: {e}"))?;
+        let plan = compile::compile(&payload.graph, payload.constants, ctx.named_data, compile::DEFAULT_ACTIVATION_LIMIT).map_err(|e| format!("XNNPACK payload: {e}"))?;
         Ok(Box::new(XnnpackHandle { plan, workers: exec::Workers::default() }))
     }
 }
@@ -90,16 +90,29 @@ pub fn summarize(processed: &[u8]) -> Result<PayloadSummary, String> {
 }
 
 /// A payload compiled outside a program, for tests and fuzzing: `named_data` stands in for the
-/// program's named data.
-pub fn compile_payload<'a>(processed: &'a [u8], named_data: &'a dyn Fn(&str) -> Option<&'a [u8]>) -> Result<Plan, String> {
+/// program's named data; activations may take at most `activation_limit` bytes.
+pub fn compile_payload<'a>(processed: &'a [u8], named_data: &'a dyn Fn(&str) -> Option<&'a [u8]>, activation_limit: usize) -> Result<Plan, String> {
     let payload = parse_payload(processed)?;
-    compile::compile(&payload.graph, payload.constants, named_data).map_err(|e| format!("XNNPACK payload: {e}"))
+    compile::compile(&payload.graph, payload.constants, named_data, activation_limit).map_err(|e| format!("XNNPACK payload: {e}"))
 }
+
+pub use compile::DEFAULT_ACTIVATION_LIMIT;
 
 impl Plan {
     /// Elements of all activation buffers together (what running the plan touches).
     pub fn activation_elements(&self) -> usize {
         self.bufs.iter().map(compile::Buf::len).sum()
+    }
+
+    /// [`Plan::run_in_place`], timing each step with `now()` (seconds): (node kind, seconds).
+    pub fn run_timed(&mut self, threads: usize, now: &dyn Fn() -> f64) -> Result<alloc::vec::Vec<(&'static str, f64)>, String> {
+        let mut workers = exec::Workers::default();
+        exec::run_steps_timed(self, &mut workers, threads, now).map_err(|e| e.message)
+    }
+
+    /// A description of each step (node kind and the operator's shape), in order.
+    pub fn step_names(&self) -> alloc::vec::Vec<String> {
+        self.steps.iter().map(|s| format!("{} {}", s.kind.name(), s.op.describe())).collect()
     }
 
     /// Runs every step on whatever the buffers hold (zeros after compile), on `threads` threads.

@@ -68,7 +68,7 @@ impl UnOp {
     pub fn apply(self, x: f32) -> f32 {
         match self {
             UnOp::Identity => x,
-            UnOp::Hardswish => x * ((x + 3.0).clamp(0.0, 6.0) / 6.0),
+            UnOp::Hardswish => x * ((x + 3.0).max(0.0).min(6.0) / 6.0),
             UnOp::Sigmoid => 1.0 / (1.0 + libm::expf(-x)),
             UnOp::Tanh => libm::tanhf(x),
             UnOp::Gelu => 0.5 * x * (1.0 + libm::erff(x * core::f32::consts::FRAC_1_SQRT_2)),
@@ -191,28 +191,42 @@ impl Broadcast {
 }
 
 pub fn binary_f32(op: BinOp, bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32], min: f32, max: f32) {
+    // One monomorphized loop per operator, so each vectorizes.
+    match op {
+        BinOp::Add => binary_with(bc, a, b, y, min, max, |x, z| x + z),
+        BinOp::Sub => binary_with(bc, a, b, y, min, max, |x, z| x - z),
+        BinOp::Mul => binary_with(bc, a, b, y, min, max, |x, z| x * z),
+        BinOp::Div => binary_with(bc, a, b, y, min, max, |x, z| x / z),
+        BinOp::Min => binary_with(bc, a, b, y, min, max, f32::min),
+        BinOp::Max => binary_with(bc, a, b, y, min, max, f32::max),
+        BinOp::Prelu => binary_with(bc, a, b, y, min, max, |x, z| BinOp::Prelu.apply(x, z)),
+    }
+}
+
+#[inline(always)]
+fn binary_with(bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32], min: f32, max: f32, f: impl Fn(f32, f32) -> f32 + Copy) {
     bc.for_each_row(|o, ao, sa, bo, sb, len| {
         let out = &mut y[o..o + len];
         match (sa, sb) {
             (1, 1) => {
                 for ((y, &x), &z) in out.iter_mut().zip(&a[ao..ao + len]).zip(&b[bo..bo + len]) {
-                    *y = op.apply(x, z).max(min).min(max);
+                    *y = f(x, z).max(min).min(max);
                 }
             }
             (1, _) => {
                 let z = b[bo];
                 for (y, &x) in out.iter_mut().zip(&a[ao..ao + len]) {
-                    *y = op.apply(x, z).max(min).min(max);
+                    *y = f(x, z).max(min).min(max);
                 }
             }
             (_, 1) => {
                 let x = a[ao];
                 for (y, &z) in out.iter_mut().zip(&b[bo..bo + len]) {
-                    *y = op.apply(x, z).max(min).min(max);
+                    *y = f(x, z).max(min).min(max);
                 }
             }
             _ => {
-                let v = op.apply(a[ao], b[bo]).max(min).min(max);
+                let v = f(a[ao], b[bo]).max(min).min(max);
                 out.fill(v);
             }
         }
@@ -220,8 +234,22 @@ pub fn binary_f32(op: BinOp, bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32]
 }
 
 pub fn unary_f32(op: UnOp, x: &[f32], y: &mut [f32], min: f32, max: f32) {
+    match op {
+        // The cheap, common ones get their own vectorizable loop.
+        UnOp::Identity => unary_with(x, y, min, max, |v| v),
+        UnOp::Hardswish => unary_with(x, y, min, max, |v| v * ((v + 3.0).max(0.0).min(6.0) / 6.0)),
+        UnOp::Abs => unary_with(x, y, min, max, f32::abs),
+        UnOp::Neg => unary_with(x, y, min, max, |v| -v),
+        UnOp::Square => unary_with(x, y, min, max, |v| v * v),
+        UnOp::LeakyRelu(s) => unary_with(x, y, min, max, move |v| if v >= 0.0 { v } else { v * s }),
+        other => unary_with(x, y, min, max, move |v| other.apply(v)),
+    }
+}
+
+#[inline(always)]
+fn unary_with(x: &[f32], y: &mut [f32], min: f32, max: f32, f: impl Fn(f32) -> f32) {
     for (y, &x) in y.iter_mut().zip(x) {
-        *y = op.apply(x).max(min).min(max);
+        *y = f(x).max(min).min(max);
     }
 }
 
@@ -339,14 +367,27 @@ pub fn deconv_f32(g: &Conv2dGeom, filter: &[f32], bias: Option<&[f32]>, x: &[f32
 }
 
 pub fn transpose<T: Copy>(dims: &[usize], perm: &[usize], x: &[T], y: &mut [T]) {
+    let (dims, perm) = collapse_transpose(dims, perm);
     let r = dims.len();
+    // The boundary layout changes (NCHW ↔ NHWC) are batched 2-D transposes: blocked copies.
+    if r == 2 && perm == [1, 0] {
+        transpose_2d(dims[0], dims[1], x, y);
+        return;
+    }
+    if r == 3 && perm == [0, 2, 1] {
+        let n = dims[1] * dims[2];
+        for b in 0..dims[0] {
+            transpose_2d(dims[1], dims[2], &x[b * n..(b + 1) * n], &mut y[b * n..(b + 1) * n]);
+        }
+        return;
+    }
     let mut in_strides = vec![1usize; r];
     for i in (0..r.saturating_sub(1)).rev() {
         in_strides[i] = in_strides[i + 1] * dims[i + 1];
     }
     let out_dims: Vec<usize> = perm.iter().map(|&p| dims[p]).collect();
     let strides: Vec<usize> = perm.iter().map(|&p| in_strides[p]).collect();
-    if r == 0 {
+    if r <= 1 {
         y.copy_from_slice(x);
         return;
     }
@@ -366,6 +407,48 @@ pub fn transpose<T: Copy>(dims: &[usize], perm: &[usize], x: &[T], y: &mut [T]) 
                 break;
             }
             idx[d] = 0;
+        }
+    }
+}
+
+/// Drops size-1 dims and merges input dims that stay adjacent and in order in the output.
+fn collapse_transpose(dims: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let keep: Vec<usize> = (0..dims.len()).filter(|&d| dims[d] != 1).collect();
+    // perm restricted to kept dims, renumbered.
+    let rank_of = |d: usize| keep.iter().position(|&k| k == d);
+    let p: Vec<usize> = perm.iter().filter_map(|&d| rank_of(d)).collect();
+    let kd: Vec<usize> = keep.iter().map(|&d| dims[d]).collect();
+    // Merge runs where output order has input dims i, i+1 consecutively.
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for &d in &p {
+        match groups.last_mut() {
+            Some(g) if *g.last().unwrap() + 1 == d => g.push(d),
+            _ => groups.push(vec![d]),
+        }
+    }
+    let mut order: Vec<usize> = (0..groups.len()).collect();
+    order.sort_by_key(|&g| groups[g][0]);
+    let new_dims: Vec<usize> = order.iter().map(|&g| groups[g].iter().map(|&d| kd[d]).product()).collect();
+    let mut new_perm = vec![0; groups.len()];
+    for (rank, &g) in order.iter().enumerate() {
+        new_perm[g] = rank;
+    }
+    (new_dims, new_perm)
+}
+
+/// `y[c, r] = x[r, c]` for `x` of `rows × cols`, in cache-sized tiles.
+fn transpose_2d<T: Copy>(rows: usize, cols: usize, x: &[T], y: &mut [T]) {
+    const TILE: usize = 32;
+    for r0 in (0..rows).step_by(TILE) {
+        let r1 = (r0 + TILE).min(rows);
+        for c0 in (0..cols).step_by(TILE) {
+            let c1 = (c0 + TILE).min(cols);
+            for r in r0..r1 {
+                let row = &x[r * cols..(r + 1) * cols];
+                for c in c0..c1 {
+                    y[c * rows + r] = row[c];
+                }
+            }
         }
     }
 }
@@ -431,5 +514,105 @@ pub fn concat<T: Copy>(outer: usize, inner_sizes: &[usize], inputs: &[&[T]], y: 
             y[at..at + n].copy_from_slice(&x[o * n..(o + 1) * n]);
             at += n;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plain index arithmetic, the twin of [`transpose`].
+    fn transpose_naive(dims: &[usize], perm: &[usize], x: &[u32]) -> Vec<u32> {
+        let r = dims.len();
+        let out_dims: Vec<usize> = perm.iter().map(|&p| dims[p]).collect();
+        let n: usize = dims.iter().product();
+        let mut y = vec![0; n];
+        for (o, v) in y.iter_mut().enumerate() {
+            let mut rem = o;
+            let mut idx = vec![0; r];
+            for d in (0..r).rev() {
+                idx[d] = rem % out_dims[d];
+                rem /= out_dims[d];
+            }
+            let mut i = 0;
+            for d in 0..r {
+                // output dim d is input dim perm[d]
+                let stride: usize = dims[perm[d] + 1..].iter().product();
+                i += idx[d] * stride;
+            }
+            *v = x[i];
+        }
+        y
+    }
+
+    #[test]
+    fn transpose_matches_index_arithmetic() {
+        let cases: &[(&[usize], &[usize])] = &[
+            (&[1, 3, 224, 4], &[0, 2, 3, 1]),
+            (&[1, 5, 7, 3], &[0, 3, 1, 2]),
+            (&[2, 3, 4], &[0, 2, 1]),
+            (&[2, 3, 4], &[2, 0, 1]),
+            (&[4, 1, 6], &[1, 2, 0]),
+            (&[1, 1, 1], &[2, 1, 0]),
+            (&[3, 70], &[1, 0]),
+            (&[2, 3, 4, 5], &[3, 1, 0, 2]),
+            (&[6], &[0]),
+        ];
+        for (dims, perm) in cases {
+            let n: usize = dims.iter().product();
+            let x: Vec<u32> = (0..n as u32).collect();
+            let mut y = vec![0; n];
+            transpose(dims, perm, &x, &mut y);
+            assert_eq!(y, transpose_naive(dims, perm, &x), "{dims:?} {perm:?}");
+        }
+    }
+
+    #[test]
+    fn broadcast_rows_cover_numpy_semantics() {
+        // [1,1,1,C] · [1,H,W,C], [N,1] · [1,M], scalar · tensor.
+        let cases: &[(&[usize], &[usize], &[usize])] = &[(&[1, 1, 1, 4], &[1, 3, 2, 4], &[1, 3, 2, 4]), (&[3, 1], &[1, 5], &[3, 5]), (&[1], &[2, 3], &[2, 3]), (&[2, 3], &[2, 3], &[2, 3])];
+        for (a, b, out) in cases {
+            let bc = Broadcast::new(a, b, out).unwrap();
+            let (na, nb): (usize, usize) = (a.iter().product(), b.iter().product());
+            let av: Vec<f32> = (0..na).map(|i| i as f32).collect();
+            let bv: Vec<f32> = (0..nb).map(|i| 100.0 * i as f32).collect();
+            let n: usize = out.iter().product();
+            let mut y = vec![0.0; n];
+            binary_f32(BinOp::Add, &bc, &av, &bv, &mut y, f32::NEG_INFINITY, f32::INFINITY);
+            // Reference: index each operand with broadcast strides.
+            let r = out.len();
+            for (o, &got) in y.iter().enumerate() {
+                let mut rem = o;
+                let mut idx = vec![0; r];
+                for d in (0..r).rev() {
+                    idx[d] = rem % out[d];
+                    rem /= out[d];
+                }
+                let at = |dims: &[usize]| {
+                    let pad = r - dims.len();
+                    let mut i = 0;
+                    for d in 0..dims.len() {
+                        i = i * dims[d] + if dims[d] == 1 { 0 } else { idx[d + pad] };
+                    }
+                    i
+                };
+                assert_eq!(got, av[at(a)] + bv[at(b)], "{a:?}+{b:?} at {o}");
+            }
+        }
+        assert!(Broadcast::new(&[2, 3], &[3, 2], &[2, 3]).is_err());
+    }
+
+    #[test]
+    fn slice_pad_and_concat_move_the_right_elements() {
+        let x: Vec<i32> = (0..24).collect();
+        let mut y = vec![0; 6];
+        slice(&[2, 3, 4], &[1, 1, 1], &[1, 2, 3], &x, &mut y);
+        assert_eq!(y, [17, 18, 19, 21, 22, 23]);
+        let mut p = vec![0; 4 * 5];
+        pad(&[2, 3], &[1, 1], &[1, 1], -1, &[1, 2, 3, 4, 5, 6], &mut p);
+        assert_eq!(p, [-1, -1, -1, -1, -1, -1, 1, 2, 3, -1, -1, 4, 5, 6, -1, -1, -1, -1, -1, -1]);
+        let mut c = vec![0; 10];
+        concat(2, &[2, 3], &[&[1, 2, 3, 4], &[5, 6, 7, 8, 9, 10]], &mut c);
+        assert_eq!(c, [1, 2, 5, 6, 7, 3, 4, 8, 9, 10]);
     }
 }

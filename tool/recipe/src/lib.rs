@@ -31,6 +31,6 @@ pub use probe::{InstallError, ToolStatus};
 pub use probe_cache::{Captured, Probes};
 pub use recipe::{
     recipe_names, Accelerator, Backend, BackendSpec, Catalog, GpuApi, GpuOptions, DimMax, Dtype, EmbeddingQuantize, Fallback, LlmSpec, NpuOptions, ModelSpec, Pt2Spec, Quantize, Recipe,
-    RunnerSpec, VerifyInput, VerifySpec, WeightsSource, GENERIC_RUNNER, PT2_MODEL,
+    RunnerSpec, VerifyInput, VerifySpec, WeightsSource, GENERIC_RUNNER, PT2_MODEL, PTE_MODEL,
 };
 pub use toolchain::{load_platform, load_platforms, InstallStep, Platform, PlatformGpu, RunSpec, Tool};

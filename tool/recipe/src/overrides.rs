@@ -9,14 +9,15 @@ use miette::{Report, SourceSpan};
 use crate::choice::Choice;
 use crate::diag::{LoadError, Problem, Source};
 use crate::recipe::{
-    calibration_needs_int8, check_group_size, resolve_calibration, keep_float_needs_int8, language_only, no_input_shape, resolve_file, resolve_folder, resolve_weights, Catalog, Dtype, EmbeddingQuantize,
-    Fallback, LlmSpec, ModelKind, PathUse, Quantize, Recipe, WeightsSource, LLM_ONLY,
+    calibration_needs_int8, check_group_size, keep_float_needs_int8, language_only, no_input_shape, not_for_prebuilt, resolve_calibration, resolve_file, resolve_folder, resolve_program,
+    resolve_weights, Catalog, Dtype, EmbeddingQuantize, Fallback, LlmSpec, ModelKind, PathUse, Quantize, Recipe, WeightsSource, LLM_ONLY, PTE_MODEL,
 };
 use crate::suggest;
 
 /// Every key [`Recipe::apply_overrides`] accepts.
 pub const OVERRIDE_KEYS: &[&str] = &[
     "weights",
+    "program",
     "seed",
     "platform",
     "input-shape",
@@ -42,11 +43,12 @@ impl Recipe {
     /// Applies `key=value` words in order (a later word for the same key wins). Either every
     /// word applies or none does: all problems come back in one report.
     ///
-    /// `weights=PATH` and `tokenizer=PATH` are resolved against the current folder (they were
-    /// typed there), `seed=N` selects seeded random weights, and `platform=a,b` replaces the
-    /// recipe's platform list with known platforms. Keys are checked against the recipe's
+    /// `weights=PATH`, `program=PATH` and `tokenizer=PATH` are resolved against the current
+    /// folder (they were typed there), `seed=N` selects seeded random weights, and
+    /// `platform=a,b` replaces the recipe's platform list with known platforms. Keys are checked against the recipe's
     /// model kind: `input-shape` is for image models, the language-model keys (`max-seq-len`,
-    /// …) for language models.
+    /// …) for language models, `program` for prebuilt programs (`model "pte"`), which take no
+    /// other model key.
     pub fn apply_overrides<S: AsRef<str>>(&mut self, words: &[S], catalog: &Catalog) -> Result<(), Report> {
         let mut text = String::new();
         let mut starts = Vec::new();
@@ -102,6 +104,11 @@ impl Word<'_> {
 fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Result<(), Problem> {
     let kind = recipe.model.kind();
     let arch = recipe.model.arch.clone();
+    // A prebuilt program fixed its weights, shapes and quantization when it was exported.
+    let fixed_in_program = ["weights", "seed", "input-shape", "dtype", "calibration", "keep-float"];
+    if kind == ModelKind::Prebuilt && (fixed_in_program.contains(&w.key) || LLM_ONLY.contains(&w.key)) {
+        return Err(not_for_prebuilt(w.key).at(w.source, w.key_span));
+    }
     if LLM_ONLY.contains(&w.key) && recipe.model.llm.is_none() {
         return Err(language_only(w.key, &arch, catalog).at(w.source, w.key_span));
     }
@@ -110,6 +117,16 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
         "weights" => {
             recipe.model.weights = resolve_weights(value, Path::new(""), kind)
                 .map_err(|e| e.problem(w.source, value_span, "the current folder", kind.path_use()))?;
+        }
+        "program" => {
+            if kind != ModelKind::Prebuilt {
+                return Err(w
+                    .source
+                    .problem(w.key_span, format!("`program` applies to `model \"{PTE_MODEL}\"` only"), "not for this model")
+                    .help(format!("`{arch}` is exported by rbuild; `program=PATH` replaces a prebuilt program's `.pte` file")));
+            }
+            let path = resolve_program(value, Path::new("")).map_err(|e| e.problem(w.source, value_span, "the current folder", PathUse::Program))?;
+            recipe.model.weights = WeightsSource::File(path);
         }
         "seed" => {
             let seed = value.parse().map_err(|_| w.bad(0, value, "not a seed", "a non-negative integer, e.g. `seed=3`"))?;

@@ -50,6 +50,9 @@ pub struct ModelSpec {
     pub llm: Option<LlmSpec>,
     /// An imported `torch.export` archive (`model "pt2"`); its path is `weights`' file.
     pub pt2: Option<Pt2Spec>,
+    /// A prebuilt ExecuTorch program (`model "pte"`), copied instead of exported; its path is
+    /// `weights`' file (see [`ModelSpec::program_file`]).
+    pub prebuilt: bool,
     /// The `model` node's name in the recipe.
     pub span: SourceSpan,
 }
@@ -64,9 +67,24 @@ impl ModelSpec {
         self.pt2.is_some()
     }
 
+    /// A prebuilt `.pte` program rather than a model rbuild exports.
+    pub fn is_prebuilt(&self) -> bool {
+        self.prebuilt
+    }
+
+    /// The prebuilt program's path (`model "pte" { program … }`); None for other kinds.
+    pub fn program_file(&self) -> Option<&Path> {
+        match &self.weights {
+            WeightsSource::File(path) if self.prebuilt => Some(path),
+            _ => None,
+        }
+    }
+
     pub(crate) fn kind(&self) -> ModelKind {
         if self.is_language_model() {
             ModelKind::Language
+        } else if self.is_prebuilt() {
+            ModelKind::Prebuilt
         } else if self.is_imported() {
             ModelKind::Imported
         } else {
@@ -77,6 +95,10 @@ impl ModelSpec {
 
 /// The model name that imports a `torch.export.save` archive.
 pub const PT2_MODEL: &str = "pt2";
+
+/// The model name that takes a prebuilt ExecuTorch program (`.pte`), e.g. one exported by
+/// ExecuTorch's Python with the XNNPACK partitioner.
+pub const PTE_MODEL: &str = "pte";
 
 /// Settings of an imported `.pt2` model: the archive gives inputs, shapes and dtypes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -386,6 +408,7 @@ const VERIFY: &[&str] = &["atol", "rtol", "input", "seed"];
 const MODEL: &[&str] = &[
     "weights",
     "archive",
+    "program",
     "dim-max",
     "input-shape",
     "dtype",
@@ -399,10 +422,13 @@ const MODEL: &[&str] = &[
     "full-logits",
     "max-audio-seconds",
 ];
-/// The `model` fields only language models take.
 /// Fields only an imported (`.pt2`) model takes.
 pub(crate) const PT2_ONLY: &[&str] = &["archive", "dim-max"];
+/// The fields a prebuilt program (`model "pte"`) takes: everything else was fixed when it was
+/// exported.
+pub(crate) const PTE_FIELDS: &[&str] = &["program", "quantize"];
 
+/// The `model` fields only language models take.
 pub(crate) const LLM_ONLY: &[&str] = &["max-seq-len", "group-size", "embedding-quantize", "tokenizer", "full-logits", "max-audio-seconds"];
 const BACKEND: &[&str] = &["fallback", "accelerator", "system-config", "memory-mode", "api", "dtype"];
 const RUNNER: &[&str] = &["embed-program", "top"];
@@ -498,6 +524,19 @@ fn decode(d: &mut Decoder, doc: &KdlDocument, base: &Path, catalog: &Catalog) ->
         Some(node) => verify(d, node, base),
         None => Some(VerifySpec::default()),
     };
+    // A prebuilt program's delegates (XNNPACK, …) are in it already; rbuild adds none. Checked
+    // on the `model` node's name, so a `pte` block with its own mistakes is told this too.
+    let prebuilt = top.get("model").and_then(|n| n.entries().first()).and_then(|e| e.value().as_string()) == Some(PTE_MODEL);
+    if let (true, Some(b)) = (prebuilt, &backend) {
+        if b.kind != Backend::Cpu {
+            d.error(
+                b.span,
+                format!("a prebuilt program (`model \"{PTE_MODEL}\"`) builds with backend `cpu`, not `{}`", b.kind.as_str()),
+                "not for `pte`",
+                "its delegates (e.g. XnnpackBackend) are in the program already: write `backend \"cpu\"`",
+            );
+        }
+    }
     Some((description?, model?, backend?, runner?, platforms?, verify?))
 }
 
@@ -544,6 +583,12 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
     let written = name.as_ref().map_or_else(String::new, |n| n.value.clone());
     let arch = name.and_then(|arch| known(d, arch, &catalog.all_models(), "model"));
     let fields = d.fields(Parent::Node(node), node.children(), MODEL, &["dim-max"]);
+    if kind == ModelKind::Prebuilt {
+        return prebuilt(d, node, &fields, base, arch);
+    }
+    if let Some(field) = fields.get("program") {
+        d.error(field.name().span(), "`program` is a setting of prebuilt programs", "not for this model", "only `model \"pte\"` takes a `program` (an ExecuTorch `.pte` file)");
+    }
     if kind != ModelKind::Imported {
         for field in fields.iter().filter(|n| PT2_ONLY.contains(&n.name().value())) {
             d.error(field.name().span(), format!("`{}` is a setting of imported models", field.name().value()), "not for this model", "only `model \"pt2\"` takes an `archive` and `dim-max`");
@@ -566,19 +611,7 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
         Some(n) => d.string(n).and_then(|s| d.choice(&s)),
         None => Some(Dtype::Float32),
     };
-    let quantize = match fields.get("quantize") {
-        Some(n) => d.string(n).and_then(|s| {
-            let q = d.choice(&s)?;
-            match kind.check_quantize(q) {
-                Ok(()) => Some(q),
-                Err(r) => {
-                    d.report(r.at(d.source, s.span));
-                    None
-                }
-            }
-        }),
-        None => Some(Quantize::None),
-    };
+    let quantize = quantize(d, &fields, kind);
     let (input_shape, llm) = match kind {
         ModelKind::Image => {
             for field in fields.iter().filter(|n| LLM_ONLY.contains(&n.name().value())) {
@@ -605,6 +638,8 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
             }
             (Some(Vec::new()), Some(None))
         }
+        // Decoded by prebuilt() above.
+        ModelKind::Prebuilt => (Some(Vec::new()), Some(None)),
     };
     let pt2 = if kind == ModelKind::Imported {
         let mut bounds = Vec::new();
@@ -663,8 +698,83 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
         keep_float: keep_float?,
         llm: llm?,
         pt2: pt2?,
+        prebuilt: false,
         span: node.name().span(),
     })
+}
+
+/// The `quantize` field, checked against what the model kind takes.
+fn quantize(d: &mut Decoder, fields: &Fields, kind: ModelKind) -> Option<Quantize> {
+    match fields.get("quantize") {
+        Some(n) => d.string(n).and_then(|s| {
+            let q = d.choice(&s)?;
+            match kind.check_quantize(q) {
+                Ok(()) => Some(q),
+                Err(r) => {
+                    d.report(r.at(d.source, s.span));
+                    None
+                }
+            }
+        }),
+        None => Some(Quantize::None),
+    }
+}
+
+/// `model "pte" { program "model.pte" }`: a program exported elsewhere (ExecuTorch's Python,
+/// an XNNPACK partitioner). Its weights, inputs, shapes and quantization are in the file, so
+/// every other field is rejected; a missing file is left to the build, so a shipped example
+/// loads (and lists) before the user has the program.
+fn prebuilt(d: &mut Decoder, node: &KdlNode, fields: &Fields, base: &Path, arch: Option<String>) -> Option<ModelSpec> {
+    for field in fields.iter().filter(|n| !PTE_FIELDS.contains(&n.name().value())) {
+        d.report(not_for_prebuilt(field.name().value()).at(d.source, field.name().span()));
+    }
+    let kind = ModelKind::Prebuilt;
+    let program = d
+        .require(fields, Parent::Node(node), "program", kind.weights_example())
+        .and_then(|n| d.string(n))
+        .and_then(|p| match resolve_program(&p.value, base) {
+            Ok(path) => Some(path),
+            Err(e) => {
+                d.report(e.problem(d.source, p.span, "the recipe's folder", PathUse::Program));
+                None
+            }
+        });
+    let quantize = quantize(d, fields, kind);
+    Some(ModelSpec {
+        arch: arch?,
+        weights: WeightsSource::File(program?),
+        input_shape: Vec::new(),
+        dtype: Dtype::Float32,
+        quantize: quantize?,
+        calibration: None,
+        keep_float: Vec::new(),
+        llm: None,
+        pt2: None,
+        prebuilt: true,
+        span: node.name().span(),
+    })
+}
+
+/// A model field (or override key) set on a prebuilt program, which fixed it when exported.
+pub(crate) fn not_for_prebuilt(field: &str) -> Rejection {
+    let help = match field {
+        "weights" | "seed" => "a prebuilt program carries its weights: name the file with `program \"model.pte\"` (`program=PATH` on the command line)".to_string(),
+        "archive" => "`archive` is for `model \"pt2\"`; a `.pte` file is named with `program \"model.pte\"`".to_string(),
+        "input-shape" | "dtype" | "dim-max" => format!("a prebuilt program's inputs, dtypes and shapes come from its method signature: remove `{field}`"),
+        "calibration" | "keep-float" => format!("a prebuilt program was quantized (or not) when it was exported: remove `{field}`"),
+        _ => format!("a prebuilt program's settings were fixed when it was exported: remove `{field}`"),
+    };
+    Rejection { message: format!("`{field}` does not apply to a prebuilt program"), label: "not for `pte`", help }
+}
+
+/// A prebuilt program's path: `~` expanded, relative to `base`. It must be a file when it
+/// exists; whether it exists and is a program is checked by the build.
+pub(crate) fn resolve_program(text: &str, base: &Path) -> Result<PathBuf, PathError> {
+    let path = resolve_path(text, base)?;
+    if path.exists() && !path.is_file() {
+        return Err(PathError::NotAFile(path));
+    }
+    Ok(path)
 }
 
 /// `dim-max "INPUT" DIM MAX`.
@@ -879,6 +989,8 @@ pub(crate) enum ModelKind {
     Language,
     /// `model "pt2"`: a `torch.export` archive.
     Imported,
+    /// `model "pte"`: a prebuilt ExecuTorch program.
+    Prebuilt,
 }
 
 impl ModelKind {
@@ -889,6 +1001,9 @@ impl ModelKind {
         if arch == PT2_MODEL {
             return ModelKind::Imported;
         }
+        if arch == PTE_MODEL {
+            return ModelKind::Prebuilt;
+        }
         if language(arch) {
             return ModelKind::Language;
         }
@@ -898,6 +1013,7 @@ impl ModelKind {
         match suggest::closest(arch, catalog.all_models()) {
             Some(best) if language(best) => ModelKind::Language,
             Some(PT2_MODEL) => ModelKind::Imported,
+            Some(PTE_MODEL) => ModelKind::Prebuilt,
             _ => ModelKind::Image,
         }
     }
@@ -907,6 +1023,7 @@ impl ModelKind {
             ModelKind::Image => "`weights \"random:1\"` or `weights \"model.safetensors\"`",
             ModelKind::Language => "`weights \"random:1\"` or `weights \"~/models/Llama-3.2-1B\"`",
             ModelKind::Imported => "`archive \"model.pt2\"` (torch.export.save's file)",
+            ModelKind::Prebuilt => "`program \"model.pte\"` (an ExecuTorch program)",
         }
     }
 
@@ -915,10 +1032,12 @@ impl ModelKind {
             ModelKind::Image => PathUse::ImageWeights,
             ModelKind::Language => PathUse::LanguageWeights,
             ModelKind::Imported => PathUse::Archive,
+            ModelKind::Prebuilt => PathUse::Program,
         }
     }
 
-    /// float16 and 4-bit weights exist only for language models' linears.
+    /// float16 and 4-bit weights exist only for language models' linears; a prebuilt program
+    /// is quantized already.
     pub(crate) fn check_quantize(self, q: Quantize) -> Result<(), Rejection> {
         match (self, q) {
             (ModelKind::Image, Quantize::Fp16 | Quantize::Int4 | Quantize::Int8DynInt4) => Err(Rejection {
@@ -931,15 +1050,21 @@ impl ModelKind {
                 label: "not for imported models",
                 help: "imported (`pt2`) models take `none` or `int8` (static, calibrated)".into(),
             }),
+            (ModelKind::Prebuilt, Quantize::Fp16 | Quantize::Int8 | Quantize::Int4 | Quantize::Int8DynInt4) => Err(Rejection {
+                message: format!("`{}` quantization does not apply to a prebuilt program", q.name()),
+                label: "not for `pte`",
+                help: "a `.pte` program was quantized (or not) when it was exported: remove `quantize` or write `quantize \"none\"`".into(),
+            }),
             _ => Ok(()),
         }
     }
 }
 
 impl Catalog<'_> {
-    /// Image and language model names together, for lookups and suggestions.
+    /// Image and language model names and the file kinds (`pt2`, `pte`) together, for lookups
+    /// and suggestions.
     pub(crate) fn all_models(&self) -> Vec<&str> {
-        self.models.iter().chain(self.language_models).copied().chain([PT2_MODEL]).collect()
+        self.models.iter().chain(self.language_models).copied().chain([PT2_MODEL, PTE_MODEL]).collect()
     }
 }
 
@@ -1000,6 +1125,8 @@ pub(crate) enum PathUse {
     Calibration,
     /// A `torch.export.save` archive.
     Archive,
+    /// A prebuilt ExecuTorch program (`.pte`).
+    Program,
 }
 
 /// Why a path (or `random:SEED`) setting was rejected.
@@ -1029,6 +1156,7 @@ impl PathError {
             PathUse::VerifyInput => ("verify input", format!("give a PNG or JPEG path (absolute, ~/…, or relative to {base}), or `seed N` for random input")),
             PathUse::Calibration => ("calibration", format!("give a folder of PNG/JPEG images (absolute, ~/…, or relative to {base})")),
             PathUse::Archive => ("archive", format!("give the .pt2 file torch.export.save wrote (absolute, ~/…, or relative to {base})")),
+            PathUse::Program => ("program", format!("give an ExecuTorch program's .pte file (absolute, ~/…, or relative to {base})")),
         };
         match self {
             PathError::BadSeed => source
@@ -1063,14 +1191,14 @@ impl PathError {
 pub(crate) fn resolve_weights(text: &str, base: &Path, kind: ModelKind) -> Result<WeightsSource, PathError> {
     // An archive carries its own weights: no `random:` form. Its existence is checked by the
     // build, so a shipped example recipe loads (and lists) before the user names their file.
-    if kind == ModelKind::Imported {
+    if matches!(kind, ModelKind::Imported | ModelKind::Prebuilt) {
         return resolve_path(text, base).map(WeightsSource::File);
     }
     if let Some(seed) = text.strip_prefix("random:") {
         return seed.trim().parse().map(WeightsSource::Random).map_err(|_| PathError::BadSeed);
     }
     match kind {
-        ModelKind::Image | ModelKind::Imported => resolve_file(text, base).map(WeightsSource::File),
+        ModelKind::Image | ModelKind::Imported | ModelKind::Prebuilt => resolve_file(text, base).map(WeightsSource::File),
         ModelKind::Language => {
             let path = resolve_path(text, base)?;
             if !path.exists() {

@@ -27,7 +27,7 @@ pub fn kernels_rs(selected: &[(String, String)]) -> String {
     s.push_str("\n/// The CPU delegate backends the program's delegates need (none: an empty registry).\npub fn backends() -> BackendRegistry {\n");
     s.push_str("    #[allow(unused_mut)]\n    let mut b = BackendRegistry::new();\n");
     for (_, path) in selected.iter().filter(|(op, _)| is_backend(op)) {
-        s.push_str(&format!("    b.register(alloc_box::Box::new({path}));\n"));
+        s.push_str(&format!("    b.register(alloc_box::boxed::Box::new({path}));\n"));
     }
     s.push_str("    b\n}\n\nextern crate alloc as alloc_box;\n");
     s

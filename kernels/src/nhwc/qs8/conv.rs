@@ -201,11 +201,27 @@ impl ConvQs8 {
         } else {
             let zp = self.input_zp as i16;
             let gi = g.group_in;
+            // One group with undilated columns: a kernel row's taps are one contiguous run of
+            // `kw·ci` input values whenever the whole run is inside the input row.
+            let contiguous = g.groups == 1 && g.dilation_w == 1;
+            let run_len = g.kernel_w * gi;
             let fill = |r: usize, grp: usize, dst: &mut [i16]| {
                 let (b, rem) = (r / (g.out_h * g.out_w), r % (g.out_h * g.out_w));
                 let (oy, ox) = (rem / g.out_w, rem % g.out_w);
                 for ky in 0..g.kernel_h {
                     let iy = (oy * g.stride_h + ky * g.dilation_h).checked_sub(g.pad_top).filter(|&v| v < g.in_h);
+                    let d = &mut dst[ky * run_len..(ky + 1) * run_len];
+                    let Some(iy) = iy else {
+                        d.fill(zp);
+                        continue;
+                    };
+                    let x0 = ox * g.stride_w;
+                    if contiguous && x0 >= g.pad_left && x0 - g.pad_left + g.kernel_w <= g.in_w {
+                        let at = ((b * g.in_h + iy) * g.in_w + x0 - g.pad_left) * ci;
+                        widen(d, &x[at..at + run_len]);
+                        continue;
+                    }
+                    let iy = Some(iy);
                     for kx in 0..g.kernel_w {
                         let d = &mut dst[(ky * g.kernel_w + kx) * gi..(ky * g.kernel_w + kx + 1) * gi];
                         let ix =

@@ -1,9 +1,19 @@
-//! int8 depthwise convolution: 16 channels per step, one output pixel at a time.
+//! int8 depthwise convolution, 16 channels per step.
 //!
 //! Packed layout, one block per 16 output channels (`u32` words): 16 biases (i32,
 //! `bias − izp·Σ_taps w`), then `taps` rows of 16 int8 weights, then 16 scales (f32). Padding
 //! taps read a row filled with the input zero point (XNNPACK's DWCONV "zero" buffer), so they
 //! add exactly `izp·w`, which the packed bias removes.
+//!
+//! AVX2, multiplier 1 (the fast path): a second packing holds, per block, the 16 biases, then
+//! one 64-byte entry per *pair* of taps `(2p, 2p+1)` with the weights widened to i16 and
+//! interleaved per channel (`[w₂ₚ[c], w₂ₚ₊₁[c]]`, channels 0–7 then 8–15; an odd last tap pairs
+//! with weight 0), then the 16 scales. Per output row the tap pointers of every output pixel are
+//! computed once (padding → the zero-point row); the kernel then walks 128-channel chunks and 4
+//! output pixels at a time: for a tap pair it interleaves the two taps' 16 input bytes
+//! (`punpck{l,h}bw`), sign-extends to i16 and `_mm256_madd_epi16` against the weight pair gives
+//! both taps' products for 8 channels in one step (|x·w| ≤ 2¹⁴, exact; the i32 sums wrap like
+//! the scalar path). Other multipliers and the scalar/NEON paths run one pixel at a time.
 
 use super::conv::check_geom_pub as check_geom;
 use super::{channel_scales, requantize, task_count, Isa, OutParams, QParams, SyncPtr};
@@ -14,6 +24,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 const CB: usize = 16;
+/// Channels per chunk of a row in the AVX2 path (keeps the chunk's inputs and weights in L1).
+#[cfg(target_arch = "x86_64")]
+const CHUNK: usize = 128;
 
 /// int8 depthwise 2-D convolution, NHWC: `filter` `[kh, kw, C·M]`, output channel `c·M + m`
 /// reads input channel `c`; `g.groups` = C, `g.group_in` = 1, `g.group_out` = M.
@@ -25,10 +38,38 @@ pub struct DepthwiseQs8 {
     out: OutParams,
     input_zp: i32,
     isa: Isa,
+    /// The AVX2 pair-interleaved i16 packing (multiplier 1 only; empty otherwise).
+    pairs16: Vec<u32>,
 }
 
 fn block_words(taps: usize) -> usize {
     2 * CB + taps * 4
+}
+
+/// Words per block of the pair-interleaved packing.
+fn pair_block_words(taps: usize) -> usize {
+    2 * CB + taps.div_ceil(2) * CB
+}
+
+/// Builds the pair-interleaved i16 packing from the int8 one (see the module comment).
+fn pack_pairs16(data: &[u32], taps: usize, blocks: usize) -> Vec<u32> {
+    let (words, words16, pairs) = (block_words(taps), pair_block_words(taps), taps.div_ceil(2));
+    let mut out = vec![0u32; blocks * words16];
+    for blk in 0..blocks {
+        let d = &data[blk * words..(blk + 1) * words];
+        let wb: &[i8] = bytemuck::cast_slice(&d[CB..CB + taps * 4]);
+        let o = &mut out[blk * words16..(blk + 1) * words16];
+        o[..CB].copy_from_slice(&d[..CB]);
+        for p in 0..pairs {
+            for c in 0..CB {
+                let w0 = wb[2 * p * CB + c] as i16;
+                let w1 = if 2 * p + 1 < taps { wb[(2 * p + 1) * CB + c] as i16 } else { 0 };
+                o[CB + p * CB + c] = (w0 as u16 as u32) | ((w1 as u16 as u32) << 16);
+            }
+        }
+        o[CB + pairs * CB..].copy_from_slice(&d[CB + taps * 4..]);
+    }
+    out
 }
 
 impl DepthwiseQs8 {
@@ -77,7 +118,8 @@ impl DepthwiseQs8 {
                 d[CB + taps * 4 + c] = scales[oc].to_bits();
             }
         }
-        Ok(DepthwiseQs8 { geom: *g, taps, data, out, input_zp: input.zero_point, isa: Isa::best() })
+        let pairs16 = if g.group_out == 1 && cfg!(target_arch = "x86_64") { pack_pairs16(&data, taps, blocks) } else { Vec::new() };
+        Ok(DepthwiseQs8 { geom: *g, taps, data, out, input_zp: input.zero_point, isa: Isa::best(), pairs16 })
     }
 
     pub fn geom(&self) -> &Conv2dGeom {
@@ -109,6 +151,11 @@ impl DepthwiseQs8 {
         let tasks = task_count(par, g.out_len() * self.taps, rows);
         let per = rows.div_ceil(tasks);
         let zp_row = vec![self.input_zp as i8; cm];
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx2 && m == 1 {
+            self.run_avx2_m1(par, tasks, per, &zp_row, x, y);
+            return Ok(());
+        }
         let words = block_words(self.taps);
         let yp = SyncPtr(y.as_mut_ptr());
         let run = |t: usize| {
@@ -162,6 +209,110 @@ impl DepthwiseQs8 {
             par.for_each(tasks, &run);
         }
         Ok(())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl DepthwiseQs8 {
+    /// The AVX2 multiplier-1 path (sizes of `x`/`y` already checked; `isa` is AVX2).
+    fn run_avx2_m1(&self, par: &dyn Parallel, tasks: usize, per: usize, zp_row: &[i8], x: &[i8], y: &mut [i8]) {
+        let g = &self.geom;
+        let c = g.groups;
+        let (taps, kw) = (self.taps, g.kernel_w);
+        let rows = g.batch * g.out_h;
+        let ldy = g.out_w * c;
+        let words16 = pair_block_words(taps);
+        let full = c / CB;
+        let rem = c % CB;
+        assert!(self.pairs16.len() == c.div_ceil(CB) * words16 && zp_row.len() == c);
+        let yp = SyncPtr(y.as_mut_ptr());
+        let run = |t: usize| {
+            let (r0, r1) = (t * per, ((t + 1) * per).min(rows));
+            if r0 >= r1 {
+                return;
+            }
+            // Tap pointers of every pixel of the current output row, pixel-major.
+            let mut ptrs: Vec<*const i8> = vec![core::ptr::null(); g.out_w * taps];
+            let mut tail_in = vec![0i8; taps * CB];
+            let mut tail_ptrs: Vec<*const i8> = vec![core::ptr::null(); taps];
+            let mut tail_out = [0i8; CB];
+            for row in r0..r1 {
+                let (b, oy) = (row / g.out_h, row % g.out_h);
+                for ky in 0..g.kernel_h {
+                    let iy = (oy * g.stride_h + ky * g.dilation_h).wrapping_sub(g.pad_top);
+                    // `wrapping_add` only forms addresses; they are dereferenced (by the
+                    // kernel) only for in-bounds pixels.
+                    let base = x.as_ptr().wrapping_add((b * g.in_h + iy.min(g.in_h)) * g.in_w * c);
+                    for (ox, px) in ptrs.chunks_exact_mut(taps).enumerate() {
+                        for kx in 0..kw {
+                            let ix = (ox * g.stride_w + kx * g.dilation_w).wrapping_sub(g.pad_left);
+                            px[ky * kw + kx] = if iy < g.in_h && ix < g.in_w {
+                                base.wrapping_add(ix * c)
+                            } else {
+                                zp_row.as_ptr()
+                            };
+                        }
+                    }
+                }
+                // SAFETY: tasks own disjoint output rows; row < batch·out_h, so this row's
+                // `ldy` bytes lie inside `y` (length checked by `run_with`).
+                let yrow = unsafe { yp.get().add(row * ldy) };
+                let mut cs = 0;
+                while cs < full * CB {
+                    let ce = (cs + CHUNK).min(full * CB);
+                    let mut ox = 0;
+                    while ox < g.out_w {
+                        let step = if ox + 4 <= g.out_w { 4 } else { 1 };
+                        let mut cb = cs;
+                        while cb < ce {
+                            // SAFETY: AVX2 was checked when `Isa::Avx2` was chosen. Every tap
+                            // pointer addresses a whole input pixel (or the zero row) of `c`
+                            // bytes and cb + 16 <= full·16 <= c; the block `cb/16` lies inside
+                            // `pairs16` (asserted); the `step` output pixels at `ox` hold `c`
+                            // bytes each inside this task's row.
+                            unsafe {
+                                let w = self.pairs16.as_ptr().add(cb / CB * words16);
+                                let p = ptrs.as_ptr().add(ox * taps);
+                                let o = yrow.add(ox * c + cb);
+                                match (step, taps) {
+                                    (4, 9) => avx2::pixels::<4, 9>(p, taps, cb, w, &self.out, o, c),
+                                    (4, 25) => avx2::pixels::<4, 25>(p, taps, cb, w, &self.out, o, c),
+                                    (4, _) => avx2::pixels::<4, 0>(p, taps, cb, w, &self.out, o, c),
+                                    (_, 9) => avx2::pixels::<1, 9>(p, taps, cb, w, &self.out, o, c),
+                                    _ => avx2::pixels::<1, 0>(p, taps, cb, w, &self.out, o, c),
+                                }
+                            }
+                            cb += CB;
+                        }
+                        ox += step;
+                    }
+                    cs = ce;
+                }
+                if rem > 0 {
+                    for ox in 0..g.out_w {
+                        for t in 0..taps {
+                            // SAFETY: the tap pointer addresses `c` readable bytes; we read the
+                            // last `rem` of them.
+                            let src = unsafe { core::slice::from_raw_parts(ptrs[ox * taps + t].add(full * CB), rem) };
+                            tail_in[t * CB..t * CB + rem].copy_from_slice(src);
+                            tail_ptrs[t] = tail_in[t * CB..].as_ptr();
+                        }
+                        // SAFETY: AVX2 checked; the tail pointers address 16 bytes each; block
+                        // `full` exists (rem > 0); `tail_out` holds 16 bytes.
+                        unsafe {
+                            let w = self.pairs16.as_ptr().add(full * words16);
+                            avx2::pixels::<1, 0>(tail_ptrs.as_ptr(), taps, 0, w, &self.out, tail_out.as_mut_ptr(), CB);
+                            core::ptr::copy_nonoverlapping(tail_out.as_ptr(), yrow.add(ox * c + full * CB), rem);
+                        }
+                    }
+                }
+            }
+        };
+        if tasks == 1 {
+            run(0);
+        } else {
+            par.for_each(tasks, &run);
+        }
     }
 }
 
@@ -253,6 +404,55 @@ mod avx2 {
         let v = requant16(acc0, acc1, w.add(CB + taps * 4) as *const f32, o);
         _mm_storeu_si128(out.as_mut_ptr() as *mut __m128i, v);
     }
+
+    /// `P` output pixels × 16 channels from the pair-interleaved packing (`T`: the tap count when
+    /// fixed at compile time, which must then equal `taps`, or 0): `ptrs` holds `P·taps`
+    /// tap pointers (pixel-major), each read at `off..off + 16`; `w` points to one block
+    /// (`super::pair_block_words(taps)` words); pixel `i`'s 16 outputs go to `out + i·ostride`.
+    ///
+    /// # Safety
+    /// AVX2 must be available; every pointer must be valid as described.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn pixels<const P: usize, const T: usize>(
+        ptrs: *const *const i8,
+        taps: usize,
+        off: usize,
+        w: *const u32,
+        o: &OutParams,
+        out: *mut i8,
+        ostride: usize,
+    ) {
+        // A tap count fixed at compile time (`T` > 0) unrolls the tap loop.
+        let taps = if T > 0 { T } else { taps };
+        let b0 = _mm256_loadu_si256(w as *const __m256i);
+        let b1 = _mm256_loadu_si256(w.add(8) as *const __m256i);
+        let mut a0 = [b0; P];
+        let mut a1 = [b1; P];
+        let pairs = taps.div_ceil(2);
+        let mut wp = w.add(CB) as *const __m256i;
+        for p in 0..pairs {
+            let t0 = 2 * p;
+            // An odd last tap pairs with itself; its second weight is 0.
+            let t1 = if t0 + 1 < taps { t0 + 1 } else { t0 };
+            let wlo = _mm256_loadu_si256(wp);
+            let whi = _mm256_loadu_si256(wp.add(1));
+            for i in 0..P {
+                let x0 = _mm_loadu_si128((*ptrs.add(i * taps + t0)).add(off) as *const __m128i);
+                let x1 = _mm_loadu_si128((*ptrs.add(i * taps + t1)).add(off) as *const __m128i);
+                let lo = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x0, x1));
+                let hi = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(x0, x1));
+                a0[i] = _mm256_add_epi32(a0[i], _mm256_madd_epi16(lo, wlo));
+                a1[i] = _mm256_add_epi32(a1[i], _mm256_madd_epi16(hi, whi));
+            }
+            wp = wp.add(2);
+        }
+        let scales = w.add(CB + pairs * CB) as *const f32;
+        for i in 0..P {
+            let v = requant16(a0[i], a1[i], scales, o);
+            _mm_storeu_si128(out.add(i * ostride) as *mut __m128i, v);
+        }
+    }
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -312,6 +512,10 @@ mod tests {
             (1, 6, 6, 5, 2, 3, 1, 2, 2),
             (1, 4, 5, 9, 3, 3, 1, 1, 0),
             (1, 3, 3, 17, 1, 1, 1, 1, 0),
+            (1, 11, 13, 144, 1, 3, 1, 1, 1), // 128-channel chunks + a 16-block chunk
+            (2, 10, 9, 88, 1, 3, 2, 1, 1),   // tail of 8, batch 2
+            (1, 9, 10, 48, 1, 5, 1, 1, 2),   // 25 taps (odd pair)
+            (1, 5, 6, 20, 1, 3, 1, 1, 1),    // tail of 4, widths not a multiple of 4
         ];
         for (i, &(bt, h, w, c, m, k, s, d, p)) in cases.iter().enumerate() {
             let oh = (h + 2 * p - (k - 1) * d - 1) / s + 1;

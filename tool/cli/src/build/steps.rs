@@ -7,7 +7,7 @@ use rbuild_export::{emit, passes, plan};
 use rbuild_planner::cache::write_atomic;
 use rbuild_planner::{Dag, FileHashes, KeyHasher, StepSpec};
 use rbuild_models::family::{ExportOptions, Source};
-use rbuild_recipe::{Choice, Dtype, Quantize, WeightsSource};
+use rbuild_recipe::{Choice, Dtype, Quantize, WeightsSource, PTE_MODEL};
 
 use super::{Artifacts, Loaded};
 use crate::error::{CliError, CliResult};
@@ -113,6 +113,9 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
 
     let extra_files = if r.model.is_language_model() {
         add_llm_export(dag, r, hashes, &version, &program, &recipe_out.join("program"))?
+    } else if r.model.is_prebuilt() {
+        add_prebuilt_program(dag, r, hashes, &version, &program)?;
+        vec![]
     } else {
         add_image_export(dag, project, r, hashes, &version, &program)?;
         vec![]
@@ -558,6 +561,58 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
         write_atomic(&program_out, &bytes).map_err(step_err)
     })
     .map_err(CliError)
+}
+
+/// The export step of a prebuilt program (`model "pte"`): the file, checked to be an ExecuTorch
+/// program, is copied to where an export writes its program, so kernel selection, runners,
+/// bundles and verify take it unchanged. The step keeps the id `export` (later steps depend on
+/// it). A missing file fails the step itself, naming it, so `rbuild plan` and `rbuild list`
+/// work on the shipped example before its program exists.
+fn add_prebuilt_program(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path) -> CliResult {
+    let source = r
+        .model
+        .program_file()
+        .ok_or_else(|| CliError(format!("{}: model \"{PTE_MODEL}\" names no program file", r.name)))?
+        .to_path_buf();
+    let mut key = KeyHasher::new();
+    key.add("tool", version).add("model", PTE_MODEL);
+    // The program's contents key the step: a changed file rebuilds everything after it.
+    if source.is_file() {
+        let h = hashes.hash(&source).map_err(|e| CliError(format!("{}: program {}: {e}", r.name, source.display())))?;
+        key.add("program", &format!("{} sha256:{h}", source.display()));
+    } else {
+        key.add("program", &format!("{} (missing)", source.display()));
+    }
+    let label = format!("copy prebuilt program {}", source.display());
+    let to = program.to_path_buf();
+    dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs: vec![to.clone()] }, move |_| copy_prebuilt_program(&source, &to))
+        .map_err(CliError)
+}
+
+/// Copies a prebuilt program (atomically) after checking that it is an ExecuTorch program with
+/// the `forward` method rbuild's runners and verify run. Errors name the file.
+fn copy_prebuilt_program(from: &Path, to: &Path) -> Result<(), String> {
+    let bytes = match std::fs::read(from) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!("program {} not found: give an ExecuTorch program (.pte) with program=PATH (or the recipe's `program`)", from.display()))
+        }
+        Err(e) => return Err(format!("program {}: cannot read it: {e}", from.display())),
+    };
+    let pte = rbuild_runtime::format::PteFile::parse(&bytes).map_err(|e| match e.kind {
+        // Its message says "not an ExecuTorch program" already.
+        rbuild_runtime::format::FormatErrorKind::BadIdentifier(_) => format!("program {}: {e}", from.display()),
+        _ => format!("program {} is not a valid ExecuTorch program (.pte): {e}", from.display()),
+    })?;
+    let methods: Vec<&str> = pte.program.execution_plan.iter().flatten().filter_map(|plan| plan.name).collect();
+    if !methods.contains(&"forward") {
+        return Err(format!(
+            "program {} has no `forward` method (it has: {}); rbuild's runners and verify run `forward`",
+            from.display(),
+            if methods.is_empty() { "none".to_string() } else { methods.join(", ") }
+        ));
+    }
+    write_atomic(to, &bytes).map_err(|e| format!("{}: {e}", to.display()))
 }
 
 /// A `torch.export` archive lowered to a graph, with the recipe's `dim-max` bounds; prints

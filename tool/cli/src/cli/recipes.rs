@@ -5,21 +5,34 @@ use crate::build;
 use crate::error::{bail, CliError, CliResult};
 use crate::project::Project;
 
-/// `rbuild list`: every recipe × platform with its description, like `make help`.
+/// `rbuild list`: every recipe × platform with its model and description, like `make help`.
 pub fn list() -> CliResult {
     let project = Project::find()?;
-    println!("{:<28} {:<14} description", "recipe", "platform");
+    println!("{:<28} {:<14} {:<16} description", "recipe", "platform", "model");
     for name in project.recipe_names() {
         match build::load(&project, &name, &[]) {
             Ok(l) => {
+                let model = model_kind(&l.recipe.model);
                 for p in &l.recipe.platforms {
-                    println!("{name:<28} {p:<14} {}", l.recipe.description);
+                    println!("{name:<28} {p:<14} {model:<16} {}", l.recipe.description);
                 }
             }
-            Err(e) => println!("{name:<28} {:<14} (does not load: {})", "-", e.0.lines().next().unwrap_or("")),
+            Err(e) => println!("{name:<28} {:<14} {:<16} (does not load: {})", "-", "-", e.0.lines().next().unwrap_or("")),
         }
     }
     Ok(())
+}
+
+/// What `rbuild list` says a recipe's model is: the definition rbuild exports, or the file it
+/// starts from (`pt2 (import)`, `pte (prebuilt)`).
+fn model_kind(model: &rbuild_recipe::ModelSpec) -> String {
+    if model.is_prebuilt() {
+        format!("{} (prebuilt)", model.arch)
+    } else if model.is_imported() {
+        format!("{} (import)", model.arch)
+    } else {
+        model.arch.clone()
+    }
 }
 
 /// `rbuild doctor`: every platform's tools, found or with their install commands.

@@ -19,6 +19,7 @@ mod llm_recipe;
 mod portable_exactness;
 mod pt2_import;
 mod pt2_recipe;
+mod pte_recipe;
 mod quant_embedding_oracle;
 mod recipe_build;
 mod recipe_plans;
