@@ -100,6 +100,8 @@ pub enum Op {
     MulQs8 { op: MulQs8, bc: Broadcast },
     UnaryF32 { op: UnOp, min: f32, max: f32 },
     ClampI8 { lo: i8, hi: i8 },
+    /// int8 → int8 through a 256-entry table indexed by `q + 128`.
+    TableI8(Vec<i8>),
     Quantize(QParams),
     Dequantize(QParams),
     GlobalAvgPoolF32 { batch: usize, pixels: usize, channels: usize, min: f32, max: f32 },
@@ -257,6 +259,9 @@ struct Node {
     kind: NodeKind,
     params: NodeParams,
     range: Option<(f32, f32)>,
+    /// Set when this float unary node absorbed the int8→f32 Convert before it and the
+    /// f32→int8 Convert after it: (input, output) quantization. It then maps int8 to int8.
+    lut: Option<(QParams, QParams)>,
 }
 
 fn set_output(p: &mut NodeParams, out: u32) {
@@ -312,6 +317,86 @@ fn fuse_clamps(graph: &XnnGraph, mut nodes: Vec<Node>) -> Vec<Node> {
         }
     }
     nodes.into_iter().zip(dead).filter(|(_, d)| !d).map(|(n, _)| n).collect()
+}
+
+/// The float unary ops a 256-entry table may replace (pure functions of one value).
+fn table_op(kind: NodeKind) -> Option<UnOp> {
+    use NodeKind as K;
+    Some(match kind {
+        K::Hardswish => UnOp::Hardswish,
+        K::Sigmoid => UnOp::Sigmoid,
+        K::Tanh => UnOp::Tanh,
+        K::Gelu => UnOp::Gelu,
+        K::Clamp => UnOp::Identity,
+        K::Abs => UnOp::Abs,
+        K::Negate => UnOp::Neg,
+        K::Square => UnOp::Square,
+        K::Exp => UnOp::Exp,
+        _ => return None,
+    })
+}
+
+/// `Convert(qint8 → f32) → unary f32 op → Convert(f32 → qint8)`, with nothing else reading the
+/// float values, becomes one int8 → int8 node computed by table: the table is built with the
+/// very dequantize, op and quantize functions the three nodes would run, so the results are
+/// the same bits (MobileNetV3's int8 hardswish is this pattern).
+fn fuse_int8_unary(graph: &XnnGraph, nodes: Vec<Node>) -> Vec<Node> {
+    let mut readers = vec![0usize; graph.values.len()];
+    let mut reader_of = vec![None::<usize>; graph.values.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        for v in n.params.inputs() {
+            readers[usize_of(v)] += 1;
+            reader_of[usize_of(v)] = Some(i);
+        }
+    }
+    let private = |v: u32| readers[usize_of(v)] == 1 && graph.values[usize_of(v)].flags & 2 == 0;
+    let unary_io = |n: &Node| match n.params {
+        NodeParams::Unary { input, output, .. } => Some((input, output)),
+        _ => None,
+    };
+    let mut dead = vec![false; nodes.len()];
+    let mut nodes = nodes;
+    for i in 0..nodes.len() {
+        if nodes[i].kind != NodeKind::Convert || dead[i] {
+            continue;
+        }
+        let Some((q_in, f_in)) = unary_io(&nodes[i]) else { continue };
+        let (vq, vf) = (value(graph, q_in), value(graph, f_in));
+        if vq.datatype != XnnDatatype::QInt8 || vf.datatype != XnnDatatype::Fp32 || !private(f_in) {
+            continue;
+        }
+        let Some(j) = reader_of[usize_of(f_in)] else { continue };
+        if table_op(nodes[j].kind).is_none() || nodes[j].lut.is_some() {
+            continue;
+        }
+        let Some((_, f_out)) = unary_io(&nodes[j]) else { continue };
+        if value(graph, f_out).datatype != XnnDatatype::Fp32 || !private(f_out) {
+            continue;
+        }
+        let Some(k) = reader_of[usize_of(f_out)] else { continue };
+        let Some((_, q_out)) = unary_io(&nodes[k]) else { continue };
+        if nodes[k].kind != NodeKind::Convert || value(graph, q_out).datatype != XnnDatatype::QInt8 {
+            continue;
+        }
+        let (Ok(qi), Ok(qo)) = (qparams(q_in, vq), qparams(q_out, value(graph, q_out))) else { continue };
+        nodes[j].params = NodeParams::Unary { input: q_in, output: q_out, flags: 0 };
+        nodes[j].lut = Some((qi, qo));
+        dead[i] = true;
+        dead[k] = true;
+    }
+    nodes.into_iter().zip(dead).filter(|(_, d)| !d).map(|(n, _)| n).collect()
+}
+
+/// The int8 → int8 table of `dequantize → op (clamped to [min, max]) → quantize`.
+fn int8_table(op: UnOp, min: f32, max: f32, qi: QParams, qo: QParams) -> Result<Vec<i8>, String> {
+    let q: Vec<i8> = (i8::MIN..=i8::MAX).collect();
+    let mut x = vec![0.0f32; 256];
+    qs8::dequantize_f32(&q, qi, &mut x)?;
+    let mut y = vec![0.0f32; 256];
+    super::ops::unary_f32(op, &x, &mut y, min, max);
+    let mut out = vec![0i8; 256];
+    qs8::quantize_f32(&y, qo, &mut out)?;
+    Ok(out)
 }
 
 /// Buffer assignment by liveness: a value's buffer returns to the free list after its last reader.
@@ -382,8 +467,9 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
     // The lookup again, returning slices of the graph's (shorter) lifetime.
     let lookup = move |key: &str| -> Option<&'g [u8]> { named(key) };
     let consts = Constants { graph, region, named: &lookup };
-    let nodes: Vec<Node> = graph.nodes.iter().map(|n| Node { kind: n.kind, params: n.params.clone(), range: n.output_min_max }).collect();
+    let nodes: Vec<Node> = graph.nodes.iter().map(|n| Node { kind: n.kind, params: n.params.clone(), range: n.output_min_max, lut: None }).collect();
     let nodes = fuse_clamps(graph, nodes);
+    let nodes = fuse_int8_unary(graph, nodes);
 
     // Liveness: the last step reading each value (external outputs live to the end).
     let n_values = graph.values.len();
@@ -562,6 +648,9 @@ fn conv_geom(graph: &XnnGraph, p: &ConvParams, depthwise: bool) -> Result<Conv2d
 fn build_op(graph: &XnnGraph, consts: &Constants<'_, '_>, node: &Node) -> Result<Op, String> {
     use NodeKind as K;
     let (min, max) = range(node.range);
+    if let (Some((qi, qo)), Some(op)) = (node.lut, table_op(node.kind)) {
+        return Ok(Op::TableI8(int8_table(op, min, max, qi, qo)?));
+    }
     match (&node.params, node.kind) {
         (NodeParams::Conv(p), K::Conv2d | K::DepthwiseConv2d) => {
             let depthwise = node.kind == K::DepthwiseConv2d;

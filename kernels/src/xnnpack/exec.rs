@@ -197,6 +197,14 @@ fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: us
             }
             Ok(())
         }
+        (Op::TableI8(table), Buf::I8(y)) => {
+            // A u8 index into 256 entries needs no bounds check: `q + 128` is `q as u8 ^ 0x80`.
+            let table: &[i8; 256] = table.as_slice().try_into().map_err(|_| kerr!("table of {} entries", table.len()))?;
+            for (y, &x) in y[..on].iter_mut().zip(in_i8(0)?) {
+                *y = table[(x as u8 ^ 0x80) as usize];
+            }
+            Ok(())
+        }
         (Op::Quantize(q), Buf::I8(y)) => qs8::quantize_f32(in_f32(0)?, *q, &mut y[..on]).map_err(msg),
         (Op::Dequantize(q), Buf::F32(y)) => qs8::dequantize_f32(in_i8(0)?, *q, &mut y[..on]).map_err(msg),
         (Op::GlobalAvgPoolF32 { batch, pixels, channels, min, max }, Buf::F32(y)) => {

@@ -33,8 +33,6 @@ fn models() -> PathBuf {
 fn recipe_text(program: &Path) -> String {
     format!("description \"prebuilt MobileNetV2\"\nmodel \"pte\" {{\n    program \"{}\"\n}}\nbackend \"cpu\"\nplatforms \"host\"\n", program.display())
 }
-    pending
-}
 
 #[test]
 fn prebuilt_programs_build_verify_and_match_their_io() {
