@@ -6,8 +6,9 @@ Rows per model and precision:
   - rbuild on that same program (its `XnnpackBackend` delegate on rbuild's NHWC kernels);
   - rbuild on ExecuTorch's portable program of the same network (model[.int8].pte), on rbuild's
     portable + optimized kernels;
-  - rbuild on its own export (`rbuild export --model mobilenet_v2`, fp32 only: the exporter
-    has no MobileNetV3 definition).
+  - rbuild on its own exports of the same weights (fp32): `rbuild export --backend xnnpack`
+    (every op in an XnnpackBackend delegate, NHWC kernels) and `--backend cpu` (rbuild's
+    portable + optimized NCHW kernels).
 The caller pins the process (taskset): `--threads 1` under one core, `--threads 2` under two.
 ExecuTorch's thread pool sizes itself from the machine; the pinning is what bounds it.
 
@@ -87,14 +88,15 @@ def main():
             if os.path.exists(port_pte):
                 ms, out = rbuild_median(a.rbuild, port_pte, io_path, max(3, a.repeat // 3), t, out_path)
                 rows.append((f"rbuild portable program  {model}/{stem}.pte", ms, out))
-            if prec == "fp32" and model == "mobilenet_v2":
-                own = os.path.join(tmp, "rbuild_mv2.pte")
-                subprocess.run(
-                    [a.rbuild, "export", "--model", "mobilenet_v2", "--weights", f"{d}/model.safetensors", "--out", own],
-                    check=True, capture_output=True,
-                )
-                ms, out = rbuild_median(a.rbuild, own, io_path, max(3, a.repeat // 3), t, out_path)
-                rows.append(("rbuild own export        rbuild export --model mobilenet_v2", ms, out))
+            if prec == "fp32":
+                for backend in ["xnnpack", "cpu"]:
+                    own = os.path.join(tmp, f"rbuild_{model}_{backend}.pte")
+                    subprocess.run(
+                        [a.rbuild, "export", "--model", model, "--weights", f"{d}/model.safetensors", "--backend", backend, "--out", own],
+                        check=True, capture_output=True,
+                    )
+                    ms, out = rbuild_median(a.rbuild, own, io_path, a.repeat if backend == "xnnpack" else max(3, a.repeat // 3), t, out_path)
+                    rows.append((f"rbuild own export        --backend {backend}", ms, out))
             for name, ms, out in rows:
                 gflops = 2 * macs / (ms * 1e6)
                 peak = f"  {100 * gflops / a.peak_gflops:6.1f}%" if a.peak_gflops else ""
@@ -102,6 +104,7 @@ def main():
                 print(f"  {name:<58} {ms:8.2f} {ms / anchor:9.2f}x {err:9.2e} {gflops:8.1f}{peak}")
         print()
     print("vs XNNPACK: rbuild's latency / ExecuTorch XNNPACK's on the same network (target <= 0.9x for the XnnpackBackend rows).")
+    print("GFLOP/s: 2 x the XNNPACK graph's multiply-accumulates / latency (the same network for every row).")
     print("max|err|: against the PyTorch reference output.0 (int8: the eager quantize/dequantize graph).")
 
 

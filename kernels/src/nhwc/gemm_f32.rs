@@ -122,7 +122,9 @@ pub(crate) fn has_avx2_fma() -> bool {
 /// Which micro-kernel implementation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ukernel {
-    /// Plain Rust, any target.
+    /// Plain Rust, any target (chosen at run time; a no_std build with AVX2 enabled at compile
+    /// time never picks it outside the tests).
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Avx2Fma,

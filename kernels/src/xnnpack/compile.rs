@@ -593,9 +593,10 @@ fn dims4(id: u32, v: &XnnValue) -> Result<[usize; 4], String> {
     }
 }
 
-fn conv_geom(graph: &XnnGraph, p: &ConvParams, depthwise: bool) -> Result<Conv2dGeom, String> {
-    let [n, h, w, c] = dims4(p.input, value(graph, p.input))?;
-    let [on, oh, ow, oc] = dims4(p.output, value(graph, p.output))?;
+/// The geometry a convolution node's parameters give for input `[n, h, w, ·]` and output
+/// `[·, oh, ow, ·]` (shapes are checked by the caller); kernel, strides, dilations and groups
+/// must be nonzero.
+fn params_geom(p: &ConvParams, [n, h, w]: [usize; 3], [oh, ow]: [usize; 2]) -> Result<Conv2dGeom, String> {
     let u = |x: u32| x as usize;
     let g = Conv2dGeom {
         batch: n,
@@ -618,6 +619,13 @@ fn conv_geom(graph: &XnnGraph, p: &ConvParams, depthwise: bool) -> Result<Conv2d
     if g.kernel_h == 0 || g.kernel_w == 0 || g.stride_h == 0 || g.stride_w == 0 || g.dilation_h == 0 || g.dilation_w == 0 || g.groups == 0 {
         return Err(format!("kernel {}x{}, stride {}x{}, dilation {}x{}, groups {}: all must be nonzero", g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.dilation_h, g.dilation_w, g.groups));
     }
+    Ok(g)
+}
+
+fn conv_geom(graph: &XnnGraph, p: &ConvParams, depthwise: bool) -> Result<Conv2dGeom, String> {
+    let [n, h, w, c] = dims4(p.input, value(graph, p.input))?;
+    let [on, oh, ow, oc] = dims4(p.output, value(graph, p.output))?;
+    let g = params_geom(p, [n, h, w], [oh, ow])?;
     if depthwise && g.group_in != 1 && g.groups * g.group_in == c {
         return Err(format!("depthwise convolution with {} input channels per group", g.group_in));
     }
@@ -1037,27 +1045,7 @@ fn deconv(graph: &XnnGraph, consts: &Constants<'_, '_>, p: &ConvParams, min: f32
     let [n, h, wd, c] = dims4(p.input, x)?;
     let [on, oh, ow, oc] = dims4(p.output, y)?;
     let u = |v: u32| v as usize;
-    let geom = Conv2dGeom {
-        batch: n,
-        in_h: h,
-        in_w: wd,
-        out_h: oh,
-        out_w: ow,
-        kernel_h: u(p.kernel_height),
-        kernel_w: u(p.kernel_width),
-        stride_h: u(p.subsampling_height),
-        stride_w: u(p.subsampling_width),
-        dilation_h: u(p.dilation_height),
-        dilation_w: u(p.dilation_width),
-        pad_top: u(p.padding_top),
-        pad_left: u(p.padding_left),
-        groups: u(p.groups),
-        group_in: u(p.group_input_channels),
-        group_out: u(p.group_output_channels),
-    };
-    if geom.kernel_h == 0 || geom.kernel_w == 0 || geom.stride_h == 0 || geom.stride_w == 0 || geom.dilation_h == 0 || geom.dilation_w == 0 {
-        return Err(String::from("kernel, stride and dilation must be nonzero"));
-    }
+    let geom = params_geom(p, [n, h, wd], [oh, ow])?;
     let full = |size: usize, k: usize, s: usize, d: usize, adj: u32| (size.saturating_sub(1)) * s + d * (k - 1) + 1 + adj as usize;
     let fh = full(h, geom.kernel_h, geom.stride_h, geom.dilation_h, p.adjustment_height);
     let fw = full(wd, geom.kernel_w, geom.stride_w, geom.dilation_w, p.adjustment_width);

@@ -147,46 +147,8 @@ fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: us
             ops::binary_f32(*op, bc, in_f32(0)?, in_f32(1)?, &mut y[..on], *min, *max);
             Ok(())
         }
-        (Op::AddQs8 { op, bc }, Buf::I8(y)) => {
-            let (a, b) = (in_i8(0)?, in_i8(1)?);
-            let mut r = Ok(());
-            bc.for_each_row(|o, ao, sa, bo, sb, n| {
-                if r.is_err() {
-                    return;
-                }
-                let y = &mut y[o..o + n];
-                r = match (sa, sb) {
-                    (1, 1) => op.apply(&a[ao..ao + n], &b[bo..bo + n], y),
-                    (1, _) => op.apply_scalar_b(&a[ao..ao + n], b[bo], y),
-                    (_, 1) => op.apply_scalar_a(a[ao], &b[bo..bo + n], y),
-                    _ => op.apply_scalar_b(&a[ao..ao + 1], b[bo], &mut y[..1]).map(|_| {
-                        let v = y[0];
-                        y.fill(v)
-                    }),
-                };
-            });
-            r.map_err(msg)
-        }
-        (Op::MulQs8 { op, bc }, Buf::I8(y)) => {
-            let (a, b) = (in_i8(0)?, in_i8(1)?);
-            let mut r = Ok(());
-            bc.for_each_row(|o, ao, sa, bo, sb, n| {
-                if r.is_err() {
-                    return;
-                }
-                let y = &mut y[o..o + n];
-                r = match (sa, sb) {
-                    (1, 1) => op.apply(&a[ao..ao + n], &b[bo..bo + n], y),
-                    (1, _) => op.apply_scalar_b(&a[ao..ao + n], b[bo], y),
-                    (_, 1) => op.apply_scalar_a(a[ao], &b[bo..bo + n], y),
-                    _ => op.apply_scalar_b(&a[ao..ao + 1], b[bo], &mut y[..1]).map(|_| {
-                        let v = y[0];
-                        y.fill(v)
-                    }),
-                };
-            });
-            r.map_err(msg)
-        }
+        (Op::AddQs8 { op, bc }, Buf::I8(y)) => qs8_binary(op, bc, in_i8(0)?, in_i8(1)?, &mut y[..on]),
+        (Op::MulQs8 { op, bc }, Buf::I8(y)) => qs8_binary(op, bc, in_i8(0)?, in_i8(1)?, &mut y[..on]),
         (Op::UnaryF32 { op, min, max }, Buf::F32(y)) => {
             ops::unary_f32(*op, in_f32(0)?, &mut y[..on], *min, *max);
             Ok(())
@@ -288,6 +250,52 @@ fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: us
         }
         _ => Err(kerr!("buffer types do not match the operator")),
     }
+}
+
+/// The int8 binary kernels' entry points (equal lengths, or one side one repeated element).
+trait Qs8Binary {
+    fn both(&self, a: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), alloc::string::String>;
+    fn scalar_b(&self, a: &[i8], b: i8, y: &mut [i8]) -> Result<(), alloc::string::String>;
+    fn scalar_a(&self, a: i8, b: &[i8], y: &mut [i8]) -> Result<(), alloc::string::String>;
+}
+
+macro_rules! qs8_binary_impl {
+    ($t:ty) => {
+        impl Qs8Binary for $t {
+            fn both(&self, a: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), alloc::string::String> {
+                self.apply(a, b, y)
+            }
+            fn scalar_b(&self, a: &[i8], b: i8, y: &mut [i8]) -> Result<(), alloc::string::String> {
+                self.apply_scalar_b(a, b, y)
+            }
+            fn scalar_a(&self, a: i8, b: &[i8], y: &mut [i8]) -> Result<(), alloc::string::String> {
+                self.apply_scalar_a(a, b, y)
+            }
+        }
+    };
+}
+qs8_binary_impl!(qs8::AddQs8);
+qs8_binary_impl!(qs8::MulQs8);
+
+/// An int8 binary op over broadcast rows.
+fn qs8_binary(op: &impl Qs8Binary, bc: &super::ops::Broadcast, a: &[i8], b: &[i8], y: &mut [i8]) -> KernelResult {
+    let mut r = Ok(());
+    bc.for_each_row(|o, ao, sa, bo, sb, n| {
+        if r.is_err() {
+            return;
+        }
+        let y = &mut y[o..o + n];
+        r = match (sa, sb) {
+            (1, 1) => op.both(&a[ao..ao + n], &b[bo..bo + n], y),
+            (1, _) => op.scalar_b(&a[ao..ao + n], b[bo], y),
+            (_, 1) => op.scalar_a(a[ao], &b[bo..bo + n], y),
+            _ => op.scalar_b(&a[ao..ao + 1], b[bo], &mut y[..1]).map(|_| {
+                let v = y[0];
+                y.fill(v)
+            }),
+        };
+    });
+    r.map_err(msg)
 }
 
 /// Data movement on whatever element type the buffers hold (both the same).

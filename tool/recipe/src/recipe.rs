@@ -233,12 +233,15 @@ pub enum Backend {
     EthosU,
     /// rbuild's GPU delegate (`RbuildGpuBackend`): WGSL kernels over wgpu (Metal, Vulkan, DX12).
     Gpu,
+    /// A float image model's ops as `XnnpackBackend` delegates (ExecuTorch's XNNPACK payload
+    /// format): rbuild's NHWC kernels run them, and so does ExecuTorch's XNNPACK backend.
+    Xnnpack,
 }
 
 impl Choice for Backend {
     const WHAT: &'static str = "backend";
     const ALL: &'static [(&'static str, Self)] =
-        &[("cpu", Backend::Cpu), ("cuda", Backend::Cuda), ("metal", Backend::Metal), ("ethos-u", Backend::EthosU), ("gpu", Backend::Gpu)];
+        &[("cpu", Backend::Cpu), ("cuda", Backend::Cuda), ("metal", Backend::Metal), ("ethos-u", Backend::EthosU), ("gpu", Backend::Gpu), ("xnnpack", Backend::Xnnpack)];
 }
 
 impl Backend {

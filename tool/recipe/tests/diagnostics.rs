@@ -44,7 +44,7 @@ fn unknown_names_get_suggestions() {
 #[test]
 fn backend_not_in_this_build() {
     let only_cpu = Catalog { backends: &[Backend::Cpu], ..catalog() };
-    assert_eq!(BACKENDS.len(), 5);
+    assert_eq!(BACKENDS.len(), 6);
     assert_eq!(recipe_case("unavailable-backend", &only_cpu), 1);
 }
 

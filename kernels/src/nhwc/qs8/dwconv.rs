@@ -38,7 +38,9 @@ pub struct DepthwiseQs8 {
     out: OutParams,
     input_zp: i32,
     isa: Isa,
-    /// The AVX2 pair-interleaved i16 packing (multiplier 1 only; empty otherwise).
+    /// The AVX2 pair-interleaved i16 packing (multiplier 1 only; empty otherwise; unread on
+    /// targets without AVX2).
+    #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
     pairs16: Vec<u32>,
 }
 

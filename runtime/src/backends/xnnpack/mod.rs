@@ -8,9 +8,11 @@
 
 pub mod graph;
 pub mod header;
+pub mod writer;
 
 pub use graph::{decode_graph, ConstantRef, NodeKind, NodeParams, Quant, Scales, XnnDatatype, XnnGraph, XnnNode, XnnValue};
 pub use header::{split_payload, XnnHeader};
+pub use writer::{encode_graph, write_payload};
 
 /// The delegate id (`BackendDelegate.id`) ExecuTorch's `XnnpackPartitioner` emits.
 pub const XNNPACK_BACKEND_ID: &str = "XnnpackBackend";

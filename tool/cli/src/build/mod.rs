@@ -4,6 +4,7 @@
 pub mod bundle_step;
 pub mod ethosu;
 pub mod gpu;
+pub mod xnnpack;
 mod firmware;
 pub mod int8_quality;
 mod steps;
@@ -50,7 +51,7 @@ pub fn load(project: &Project, name: &str, overrides: &[String]) -> CliResult<Lo
     let catalog = Catalog {
         models: rbuild_models::names(),
         language_models: rbuild_models::language_models(),
-        backends: &[Backend::Cpu, Backend::EthosU, Backend::Gpu],
+        backends: &[Backend::Cpu, Backend::EthosU, Backend::Gpu, Backend::Xnnpack],
         runners: &runner_names,
         platforms: &platform_names,
     };

@@ -7,7 +7,7 @@ use rbuild_export::{emit, passes, plan};
 use rbuild_planner::cache::write_atomic;
 use rbuild_planner::{Dag, FileHashes, KeyHasher, StepSpec};
 use rbuild_models::family::{ExportOptions, Source};
-use rbuild_recipe::{Choice, Dtype, Quantize, WeightsSource, PTE_MODEL};
+use rbuild_recipe::{Backend, Choice, Dtype, Quantize, WeightsSource, PTE_MODEL};
 
 use super::{Artifacts, Loaded};
 use crate::error::{CliError, CliResult};
@@ -450,6 +450,11 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
         }
         None => None,
     };
+    // backend "xnnpack": the float program's ops delegated to XnnpackBackend.
+    let xnnpack = (r.backend.kind == Backend::Xnnpack).then_some(r.backend.fallback);
+    if xnnpack.is_some() && r.model.quantize != Quantize::None {
+        return Err(CliError(format!("{}: backend xnnpack delegates float32 programs: set `quantize \"none\"` (int8 is not lowered yet)", r.name)));
+    }
     let mut outputs = vec![program.to_path_buf()];
     if npu.is_some() {
         outputs.extend(super::ethosu::outputs(program));
@@ -460,6 +465,9 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
     let mut key = KeyHasher::new();
     if let Some(n) = &npu {
         key.add("npu", &n.key());
+    }
+    if let Some(fallback) = xnnpack {
+        key.add("xnnpack", &format!("{fallback:?}"));
     }
     key.add("tool", version).add("model", &r.model.arch).add("input-shape", &format!("{:?}", r.model.input_shape));
     key.add("dtype", &format!("{:?}", r.model.dtype)).add("quantize", &format!("{:?}", r.model.quantize));
@@ -553,6 +561,10 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
             if let Some(q) = &int8.quality {
                 super::int8_quality::write(&program_out, q)?;
             }
+        } else if let Some(fallback) = xnnpack {
+            passes::optimize_functional(&mut g, &passes::Options::default()).map_err(step_err)?;
+            super::xnnpack::delegate(&mut g, fallback).map_err(|e| format!("{model}: {e}"))?;
+            passes::to_out::to_out_variants(&mut g).map_err(step_err)?;
         } else {
             passes::optimize(&mut g).map_err(step_err)?;
         }
@@ -699,6 +711,9 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     let mut export_outputs = vec![program.to_path_buf()];
     // backend "gpu": the float program with its GPU subgraphs delegated; weights stored in the
     // backend's dtype (quantization is the CPU backends' business).
+    if r.backend.kind == Backend::Xnnpack {
+        return Err(CliError(format!("{}: backend xnnpack delegates the image models (CNNs) for now; {} uses `cpu` or `gpu`", r.name, r.model.arch)));
+    }
     let gpu = r.backend.gpu.map(|g| (g, r.backend.fallback));
     if let Some((g, fallback)) = gpu {
         if r.model.quantize != Quantize::None {

@@ -90,6 +90,10 @@ pub struct ExportArgs {
     /// no KV cache, no custom ops (ExecuTorch runs it as is).
     #[arg(long)]
     pub core_aten: bool,
+    /// Image models (fp32): `cpu` (rbuild's kernels) or `xnnpack` (the float ops delegated to
+    /// `XnnpackBackend`, ExecuTorch's XNNPACK payload format).
+    #[arg(long, default_value = "cpu")]
+    pub backend: String,
     /// Method name in the program.
     #[arg(long, default_value = "forward")]
     pub method: String,
@@ -153,11 +157,15 @@ pub fn export(a: ExportArgs) -> CliResult {
     let t_build = t0.elapsed();
     match a.quant.as_str() {
         "fp32" => {
+            if !matches!(a.backend.as_str(), "cpu" | "xnnpack") {
+                bail!("--backend {}: image models take cpu or xnnpack", a.backend);
+            }
             if a.calibration.is_some() || a.reference_only || a.sensitivity.is_some() || !a.keep_float.is_empty() {
                 bail!("--calibration, --reference-only, --sensitivity and --keep-float go with --quant int8");
             }
             finish(model, graph, &a, t0, t_load, t_build)
         }
+        "int8" if a.backend != "cpu" => bail!("--backend {} exports float32 programs (drop --quant int8)", a.backend),
         "int8" => finish_int8(model, graph, &a, t0),
         other => bail!("--quant {other}: image models take fp32 or int8"),
     }
@@ -216,7 +224,15 @@ pub(super) fn finish_int8(model: &str, mut graph: rbuild_export::Graph, a: &Expo
 /// Passes, planning, emission and the report, for any built graph.
 pub(super) fn finish(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0: Instant, t_load: std::time::Duration, t_build: std::time::Duration) -> CliResult {
     let out = a.out.as_ref().expect("checked by the caller");
-    let report = passes::optimize(&mut graph).map_err(|e| CliError(format!("{model}: {e}")))?;
+    let report = if a.backend == "xnnpack" {
+        let mut r = passes::optimize_functional(&mut graph, &passes::Options::default()).map_err(|e| CliError(format!("{model}: {e}")))?;
+        crate::build::xnnpack::delegate(&mut graph, rbuild_recipe::Fallback::Allow).map_err(|e| CliError(format!("{model}: {e}")))?;
+        passes::to_out::to_out_variants(&mut graph).map_err(|e| CliError(format!("{model}: {e}")))?;
+        r.nodes_after = graph.nodes.len();
+        r
+    } else {
+        passes::optimize(&mut graph).map_err(|e| CliError(format!("{model}: {e}")))?
+    };
     let t_passes = t0.elapsed();
     let mem = plan::plan_memory(&graph);
     let bytes = emit::emit(&graph, &mem, &a.method).map_err(|e| CliError(format!("{model}: {e}")))?;

@@ -30,3 +30,5 @@ mod voxtral_recipe;
 mod whisper_export;
 mod whisper_gpu_recipe;
 mod whisper_recipe;
+mod xnnpack_export;
+mod xnnpack_recipe;

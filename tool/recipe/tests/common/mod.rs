@@ -10,7 +10,7 @@ pub const MODELS: &[&str] = &["mobilenet_v2", "mobilenet_v3_small", "mobilenet_v
 // The CLI's real catalog (model families, runner templates) checks every shipped recipe in
 // `tool/cli/tests/suite/recipe_plans.rs`; this copy must list what the shipped recipes name.
 pub const LANGUAGE_MODELS: &[&str] = &["llama", "voxtral", "whisper"];
-pub const BACKENDS: &[Backend] = &[Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::EthosU, Backend::Gpu];
+pub const BACKENDS: &[Backend] = &[Backend::Cpu, Backend::Cuda, Backend::Metal, Backend::EthosU, Backend::Gpu, Backend::Xnnpack];
 pub const RUNNERS: &[&str] = &["asr", "audio-llm", "firmware", "image-classifier", "llm", "tensor-io"];
 pub const PLATFORMS: &[&str] = &["android-arm64", "corstone-300", "host", "ios-arm64", "linux-arm64", "linux-cuda", "macos-arm64"];
 
