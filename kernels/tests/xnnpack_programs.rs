@@ -115,3 +115,48 @@ fn a_missing_weight_key_fails_at_load_naming_it() {
     let e = program.load_method("forward", &rbuild_kernels::registry(), &backends()).err().expect("load must fail").to_string();
     assert!(e.contains("XNNPACK") && e.contains("named data"), "{e}");
 }
+
+/// A payload `x (f32 [2, 8]) → Convert → qdint8 → reader → out`, with the reader a
+/// FullyConnected (int8 weights [3, 8]) or an Add of the quantized value to itself.
+fn dynamic_payload(reader_is_fc: bool, num_nonbatch_dims: i32) -> Vec<u8> {
+    use rbuild_runtime::backends::xnnpack::{write_payload, ConstantRef, NodeKind, NodeParams, Quant, Scales, XnnDatatype, XnnGraph, XnnNode, XnnValue};
+    let value = |datatype, dims: Vec<usize>, constant, flags, external_id, quant| XnnValue { datatype, dims, constant, external_id, flags, dq_datatype: None, quant };
+    let out_dims = if reader_is_fc { vec![2, 3] } else { vec![2, 8] };
+    let values = vec![
+        value(XnnDatatype::Fp32, vec![2, 8], None, 1, Some(0), Quant::None),
+        value(XnnDatatype::QdInt8, vec![2, 8], None, 0, None, Quant::PerTokenDynamic { num_nonbatch_dims }),
+        value(XnnDatatype::QcInt8, vec![3, 8], Some(1), 0, None, Quant::PerChannel { scales: Scales::Inline(vec![0.5; 3]), channel_dim: 0 }),
+        value(XnnDatatype::Fp32, out_dims, None, 2, Some(1), Quant::None),
+    ];
+    let reader = if reader_is_fc {
+        XnnNode { kind: NodeKind::FullyConnected, params: NodeParams::FullyConnected { input: 1, filter: 2, bias: None, output: 3, flags: 0 }, debug_handle: 1, output_min_max: None }
+    } else {
+        XnnNode { kind: NodeKind::Add, params: NodeParams::Binary { input1: 1, input2: 1, output: 3, flags: 0 }, debug_handle: 1, output_min_max: None }
+    };
+    let graph = XnnGraph {
+        version: "0".into(),
+        values,
+        nodes: vec![XnnNode { kind: NodeKind::Convert, params: NodeParams::Unary { input: 0, output: 1, flags: 0 }, debug_handle: 0, output_min_max: None }, reader],
+        num_externs: 2,
+        input_ids: vec![0],
+        output_ids: vec![3],
+        constants: vec![ConstantRef { offset: 0, size: 0, named_key: None, inline: None }, ConstantRef { offset: 0, size: 24, named_key: None, inline: None }],
+    };
+    write_payload(&graph, &[1u8; 24])
+}
+
+#[test]
+fn dynamic_quantization_feeds_fully_connected_only() {
+    let none = |_: &str| None;
+    let limit = rbuild_kernels::xnnpack::DEFAULT_ACTIVATION_LIMIT;
+    let fc = dynamic_payload(true, 1);
+    let plan = rbuild_kernels::xnnpack::compile_payload(&fc, &none, limit).unwrap();
+    assert_eq!(plan.step_names().len(), 1, "the Convert is folded into the fully connected layer: {:?}", plan.step_names());
+    assert!(plan.step_names()[0].contains("qd8"), "{:?}", plan.step_names());
+    let add = dynamic_payload(false, 1);
+    let e = rbuild_kernels::xnnpack::compile_payload(&add, &none, limit).err().expect("an Add of qdint8 values must be refused");
+    assert!(e.contains("Add") && e.contains("only FullyConnected takes qdint8"), "{e}");
+    let two = dynamic_payload(true, 2);
+    let e = rbuild_kernels::xnnpack::compile_payload(&two, &none, limit).err().expect("num_nonbatch_dims 2 must be refused");
+    assert!(e.contains("num_nonbatch_dims"), "{e}");
+}

@@ -13,6 +13,7 @@ use super::ops::{BinOp, Broadcast, UnOp};
 use crate::nhwc::conv_f32::ConvF32;
 use crate::nhwc::dwconv_f32::DepthwiseF32;
 use crate::nhwc::fc_f32::FullyConnectedF32;
+use crate::nhwc::qs8::dynamic::{self as qd8, FullyConnectedQd8, WeightScales};
 use crate::nhwc::qs8::{self, AddQs8, ConvQs8, DepthwiseQs8, FullyConnectedQs8, MulQs8, QParams};
 use crate::nhwc::Conv2dGeom;
 
@@ -94,6 +95,8 @@ pub enum Op {
     ConvQs8(ConvQs8),
     DepthwiseQs8(DepthwiseQs8),
     FullyConnectedQs8 { op: FullyConnectedQs8, m: usize },
+    /// f32 rows quantized per row at run time (the qdint8 `Convert` folded in), int8/int4 weights.
+    FullyConnectedQd8 { op: FullyConnectedQd8, m: usize, min: f32, max: f32 },
     DeconvF32 { geom: Conv2dGeom, filter: Vec<f32>, bias: Option<Vec<f32>>, min: f32, max: f32 },
     BinaryF32 { op: BinOp, bc: Broadcast, min: f32, max: f32 },
     AddQs8 { op: AddQs8, bc: Broadcast },
@@ -128,6 +131,7 @@ impl Op {
             Op::DepthwiseQs8(op) => g(op.geom()),
             Op::FullyConnectedF32 { op, m, .. } => format!("{m}x{}->{}", op.k(), op.n()),
             Op::FullyConnectedQs8 { op, m } => format!("{m}x{}->{}", op.k(), op.n()),
+            Op::FullyConnectedQd8 { op, m, .. } => format!("{m}x{}->{} qd8", op.k(), op.n()),
             _ => String::new(),
         }
     }
@@ -193,6 +197,37 @@ impl<'a> Constants<'a, '_> {
         Ok(self.value_bytes(id, v)?.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
     }
 
+    /// The first `len` bytes of a constant (packed int4 rows are padded to whole bytes).
+    fn raw(&self, id: u32, v: &XnnValue, len: usize) -> Result<&'a [u8], String> {
+        let what = format!("value {id}");
+        let c = v.constant.ok_or_else(|| format!("{what} must be a constant"))?;
+        self.entry(c, len, &what)
+    }
+
+    /// Block scales of a per-channel-group value, as the bf16 values ExecuTorch hands XNNPACK
+    /// (f32 scales are rounded to bf16 as ExecuTorch's compiler does).
+    fn group_scales(&self, id: u32, v: &XnnValue, want: usize) -> Result<Vec<f32>, String> {
+        let Quant::PerChannelGroup { scales, .. } = &v.quant else {
+            return Err(format!("value {id}: expected per-channel-group quantization"));
+        };
+        let widen = |h: u16| f32::from_bits((h as u32) << 16);
+        let out: Vec<f32> = match scales {
+            Scales::InlineBf16(h) => h.iter().map(|&h| widen(h)).collect(),
+            Scales::Buffer { index, count } => {
+                let b = self.entry(*index, *count as usize * 2, &format!("value {id} block scales"))?;
+                b.chunks_exact(2).map(|c| widen(u16::from_le_bytes([c[0], c[1]]))).collect()
+            }
+            Scales::Inline(f) => f.iter().map(|&x| widen(((x * 1.003_891_05f32).to_bits() >> 16) as u16)).collect(),
+        };
+        if out.len() != want {
+            return Err(format!("value {id}: {} block scales, {want} expected", out.len()));
+        }
+        if out.iter().any(|s| !s.is_finite()) {
+            return Err(format!("value {id}: block scales must be finite"));
+        }
+        Ok(out)
+    }
+
     fn i8s(&self, id: u32, v: &XnnValue) -> Result<Vec<i8>, String> {
         Ok(self.value_bytes(id, v)?.iter().map(|&b| b as i8).collect())
     }
@@ -209,6 +244,7 @@ impl<'a> Constants<'a, '_> {
         };
         let out = match scales {
             Scales::Inline(s) => s.clone(),
+            Scales::InlineBf16(h) => h.iter().map(|&h| f32::from_bits((h as u32) << 16)).collect(),
             Scales::Buffer { index, count } => {
                 let b = self.entry(*index, *count as usize * 4, &format!("value {id} scales"))?;
                 b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
@@ -262,6 +298,9 @@ struct Node {
     /// Set when this float unary node absorbed the int8→f32 Convert before it and the
     /// f32→int8 Convert after it: (input, output) quantization. It then maps int8 to int8.
     lut: Option<(QParams, QParams)>,
+    /// A FullyConnected whose input is dynamically quantized: it reads the f32 value the
+    /// qdint8 `Convert` read and quantizes each row itself.
+    dynamic: bool,
 }
 
 fn set_output(p: &mut NodeParams, out: u32) {
@@ -277,6 +316,57 @@ fn intersect(a: Option<(f32, f32)>, b: Option<(f32, f32)>) -> Option<(f32, f32)>
         (None, x) | (x, None) => x,
         (Some((a0, a1)), Some((b0, b1))) => Some((a0.max(b0), a1.min(b1))),
     }
+}
+
+/// Dynamic quantization (`Convert` f32 → qdint8, per-token parameters) feeds fully connected
+/// layers only: each such Convert is dropped and its readers take the f32 value with
+/// `dynamic` set. The older form, an f32 external input marked `dq_datatype = qint8`, sets
+/// `dynamic` on the fully connected layers reading it.
+fn fold_dynamic_quantization(graph: &XnnGraph, mut nodes: Vec<Node>) -> Result<Vec<Node>, String> {
+    let mut source: Vec<Option<u32>> = vec![None; graph.values.len()];
+    let mut dead = vec![false; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if let (NodeKind::Convert, NodeParams::Unary { input, output, .. }) = (n.kind, &n.params) {
+            let (x, y) = (value(graph, *input), value(graph, *output));
+            if y.datatype != XnnDatatype::QdInt8 {
+                continue;
+            }
+            if x.datatype != XnnDatatype::Fp32 {
+                return Err(format!("node {i} (Convert): dynamic quantization of {} values is not supported (fp32 only)", x.datatype.name()));
+            }
+            match y.quant {
+                Quant::PerTokenDynamic { num_nonbatch_dims: 1 } => {}
+                ref q => return Err(format!("node {i} (Convert): qdint8 value {output} has quantization {q:?}; per-token (num_nonbatch_dims 1) only")),
+            }
+            if x.dims != y.dims || y.flags & 3 != 0 {
+                return Err(format!("node {i} (Convert): qdint8 value {output} must be internal with the input's dims {:?}", x.dims));
+            }
+            source[usize_of(*output)] = Some(*input);
+            dead[i] = true;
+        }
+    }
+    for (i, n) in nodes.iter_mut().enumerate() {
+        if dead[i] {
+            continue;
+        }
+        let fc_input = match &mut n.params {
+            NodeParams::FullyConnected { input, .. } => Some(input),
+            _ => None,
+        };
+        if let Some(input) = fc_input {
+            if let Some(src) = source[usize_of(*input)] {
+                *input = src;
+                n.dynamic = true;
+            } else if value(graph, *input).dq_datatype == Some(XnnDatatype::QInt8) {
+                n.dynamic = true;
+            }
+            continue;
+        }
+        if let Some(v) = n.params.inputs().into_iter().find(|&v| source[usize_of(v)].is_some()) {
+            return Err(format!("node {i} ({}) reads the dynamically quantized value {v}; only FullyConnected takes qdint8 inputs", n.kind.name()));
+        }
+    }
+    Ok(nodes.into_iter().zip(dead).filter(|(_, d)| !d).map(|(n, _)| n).collect())
 }
 
 /// Folds `Clamp` nodes into the operator producing their input, when that operator applies an
@@ -467,7 +557,8 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
     // The lookup again, returning slices of the graph's (shorter) lifetime.
     let lookup = move |key: &str| -> Option<&'g [u8]> { named(key) };
     let consts = Constants { graph, region, named: &lookup };
-    let nodes: Vec<Node> = graph.nodes.iter().map(|n| Node { kind: n.kind, params: n.params.clone(), range: n.output_min_max, lut: None }).collect();
+    let nodes: Vec<Node> = graph.nodes.iter().map(|n| Node { kind: n.kind, params: n.params.clone(), range: n.output_min_max, lut: None, dynamic: false }).collect();
+    let nodes = fold_dynamic_quantization(graph, nodes)?;
     let nodes = fuse_clamps(graph, nodes);
     let nodes = fuse_int8_unary(graph, nodes);
 
@@ -717,6 +808,9 @@ fn build_op(graph: &XnnGraph, consts: &Constants<'_, '_>, node: &Node) -> Result
             if y.numel() != m * n || y.dims.last() != Some(&n) {
                 return Err(format!("output dims {:?}, expected {m} rows of {n}", y.dims));
             }
+            if node.dynamic {
+                return dynamic_fully_connected(graph, consts, (*filter, w), *bias, (x, y), (n, k, m), transposed, (min, max));
+            }
             match (x.datatype, w.datatype, y.datatype) {
                 (XnnDatatype::Fp32, XnnDatatype::Fp32, XnnDatatype::Fp32) => {
                     let mut f = consts.f32s(*filter, w)?;
@@ -856,6 +950,55 @@ fn weight_scales(consts: &Constants<'_, '_>, id: u32, w: &XnnValue, n: usize, ch
             }
         }
     }
+}
+
+/// A fully connected layer on dynamically quantized input: qc8w / qc4w (per output channel) or
+/// qb4w (per block of input channels, bf16 scales) weights, f32 bias and output.
+#[allow(clippy::too_many_arguments)]
+fn dynamic_fully_connected(
+    graph: &XnnGraph,
+    consts: &Constants<'_, '_>,
+    (id, w): (u32, &XnnValue),
+    bias: Option<u32>,
+    (x, y): (&XnnValue, &XnnValue),
+    (n, k, m): (usize, usize, usize),
+    transposed: bool,
+    (min, max): (f32, f32),
+) -> Result<Op, String> {
+    if x.datatype != XnnDatatype::Fp32 || y.datatype != XnnDatatype::Fp32 {
+        return Err(format!("dynamically quantized input: input/output datatypes {}/{} (fp32 expected)", x.datatype.name(), y.datatype.name()));
+    }
+    let bias = bias.map(|b| consts.f32s(b, value(graph, b))).transpose()?;
+    check_len("bias", bias.as_deref(), n)?;
+    let [rows, cols] = [w.dims[0], w.dims[1]];
+    let (values, scales) = match w.datatype {
+        XnnDatatype::QcInt8 | XnnDatatype::QInt8 => {
+            let f = consts.i8s(id, w)?;
+            let scales = weight_scales(consts, id, w, n, if transposed { 1 } else { 0 })?;
+            (f, WeightScales::PerChannel(scales))
+        }
+        XnnDatatype::QcInt4 => {
+            let bytes = consts.raw(id, w, rows * cols.div_ceil(2))?;
+            let f = qd8::unpack_int4(bytes, rows, cols).map_err(|e| format!("filter value {id}: {e}"))?;
+            let scales = weight_scales(consts, id, w, n, if transposed { 1 } else { 0 })?;
+            (f, WeightScales::PerChannel(scales))
+        }
+        XnnDatatype::QbInt4 => {
+            let Quant::PerChannelGroup { channel_dim, group_size, .. } = w.quant else {
+                return Err(format!("filter value {id}: qbint4 weights need per-channel-group quantization, got {:?}", w.quant));
+            };
+            if transposed || channel_dim != 0 {
+                return Err(format!("filter value {id}: blockwise int4 weights must be [output, input] with channel dim 0"));
+            }
+            let block = usize::try_from(group_size).ok().filter(|&b| b > 0 && k % b == 0).ok_or_else(|| format!("filter value {id}: group size {group_size} does not divide {k} input channels"))?;
+            let bytes = consts.raw(id, w, rows * cols.div_ceil(2))?;
+            let f = qd8::unpack_int4(bytes, rows, cols).map_err(|e| format!("filter value {id}: {e}"))?;
+            (f, WeightScales::Blockwise { block, scales: consts.group_scales(id, w, n * (k / block))? })
+        }
+        d => return Err(format!("dynamically quantized input with {} weights is not supported (qcint8, qcint4, qbint4)", d.name())),
+    };
+    let at = |r: usize, c: usize| if transposed { values[c * n + r] } else { values[r * k + c] };
+    Ok(Op::FullyConnectedQd8 { op: FullyConnectedQd8::new(n, k, at, scales, bias.as_deref())?, m, min, max })
 }
 
 fn int32_bias(consts: &Constants<'_, '_>, id: u32, v: &XnnValue) -> Result<Vec<i32>, String> {

@@ -16,9 +16,27 @@ use rbuild_runtime::backends::xnnpack::XNNPACK_BACKEND_ID;
 
 pub use partition::{OpPlacement, Partitioning, Placement};
 
-/// Delegation settings (none yet: fp32 only; the type keeps the signature of the GPU delegate).
+/// Delegation settings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct XnnpackOptions {}
+pub struct XnnpackOptions {
+    /// How linear layers (`linear`, `addmm`, `mm` with constant weights) are lowered.
+    pub linear: LinearMode,
+}
+
+/// Linear layers in float32, or dynamically quantized as ExecuTorch's
+/// `XnnpackDynamicallyQuantizedPartitioner` writes them: `Convert` (f32 → qdint8, per-token
+/// parameters computed at run time) then `FullyConnected` with int8 or int4 weights and f32
+/// output. Weights are quantized symmetrically here (convolutions stay float32).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LinearMode {
+    #[default]
+    Fp32,
+    /// "8da8w": int8 weights, one scale per output channel (qcint8).
+    DynamicInt8,
+    /// "8da4w": int4 weights, one scale per output channel (`group` 0, qcint4) or per block
+    /// of `group` input channels (qbint4, bf16 scales).
+    DynamicInt4 { group: usize },
+}
 
 /// What delegation did to one method: the placement report's rows and the payload sizes.
 #[derive(Clone, Debug)]
@@ -60,11 +78,11 @@ impl MethodReport {
 /// Partitions `g` (the functional graph of `method`), lowers every run to a payload and
 /// replaces it with a delegate call; the constants the payloads name are added to
 /// `g.named_data`. Returns the placement report; the caller applies its fallback policy.
-pub fn delegate_method(method: &str, g: &mut Graph, _options: &XnnpackOptions) -> Result<MethodReport, String> {
+pub fn delegate_method(method: &str, g: &mut Graph, options: &XnnpackOptions) -> Result<MethodReport, String> {
     let parts = partition::partition(g);
     let mut payloads = Vec::new();
     for (k, p) in parts.partitions.iter().enumerate() {
-        payloads.push(lower::lower(g, p).map_err(|e| format!("{method}: XNNPACK delegate {k}: {e}"))?);
+        payloads.push(lower::lower(g, p, options).map_err(|e| format!("{method}: XNNPACK delegate {k}: {e}"))?);
     }
     let payload_bytes = payloads.iter().map(|l| l.bytes.len()).collect();
     rewrite(g, &parts, payloads);

@@ -13,11 +13,12 @@ use std::collections::HashMap;
 
 use rbuild_export::graph::{Arg, ConstData, Graph, Node, Origin, ValueId};
 use rbuild_runtime::backends::xnnpack::graph::ConvParams;
-use rbuild_runtime::backends::xnnpack::{write_payload, ConstantRef, NodeKind, NodeParams, Quant, XnnDatatype, XnnGraph, XnnNode, XnnValue};
+use rbuild_runtime::backends::xnnpack::{write_payload, ConstantRef, NodeKind, NodeParams, Quant, Scales, XnnDatatype, XnnGraph, XnnNode, XnnValue};
 use rbuild_runtime::ScalarType;
 use sha2::{Digest, Sha256};
 
 use crate::partition::Partition;
+use crate::{LinearMode, XnnpackOptions};
 
 /// XNNPACK's `XNN_FLAG_KEEP_DIMS`: global pooling keeps the pooled dims as size 1.
 const KEEP_DIMS: u32 = 64;
@@ -282,6 +283,7 @@ struct Ctx<'g> {
     inputs: Vec<ValueId>,
     named: Vec<(String, ConstData)>,
     constant_index: HashMap<String, u32>,
+    options: XnnpackOptions,
 }
 
 fn nhwc_dims(nchw: &[usize]) -> Vec<usize> {
@@ -290,6 +292,26 @@ fn nhwc_dims(nchw: &[usize]) -> Vec<usize> {
 
 fn f32s(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// float32 → bfloat16 bits, rounding to nearest even (finite inputs).
+fn bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) as u16
+}
+
+/// int4 rows `[−8, 7]` as ExecuTorch stores them: `value + 8` nibbles, even columns in the low
+/// nibble, each row padded to whole bytes (with a zero, nibble 8).
+fn pack_int4(rows: &[Vec<i8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for r in rows {
+        for pair in r.chunks(2) {
+            let lo = (pair[0] + 8) as u8 & 15;
+            let hi = pair.get(1).map_or(8, |&v| (v + 8) as u8 & 15);
+            out.push(lo | hi << 4);
+        }
+    }
+    out
 }
 
 fn f32_bytes(values: &[f32]) -> Vec<u8> {
@@ -341,7 +363,14 @@ impl Ctx<'_> {
 
     /// A static value whose bytes go to the program's named data under their sha256.
     fn constant(&mut self, dims: Vec<usize>, data: Vec<f32>) -> u32 {
-        let bytes = f32_bytes(&data);
+        let index = self.constant_entry(f32_bytes(&data));
+        let id = self.value(dims);
+        self.x.values[id as usize].constant = Some(index);
+        id
+    }
+
+    /// The constant-data entry holding `bytes` (stored once per distinct content).
+    fn constant_entry(&mut self, bytes: Vec<u8>) -> u32 {
         let key: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
         let index = match self.constant_index.get(&key) {
             Some(&i) => i,
@@ -353,9 +382,70 @@ impl Ctx<'_> {
                 i
             }
         };
-        let id = self.value(dims);
-        self.x.values[id as usize].constant = Some(index);
-        id
+        index
+    }
+
+    /// `[oc, ic]` float weights as a quantized constant for a dynamically quantized
+    /// FullyConnected (symmetric: int8 in [−127, 127], int4 in [−8, 7]).
+    fn quantized_filter(&mut self, weight: &[f32], oc: usize, ic: usize) -> Result<u32, String> {
+        let rows = weight.chunks_exact(ic);
+        let amax = |v: &[f32]| v.iter().fold(0.0f32, |a, x| a.max(x.abs()));
+        // torch's symmetric observers floor the scale at float32 eps.
+        let scale_of = |amax: f32, qmax: f32| (amax / qmax).max(f32::EPSILON);
+        let round = |x: f32, lo: f32, hi: f32| x.round_ties_even().clamp(lo, hi) as i8;
+        let (datatype, bytes, quant) = match self.options.linear {
+            LinearMode::Fp32 => unreachable!("called for quantized modes only"),
+            LinearMode::DynamicInt8 => {
+                let scales: Vec<f32> = rows.clone().map(|r| scale_of(amax(r), 127.0)).collect();
+                let q: Vec<u8> = rows.zip(&scales).flat_map(|(r, &s)| r.iter().map(move |&w| round(w / s, -127.0, 127.0) as u8)).collect();
+                (XnnDatatype::QcInt8, q, Quant::PerChannel { scales: Scales::Inline(scales), channel_dim: 0 })
+            }
+            LinearMode::DynamicInt4 { group: 0 } => {
+                let scales: Vec<f32> = rows.clone().map(|r| scale_of(amax(r), 7.0)).collect();
+                let q: Vec<Vec<i8>> = rows.zip(&scales).map(|(r, &s)| r.iter().map(|&w| round(w / s, -8.0, 7.0)).collect()).collect();
+                (XnnDatatype::QcInt4, pack_int4(&q), Quant::PerChannel { scales: Scales::Inline(scales), channel_dim: 0 })
+            }
+            LinearMode::DynamicInt4 { group } => {
+                if ic % group != 0 {
+                    return Err(format!("{ic} input features are not a multiple of the 8da4w group size {group}"));
+                }
+                // Scales are stored as bf16 (what XNNPACK's blockwise kernels take); quantize with
+                // the rounded scale so the stored pair is consistent.
+                let mut scales_bf16 = Vec::new();
+                let mut q = Vec::new();
+                for r in rows {
+                    let mut row = Vec::with_capacity(ic);
+                    for block in r.chunks_exact(group) {
+                        let h = bf16_bits(scale_of(amax(block), 7.0));
+                        scales_bf16.push(h);
+                        let s = f32::from_bits((h as u32) << 16);
+                        row.extend(block.iter().map(|&w| round(w / s, -8.0, 7.0)));
+                    }
+                    q.push(row);
+                }
+                let count = scales_bf16.len() as u32;
+                let index = self.constant_entry(scales_bf16.iter().flat_map(|h| h.to_le_bytes()).collect());
+                (XnnDatatype::QbInt4, pack_int4(&q), Quant::PerChannelGroup { scales: Scales::Buffer { index, count }, channel_dim: 0, group_size: group as i32 })
+            }
+        };
+        let index = self.constant_entry(bytes);
+        let id = self.value(vec![oc, ic]);
+        let v = &mut self.x.values[id as usize];
+        v.datatype = datatype;
+        v.quant = quant;
+        v.constant = Some(index);
+        Ok(id)
+    }
+
+    /// The qdint8 value `Convert` makes of `input` (per-token dynamic quantization).
+    fn dynamic_quantize(&mut self, input: u32) -> u32 {
+        let dims = self.x.values[input as usize].dims.clone();
+        let q = self.value(dims);
+        let v = &mut self.x.values[q as usize];
+        v.datatype = XnnDatatype::QdInt8;
+        v.quant = Quant::PerTokenDynamic { num_nonbatch_dims: 1 };
+        self.emit(NodeKind::Convert, NodeParams::Unary { input, output: q, flags: 0 }, None);
+        q
     }
 
     fn emit(&mut self, kind: NodeKind, params: NodeParams, output_min_max: Option<(f32, f32)>) {
@@ -568,7 +658,11 @@ impl Ctx<'_> {
                 if fixed_sizes(self.g, x)?.last() != Some(&ic) {
                     return Err(format!("input {:?} does not end in the weight's {ic} input features", fixed_sizes(self.g, x)?));
                 }
-                let filter = self.constant(vec![oc, ic], weight);
+                let (input, filter) = if self.options.linear == LinearMode::Fp32 {
+                    (input, self.constant(vec![oc, ic], weight))
+                } else {
+                    (self.dynamic_quantize(input), self.quantized_filter(&weight, oc, ic)?)
+                };
                 let bias = match b {
                     Some(b) => {
                         let data = self.const_f32(b)?;
@@ -731,7 +825,7 @@ fn drop_unused_values(x: &mut XnnGraph) {
 }
 
 /// Lowers the run `part` of `g` to a payload.
-pub fn lower(g: &Graph, part: &Partition) -> Result<Lowered, String> {
+pub fn lower(g: &Graph, part: &Partition, options: &XnnpackOptions) -> Result<Lowered, String> {
     let empty = XnnGraph {
         version: "0".to_string(),
         values: Vec::new(),
@@ -742,7 +836,7 @@ pub fn lower(g: &Graph, part: &Partition) -> Result<Lowered, String> {
         // Entry 0 is reserved: `constant_buffer_idx` 0 means "not a constant".
         constants: vec![ConstantRef { offset: 0, size: 0, named_key: None, inline: None }],
     };
-    let mut cx = Ctx { g, x: empty, stored: HashMap::new(), as_nchw: HashMap::new(), inputs: Vec::new(), named: Vec::new(), constant_index: HashMap::new() };
+    let mut cx = Ctx { g, x: empty, stored: HashMap::new(), as_nchw: HashMap::new(), inputs: Vec::new(), named: Vec::new(), constant_index: HashMap::new(), options: *options };
     for &i in &part.nodes {
         let n = &g.nodes[i];
         cx.lower_node(n).map_err(|e| format!("node {i} ({} → {}): {e}", n.op, n.outputs.first().map(|&o| g.values[o].name.as_str()).unwrap_or("?")))?;

@@ -74,6 +74,7 @@
 
 pub mod conv;
 pub mod dwconv;
+pub mod dynamic;
 pub mod elementwise;
 pub mod gemm;
 pub mod reference;

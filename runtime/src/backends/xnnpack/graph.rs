@@ -99,7 +99,10 @@ impl XnnDatatype {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Scales {
     Inline(Vec<f32>),
-    /// `constant_data[index]` holds `count` little-endian f32s.
+    /// Per-channel-group (blockwise) scales given as bf16 bits (`scale_bf16`).
+    InlineBf16(Vec<u16>),
+    /// `constant_data[index]` holds `count` little-endian f32s (per-channel) or bf16s
+    /// (per-channel-group, as ExecuTorch serializes block scales).
     Buffer { index: u32, count: u32 },
 }
 
@@ -525,7 +528,7 @@ fn read_value(v: &Table<'_, '_>, index: usize) -> Result<(usize, XnnValue), Bad>
                 Some((1, q)) => Quant::PerChannel { scales: read_scales(&q, 0, 2, 3)?, channel_dim: i32f(&q, 1)? },
                 Some((2, q)) => Quant::PerTensor { scale: f32f(&q, 0)?, zero_point: i32f(&q, 1)? },
                 Some((3, q)) => Quant::PerTokenDynamic { num_nonbatch_dims: i32f(&q, 0)? },
-                Some((4, q)) => Quant::PerChannelGroup { scales: read_scales(&q, 0, 4, 5)?, channel_dim: i32f(&q, 1)?, group_size: i32f(&q, 2)? },
+                Some((4, q)) => Quant::PerChannelGroup { scales: read_group_scales(&q)?, channel_dim: i32f(&q, 1)?, group_size: i32f(&q, 2)? },
                 Some((t, _)) => return Err(Bad::Message(format!("XNNPACK payload: xvalue {index}: unknown quantization kind {t}"))),
             };
             (tensor, quant)
@@ -564,6 +567,15 @@ fn read_scales(q: &Table<'_, '_>, inline_slot: usize, buffer_slot: usize, count_
         Ok(Scales::Buffer { index, count: u32f(q, count_slot)? })
     } else {
         Ok(Scales::Inline(inline))
+    }
+}
+
+/// `PerChannelGroupQuant`: a bf16 constant entry, else inline bf16 (`scale_bf16`), else inline f32.
+fn read_group_scales(q: &Table<'_, '_>) -> Result<Scales, Bad> {
+    let bf16: Vec<u16> = q.scalar_vector(3, 2)?.map(|b| b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()).unwrap_or_default();
+    match read_scales(q, 0, 4, 5)? {
+        Scales::Inline(f) if f.is_empty() && !bf16.is_empty() => Ok(Scales::InlineBf16(bf16)),
+        other => Ok(other),
     }
 }
 

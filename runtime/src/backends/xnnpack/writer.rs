@@ -137,6 +137,8 @@ fn datatype_code(d: XnnDatatype) -> i16 {
 fn add_scales(b: &mut Builder, scales: &Scales, inline: Option<usize>, inline_slot: usize, buffer_slot: usize, count_slot: usize) {
     match (scales, inline) {
         (Scales::Inline(_), Some(v)) => b.add_offset(inline_slot, v),
+        // Only per-channel-group quantization has a bf16 slot (3).
+        (Scales::InlineBf16(_), Some(v)) => b.add_offset(3, v),
         (Scales::Buffer { index, count }, _) => {
             b.add_scalar(buffer_slot, &index.to_le_bytes());
             b.add_scalar(count_slot, &count.to_le_bytes());
@@ -148,6 +150,11 @@ fn add_scales(b: &mut Builder, scales: &Scales, inline: Option<usize>, inline_sl
 fn inline_scales(b: &mut Builder, scales: &Scales) -> Option<usize> {
     match scales {
         Scales::Inline(s) => Some(f32_vector(b, s)),
+        Scales::InlineBf16(s) => {
+            let bytes: Vec<[u8; 2]> = s.iter().map(|v| v.to_le_bytes()).collect();
+            let refs: Vec<&[u8]> = bytes.iter().map(|x| x.as_slice()).collect();
+            Some(b.create_scalars(&refs, 2))
+        }
         Scales::Buffer { .. } => None,
     }
 }
@@ -157,6 +164,15 @@ fn quant_params(b: &mut Builder, q: &Quant) -> Option<(u8, usize)> {
     match q {
         Quant::None => None,
         Quant::PerChannel { scales, channel_dim } => {
+            // Per-channel quantization has no bf16 slot: bf16 scales widen exactly to f32.
+            let widened;
+            let scales = match scales {
+                Scales::InlineBf16(h) => {
+                    widened = Scales::Inline(h.iter().map(|&v| f32::from_bits((v as u32) << 16)).collect());
+                    &widened
+                }
+                s => s,
+            };
             let inline = inline_scales(b, scales);
             b.start_table();
             add_scales(b, scales, inline, 0, 2, 3);

@@ -563,7 +563,7 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
             }
         } else if let Some(fallback) = xnnpack {
             passes::optimize_functional(&mut g, &passes::Options::default()).map_err(step_err)?;
-            super::xnnpack::delegate(&mut g, fallback).map_err(|e| format!("{model}: {e}"))?;
+            super::xnnpack::delegate(&mut g, fallback, &rbuild_xnnpack::XnnpackOptions::default()).map_err(|e| format!("{model}: {e}"))?;
             passes::to_out::to_out_variants(&mut g).map_err(step_err)?;
         } else {
             passes::optimize(&mut g).map_err(step_err)?;

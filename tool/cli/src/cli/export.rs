@@ -55,7 +55,8 @@ pub struct ExportArgs {
     /// Language and speech models: linear weights as fp32, fp16 (float16 storage, f32
     /// arithmetic), int8 (per channel), int4 (groupwise) or 8da4w.
     /// Image models: fp32, or int8 (static: calibrated int8 activations, per-channel int8
-    /// weights, fused into rbuild's int8 kernels).
+    /// weights, fused into rbuild's int8 kernels); with --backend xnnpack also 8da8w / 8da4w
+    /// (int8 activations quantized per row at run time, int8 / int4 linear weights).
     #[arg(long, default_value = "fp32")]
     pub quant: String,
     /// Image models with --quant int8: a folder of images (PNG/JPEG), or a .safetensors file of
@@ -78,6 +79,7 @@ pub struct ExportArgs {
     #[arg(long, value_name = "LAYER")]
     pub keep_float: Vec<String>,
     /// Language models: group size of int4 / 8da4w / 4-bit embeddings (32, 64, 128, 256).
+    /// `--backend xnnpack --quant 8da4w` also takes 0: one scale per output channel.
     #[arg(long, default_value_t = 32)]
     pub group_size: usize,
     /// Language models: embedding table as none (fp32), int8 or int4.
@@ -90,8 +92,10 @@ pub struct ExportArgs {
     /// no KV cache, no custom ops (ExecuTorch runs it as is).
     #[arg(long)]
     pub core_aten: bool,
-    /// Image models (fp32): `cpu` (rbuild's kernels) or `xnnpack` (the float ops delegated to
-    /// `XnnpackBackend`, ExecuTorch's XNNPACK payload format).
+    /// Image models and `--pt2` archives: `cpu` (rbuild's kernels) or `xnnpack` (the float ops
+    /// delegated to `XnnpackBackend`, ExecuTorch's XNNPACK payload format; with `--quant 8da8w`
+    /// or `8da4w` the linear layers are dynamically quantized, as ExecuTorch's
+    /// `XnnpackDynamicallyQuantizedPartitioner` does).
     #[arg(long, default_value = "cpu")]
     pub backend: String,
     /// Method name in the program.
@@ -156,7 +160,8 @@ pub fn export(a: ExportArgs) -> CliResult {
     let graph = rbuild_models::build(model, &weights, &a.input_shape).map_err(|e| CliError(format!("{model}: {e}")))?;
     let t_build = t0.elapsed();
     match a.quant.as_str() {
-        "fp32" => {
+        "8da8w" | "8da4w" if a.backend != "xnnpack" => bail!("--quant {}: dynamically quantized linear layers run in the XNNPACK delegate (add --backend xnnpack)", a.quant),
+        "fp32" | "8da8w" | "8da4w" => {
             if !matches!(a.backend.as_str(), "cpu" | "xnnpack") {
                 bail!("--backend {}: image models take cpu or xnnpack", a.backend);
             }
@@ -167,7 +172,7 @@ pub fn export(a: ExportArgs) -> CliResult {
         }
         "int8" if a.backend != "cpu" => bail!("--backend {} exports float32 programs (drop --quant int8)", a.backend),
         "int8" => finish_int8(model, graph, &a, t0),
-        other => bail!("--quant {other}: image models take fp32 or int8"),
+        other => bail!("--quant {other}: image models take fp32, int8, or with --backend xnnpack 8da8w / 8da4w"),
     }
 }
 
@@ -226,7 +231,11 @@ pub(super) fn finish(model: &str, mut graph: rbuild_export::Graph, a: &ExportArg
     let out = a.out.as_ref().expect("checked by the caller");
     let report = if a.backend == "xnnpack" {
         let mut r = passes::optimize_functional(&mut graph, &passes::Options::default()).map_err(|e| CliError(format!("{model}: {e}")))?;
-        crate::build::xnnpack::delegate(&mut graph, rbuild_recipe::Fallback::Allow).map_err(|e| CliError(format!("{model}: {e}")))?;
+        let options = crate::build::xnnpack::options_for(&a.quant, a.group_size).ok_or_else(|| CliError(format!("--backend xnnpack: --quant {} is not known (fp32, 8da8w, 8da4w)", a.quant)))?;
+        if matches!(options.linear, rbuild_xnnpack::LinearMode::DynamicInt4 { .. }) && a.group_size != 0 && ![32, 64, 128, 256].contains(&a.group_size) {
+            bail!("--group-size {}: 8da4w takes 32, 64, 128, 256, or 0 (one scale per output channel)", a.group_size);
+        }
+        crate::build::xnnpack::delegate(&mut graph, rbuild_recipe::Fallback::Allow, &options).map_err(|e| CliError(format!("{model}: {e}")))?;
         passes::to_out::to_out_variants(&mut graph).map_err(|e| CliError(format!("{model}: {e}")))?;
         r.nodes_after = graph.nodes.len();
         r

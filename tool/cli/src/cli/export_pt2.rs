@@ -17,8 +17,9 @@ pub fn export_pt2(archive_path: &Path, a: &ExportArgs) -> CliResult {
     }
     let int8 = match a.quant.as_str() {
         "fp32" => false,
+        "8da8w" | "8da4w" if a.backend == "xnnpack" => false,
         "int8" => true,
-        q => bail!("--pt2 --quant {q}: imported programs export as fp32 or int8 (static, calibrated with --calibration)"),
+        q => bail!("--pt2 --quant {q}: imported programs export as fp32, int8 (static, calibrated with --calibration), or with --backend xnnpack 8da8w / 8da4w"),
     };
     if !int8 && (a.calibration.is_some() || a.reference_only || a.sensitivity.is_some() || !a.keep_float.is_empty()) {
         bail!("--calibration, --reference-only, --sensitivity and --keep-float need --quant int8");
