@@ -7,6 +7,7 @@
 //! ```
 
 pub mod builder;
+pub mod delegation;
 pub mod emit;
 pub mod error;
 pub mod eval;

@@ -653,22 +653,7 @@ pub fn lower(g: &Graph, part: &Partition, options: &GpuOptions) -> Result<Lowere
         let n = &g.nodes[i];
         cx.lower_node(n).map_err(|e| format!("node {i} ({}): {e}", n.op))?;
     }
-    // Outputs: values the subgraph produces that anything outside it reads.
-    let inside: std::collections::HashSet<usize> = part.nodes.iter().copied().collect();
-    let produced: std::collections::HashSet<ValueId> = part.nodes.iter().flat_map(|&i| g.nodes[i].outputs.iter().copied()).collect();
-    let mut outputs = Vec::new();
-    let reads_outside = g
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !inside.contains(i))
-        .flat_map(|(_, n)| n.tensor_inputs().collect::<Vec<_>>())
-        .chain(g.outputs.iter().copied());
-    for v in reads_outside {
-        if produced.contains(&v) && !outputs.contains(&v) {
-            outputs.push(v);
-        }
-    }
+    let outputs = rbuild_export::delegation::partition_outputs(g, part);
     for &v in &outputs {
         let id = *cx.map.get(&v).ok_or_else(|| format!("{} is used outside the GPU subgraph but has no payload value", g.values[v].name))?;
         cx.p.outputs.push(id);

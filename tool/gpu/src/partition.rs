@@ -9,39 +9,7 @@ use rbuild_export::graph::{Graph, ValueId};
 
 use crate::lower::{self, Parsed};
 
-/// Where one op runs.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Placement {
-    /// In GPU subgraph n.
-    Gpu(usize),
-    /// On the CPU kernels, for the reason given (what `fallback "deny"` rejects).
-    Cpu(String),
-    /// A run-time scalar the CPU computes for the method's bookkeeping; the payload does not
-    /// need it.
-    Scalar,
-}
-
-/// One row of the delegation report.
-#[derive(Clone, Debug, PartialEq)]
-pub struct OpPlacement {
-    pub node: usize,
-    pub op: String,
-    /// The value the op writes (for the report).
-    pub name: String,
-    pub placement: Placement,
-}
-
-/// One GPU subgraph: node indices in execution order.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Partition {
-    pub nodes: Vec<usize>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Partitioning {
-    pub ops: Vec<OpPlacement>,
-    pub partitions: Vec<Partition>,
-}
+pub use rbuild_export::delegation::{OpPlacement, Partition, Partitioning, Placement};
 
 pub fn partition(g: &Graph) -> Partitioning {
     let producers = g.producers();
@@ -62,13 +30,9 @@ pub fn partition(g: &Graph) -> Partitioning {
                 Placement::Scalar
             }
             Ok(_) => {
-                let k = *open.get_or_insert_with(|| {
-                    parts.partitions.push(Partition::default());
-                    parts.partitions.len() - 1
-                });
-                parts.partitions[k].nodes.push(i);
+                let k = parts.join(&mut open, i);
                 members[i] = Some(k);
-                Placement::Gpu(k)
+                Placement::Delegated(k)
             }
             Err(reason) => {
                 open = None;

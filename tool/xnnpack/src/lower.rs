@@ -841,22 +841,7 @@ pub fn lower(g: &Graph, part: &Partition, options: &XnnpackOptions) -> Result<Lo
         let n = &g.nodes[i];
         cx.lower_node(n).map_err(|e| format!("node {i} ({} → {}): {e}", n.op, n.outputs.first().map(|&o| g.values[o].name.as_str()).unwrap_or("?")))?;
     }
-    // Outputs: values the run produces that anything outside it reads.
-    let inside: std::collections::HashSet<usize> = part.nodes.iter().copied().collect();
-    let produced: std::collections::HashSet<ValueId> = part.nodes.iter().flat_map(|&i| g.nodes[i].outputs.iter().copied()).collect();
-    let mut outputs = Vec::new();
-    let read_outside = g
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !inside.contains(i))
-        .flat_map(|(_, n)| n.tensor_inputs().collect::<Vec<_>>())
-        .chain(g.outputs.iter().copied());
-    for v in read_outside {
-        if produced.contains(&v) && !outputs.contains(&v) {
-            outputs.push(v);
-        }
-    }
+    let outputs = rbuild_export::delegation::partition_outputs(g, part);
     for &v in &outputs {
         cx.output(v).map_err(|e| format!("output {}: {e}", g.values[v].name))?;
     }

@@ -6,36 +6,7 @@ use rbuild_export::graph::Graph;
 
 use crate::lower;
 
-/// Where one op runs.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Placement {
-    /// In XNNPACK delegate n.
-    Xnnpack(usize),
-    /// On the CPU kernels, for the reason given.
-    Cpu(String),
-}
-
-/// One row of the delegation report.
-#[derive(Clone, Debug, PartialEq)]
-pub struct OpPlacement {
-    pub node: usize,
-    pub op: String,
-    /// The value the op writes (for the report).
-    pub name: String,
-    pub placement: Placement,
-}
-
-/// One delegated run: node indices in execution order.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Partition {
-    pub nodes: Vec<usize>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Partitioning {
-    pub ops: Vec<OpPlacement>,
-    pub partitions: Vec<Partition>,
-}
+pub use rbuild_export::delegation::{OpPlacement, Partition, Partitioning, Placement};
 
 pub fn partition(g: &Graph) -> Partitioning {
     let mut parts = Partitioning::default();
@@ -44,12 +15,8 @@ pub fn partition(g: &Graph) -> Partitioning {
         let name = n.outputs.first().map(|&o| g.values[o].name.clone()).unwrap_or_default();
         let placement = match lower::parse(g, n) {
             Ok(_) => {
-                let k = *open.get_or_insert_with(|| {
-                    parts.partitions.push(Partition::default());
-                    parts.partitions.len() - 1
-                });
-                parts.partitions[k].nodes.push(i);
-                Placement::Xnnpack(k)
+                let k = parts.join(&mut open, i);
+                Placement::Delegated(k)
             }
             Err(reason) => {
                 open = None;

@@ -63,7 +63,7 @@ pub fn export(arch: &str, source: &Source, o: &ExportOptions, api: GpuApi, weigh
 fn reason(p: &Placement) -> &str {
     match p {
         Placement::Cpu(r) => r,
-        Placement::Gpu(_) => "",
+        Placement::Delegated(_) => "",
         Placement::Scalar => "run-time scalar",
     }
 }
@@ -76,7 +76,7 @@ fn report_json(reports: &[MethodReport], api: GpuApi, weights: WeightDtype) -> s
         "weights": match weights { WeightDtype::F16 => "float16", WeightDtype::BF16 => "bfloat16", WeightDtype::F32 => "float32" },
         "methods": reports.iter().map(|r| serde_json::json!({
             "method": r.method,
-            "gpu_ops": r.gpu_ops(),
+            "gpu_ops": r.delegated_ops(),
             "cpu_ops": r.cpu_ops().len(),
             "subgraphs": r.partitioning.partitions.len(),
             "payload_bytes": r.payload_bytes,
@@ -84,7 +84,7 @@ fn report_json(reports: &[MethodReport], api: GpuApi, weights: WeightDtype) -> s
                 "node": o.node,
                 "op": o.op,
                 "name": o.name,
-                "target": match &o.placement { Placement::Gpu(k) => format!("gpu:{k}"), Placement::Cpu(_) => "cpu".into(), Placement::Scalar => "scalar".into() },
+                "target": match &o.placement { Placement::Delegated(k) => format!("gpu:{k}"), Placement::Cpu(_) => "cpu".into(), Placement::Scalar => "scalar".into() },
                 "reason": reason(&o.placement),
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
