@@ -140,16 +140,16 @@ impl ConvF32 {
             }
             return Ok(());
         }
-        #[cfg(target_arch = "x86_64")]
-        if uk == Ukernel::Avx2Fma && !super::gemm_f32::has_avx2_fma() {
-            return Err("conv2d: this CPU lacks AVX2/FMA".into());
+        if !uk.supported() {
+            return Err(format!("conv2d: this CPU cannot run {uk:?}"));
         }
         // im2col in blocks of output pixels.
         let kk = g.kernel_h * g.kernel_w * g.group_in;
         let panels = self.w[0].panels();
-        let rows_cap = ((16 * 1024) / kk).clamp(MR, 40 * MR) / MR * MR;
+        let mr = uk.mr();
+        let rows_cap = ((16 * 1024) / kk).clamp(mr, 40 * MR) / mr * mr;
         let (rb, _) = split(m, panels * g.groups, kk, par.threads());
-        let rows = rb.min(rows_cap).max(MR.min(m));
+        let rows = rb.min(rows_cap).max(mr.min(m));
         let tasks = m.div_ceil(rows);
         let yp = SyncPtr(y.as_mut_ptr());
         let task = |t: usize| {
@@ -167,6 +167,7 @@ impl ConvF32 {
                 unsafe {
                     gemm_block(
                         uk,
+                        false,
                         0..r1 - r0,
                         0..w.panels(),
                         buf.as_ptr(),
@@ -318,11 +319,7 @@ pub(crate) mod tests {
         let conv = ConvF32::new(g, &f, bias).unwrap();
         let want = conv2d_f32(g, &x, &f, bias, min, max);
         let tol = 1e-5 * ((g.kernel_h * g.kernel_w * g.group_in) as f32).sqrt();
-        let mut uks = vec![Ukernel::Scalar];
-        if Ukernel::best() != Ukernel::Scalar {
-            uks.push(Ukernel::best());
-        }
-        for uk in uks {
+        for uk in Ukernel::all_supported() {
             let mut y = vec![f32::NAN; g.out_len()];
             conv.run_with(uk, &Serial, &x, &mut y, min, max).unwrap();
             assert_close(&y, &want, tol, &format!("{uk:?} conv {g:?}"));
