@@ -102,7 +102,7 @@ impl PackedWeightsF32 {
     pub(crate) fn panels(&self) -> usize {
         self.n.div_ceil(NR)
     }
-    fn panel_ptr(&self, p: usize) -> *const f32 {
+    pub(crate) fn panel_ptr(&self, p: usize) -> *const f32 {
         self.data[p * (self.k + 1)..].as_ptr() as *const f32
     }
 }
@@ -502,7 +502,7 @@ mod avx2 {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
+pub(crate) mod avx512 {
     use super::NR;
     use core::arch::x86_64::*;
 
@@ -589,6 +589,86 @@ mod avx512 {
                     acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(*ap[i].add(kk)), wv, acc[i]);
                 }
                 wp = wp.add(NR);
+            }
+            let vmin = _mm512_set1_ps(min);
+            let vmax = _mm512_set1_ps(max);
+            for i in 0..M {
+                store(c.add(i * c_stride), nr, _mm512_min_ps(_mm512_max_ps(acc[i], vmin), vmax));
+            }
+        }
+    }
+
+    /// [`tile_m`] whose A rows are `segs.len()` spans of `seg` floats (a convolution's kernel
+    /// rows read in place): row `i`'s span `s` starts at `segs[s] + i * a_stride`. The panel's
+    /// `k` is `segs.len() * seg`; the sums run in the same order as `tile_m` over the
+    /// concatenated spans (bit-identical to it on an im2col copy).
+    ///
+    /// # Safety
+    /// As [`tile`] with A row `i`'s span `s` (`seg` floats at `segs[s] + i * a_stride`)
+    /// readable for `i < mr`, and `mr <= MR_MAX`.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(crate) unsafe fn tile_seg(
+        mr: usize,
+        nr: usize,
+        segs: &[*const f32],
+        seg: usize,
+        a_stride: usize,
+        w: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: forwarded from this function's contract (each arm matches `mr`).
+        unsafe {
+            match mr {
+                12 => tile_seg_m::<12>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+                11 => tile_seg_m::<11>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+                10 => tile_seg_m::<10>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+                9 => tile_seg_m::<9>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+                8 => tile_seg_m::<8>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+                7 => tile_seg_m::<7>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+                6 => tile_seg_m::<6>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+                5 => tile_seg_m::<5>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+                4 => tile_seg_m::<4>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+                3 => tile_seg_m::<3>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+                2 => tile_seg_m::<2>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+                _ => tile_seg_m::<1>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn tile_seg_m<const M: usize>(
+        nr: usize,
+        segs: &[*const f32],
+        seg: usize,
+        a_stride: usize,
+        w: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: as `tile_m`, with A's spans as `tile_seg`'s contract gives them.
+        unsafe {
+            let mut acc = [_mm512_load_ps(w); M];
+            let mut wp = w.add(NR);
+            for &sp in segs {
+                let mut ap = [sp; M];
+                for (i, p) in ap.iter_mut().enumerate() {
+                    *p = sp.add(i * a_stride);
+                }
+                for kk in 0..seg {
+                    let wv = _mm512_load_ps(wp);
+                    for i in 0..M {
+                        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(*ap[i].add(kk)), wv, acc[i]);
+                    }
+                    wp = wp.add(NR);
+                }
             }
             let vmin = _mm512_set1_ps(min);
             let vmax = _mm512_set1_ps(max);
