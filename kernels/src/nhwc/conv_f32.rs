@@ -59,6 +59,7 @@ pub struct ConvF32 {
     direct: bool,
     /// One group, no horizontal dilation: each kernel row's taps are one contiguous span of the
     /// input, so the AVX-512 path reads them in place (no im2col) inside the image.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     spans: bool,
 }
 
