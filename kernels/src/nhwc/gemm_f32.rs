@@ -598,6 +598,93 @@ pub(crate) mod avx512 {
         }
     }
 
+    /// Two adjacent panels at once: an `mr × (16 + nr1)` tile of `C`, columns `0..16` from the
+    /// full panel `w0`, `16..16 + nr1` from `w1`. 2·M accumulators; per step two panel-row
+    /// loads and M broadcasts feed 2·M FMAs (the single-panel tile needs M + 1 loads for M
+    /// FMAs: load-bound). Each element sums in the same order as [`tile`].
+    ///
+    /// # Safety
+    /// As [`tile`] for both panels (`nr = 16` for `w0`, `nr1` for `w1`, C columns `0..16 + nr1`
+    /// writable), `1 <= mr <= MR_MAX`.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(crate) unsafe fn tile2(
+        mr: usize,
+        nr1: usize,
+        k: usize,
+        a: *const f32,
+        a_stride: usize,
+        w0: *const f32,
+        w1: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: forwarded from this function's contract (each arm matches `mr`).
+        unsafe {
+            match mr {
+                12 => tile2_m::<12>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                11 => tile2_m::<11>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                10 => tile2_m::<10>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                9 => tile2_m::<9>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                8 => tile2_m::<8>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                7 => tile2_m::<7>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                6 => tile2_m::<6>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                5 => tile2_m::<5>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                4 => tile2_m::<4>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                3 => tile2_m::<3>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                2 => tile2_m::<2>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                _ => tile2_m::<1>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn tile2_m<const M: usize>(
+        nr1: usize,
+        k: usize,
+        a: *const f32,
+        a_stride: usize,
+        w0: *const f32,
+        w1: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: as `tile_m`, for each of the two panels.
+        unsafe {
+            let mut acc0 = [_mm512_load_ps(w0); M];
+            let mut acc1 = [_mm512_load_ps(w1); M];
+            let mut ap = [a; M];
+            for (i, p) in ap.iter_mut().enumerate() {
+                *p = a.add(i * a_stride);
+            }
+            let (mut wp0, mut wp1) = (w0.add(NR), w1.add(NR));
+            for kk in 0..k {
+                let v0 = _mm512_load_ps(wp0);
+                let v1 = _mm512_load_ps(wp1);
+                for i in 0..M {
+                    let av = _mm512_set1_ps(*ap[i].add(kk));
+                    acc0[i] = _mm512_fmadd_ps(av, v0, acc0[i]);
+                    acc1[i] = _mm512_fmadd_ps(av, v1, acc1[i]);
+                }
+                wp0 = wp0.add(NR);
+                wp1 = wp1.add(NR);
+            }
+            let vmin = _mm512_set1_ps(min);
+            let vmax = _mm512_set1_ps(max);
+            for i in 0..M {
+                let cp = c.add(i * c_stride);
+                store(cp, NR, _mm512_min_ps(_mm512_max_ps(acc0[i], vmin), vmax));
+                store(cp.add(NR), nr1, _mm512_min_ps(_mm512_max_ps(acc1[i], vmin), vmax));
+            }
+        }
+    }
+
     /// [`tile_m`] whose A rows are `segs.len()` spans of `seg` floats (a convolution's kernel
     /// rows read in place): row `i`'s span `s` starts at `segs[s] + i * a_stride`. The panel's
     /// `k` is `segs.len() * seg`; the sums run in the same order as `tile_m` over the
@@ -838,28 +925,41 @@ pub(crate) unsafe fn gemm_block(
         while i < rows.end {
             let mr = (rows.end - i).div_ceil(tiles_left);
             tiles_left -= 1;
-            for p in p0..p1 {
+            let mut p = p0;
+            while p < p1 {
                 let nr = NR.min(w.n - p * NR);
+                #[cfg(target_arch = "x86_64")]
+                if uk == Ukernel::Avx512 && !gemv && p + 1 < p1 {
+                    // SAFETY: as below for panels p (full: not the last) and p + 1; the CPU
+                    // has AVX-512F (the caller's `uk`).
+                    unsafe {
+                        avx512::tile2(
+                            mr,
+                            NR.min(w.n - (p + 1) * NR),
+                            k,
+                            a.add(i * a_stride),
+                            a_stride,
+                            w.panel_ptr(p),
+                            w.panel_ptr(p + 1),
+                            c.add(i * c_stride + p * NR),
+                            c_stride,
+                            min,
+                            max,
+                        )
+                    };
+                    p += 2;
+                    continue;
+                }
                 // SAFETY: rows i..i+mr are inside `rows` and columns p*NR..p*NR+nr inside n, so
                 // the tile's A/C accesses are covered by this function's contract.
                 unsafe {
                     if gemv {
                         uk.gemv(nr, k, a.add(i * a_stride), w.panel_ptr(p), c.add(i * c_stride + p * NR), min, max);
-                        continue;
+                    } else {
+                        uk.tile(mr, nr, k, a.add(i * a_stride), a_stride, w.panel_ptr(p), c.add(i * c_stride + p * NR), c_stride, min, max)
                     }
-                    uk.tile(
-                        mr,
-                        nr,
-                        k,
-                        a.add(i * a_stride),
-                        a_stride,
-                        w.panel_ptr(p),
-                        c.add(i * c_stride + p * NR),
-                        c_stride,
-                        min,
-                        max,
-                    )
                 };
+                p += 1;
             }
             i += mr;
         }
