@@ -506,6 +506,9 @@ pub(crate) mod avx512 {
     use super::NR;
     use core::arch::x86_64::*;
 
+    /// How many panel rows (64 bytes each) ahead the GEMV prefetches.
+    const PREFETCH: usize = 64;
+
     /// # Safety
     /// As [`super::Ukernel::tile`] (`mr <= MR_MAX`), and the CPU has AVX-512F.
     #[allow(clippy::too_many_arguments)]
@@ -776,6 +779,10 @@ pub(crate) mod avx512 {
             let mut wp = w.add(NR);
             let mut kk = 0;
             while kk + 4 <= k {
+                // The weights stream from memory once (GEMV): ask for them well ahead (a
+                // prefetch never faults, even past the panel's end).
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(PREFETCH * NR) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add((PREFETCH + 2) * NR) as *const i8);
                 for (j, sj) in s.iter_mut().enumerate() {
                     *sj = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(kk + j)), _mm512_load_ps(wp.add(j * NR)), *sj);
                 }
