@@ -272,13 +272,18 @@ impl ConvF32 {
                         // SAFETY: pixel ilo + i is interior, so its spans are inside `x`.
                         *d = unsafe { s.add(i * a_stride) };
                     }
-                    for p in 0..w.panels() {
-                        let nr = NR.min(co - p * NR);
+                    // Panels in pairs (two 16-column panels per tile), a last odd one alone.
+                    let mut p = 0;
+                    while p < w.panels() {
+                        let two = p + 1 < w.panels();
+                        let last = if two { p + 1 } else { p };
+                        let nr = NR.min(co - last * NR);
                         // SAFETY: pixels ilo + i .. + mr are interior: each kernel row's span of
                         // seg floats (columns ox·sw - pl .. + kw, all < in_w) lies in row iy of
-                        // `x`; output pixel (r, ilo + i + j) has co floats of which this panel's
-                        // nr columns are written; mr <= MR_MAX; tasks write disjoint rows;
-                        // AVX-512F (checked by the caller's Ukernel).
+                        // `x`; output pixel (r, ilo + i + j) has co floats of which these
+                        // panels' columns p·16 .. last·16 + nr are written; panel p is full
+                        // when paired; mr <= MR_MAX; tasks write disjoint rows; AVX-512F
+                        // (checked by the caller's Ukernel).
                         unsafe {
                             avx512::tile_seg(
                                 mr,
@@ -287,12 +292,14 @@ impl ConvF32 {
                                 seg,
                                 a_stride,
                                 w.panel_ptr(p),
+                                two.then(|| w.panel_ptr(p + 1)),
                                 yp.0.add((r * g.out_w + ilo + i) * co + p * NR),
                                 co,
                                 min,
                                 max,
                             )
                         };
+                        p = last + 1;
                     }
                     i += mr;
                 }

@@ -688,14 +688,15 @@ pub(crate) mod avx512 {
         }
     }
 
-    /// [`tile_m`] whose A rows are `segs.len()` spans of `seg` floats (a convolution's kernel
-    /// rows read in place): row `i`'s span `s` starts at `segs[s] + i * a_stride`. The panel's
-    /// `k` is `segs.len() * seg`; the sums run in the same order as `tile_m` over the
+    /// [`tile_m`] (or [`tile2_m`] when `w1` is given: columns `16..16 + nr1` from panel `w1`,
+    /// `w0` then full) whose A rows are `segs.len()` spans of `seg` floats (a convolution's
+    /// kernel rows read in place): row `i`'s span `s` starts at `segs[s] + i * a_stride`. The
+    /// panels' `k` is `segs.len() * seg`; the sums run in the same order as `tile_m` over the
     /// concatenated spans (bit-identical to it on an im2col copy).
     ///
     /// # Safety
-    /// As [`tile`] with A row `i`'s span `s` (`seg` floats at `segs[s] + i * a_stride`)
-    /// readable for `i < mr`, and `mr <= MR_MAX`.
+    /// As [`tile`] (and [`tile2`] with `w1`) with A row `i`'s span `s` (`seg` floats at
+    /// `segs[s] + i * a_stride`) readable for `i < mr`, and `mr <= MR_MAX`.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f,avx2,fma")]
     pub(crate) unsafe fn tile_seg(
@@ -704,66 +705,95 @@ pub(crate) mod avx512 {
         segs: &[*const f32],
         seg: usize,
         a_stride: usize,
-        w: *const f32,
+        w0: *const f32,
+        w1: Option<*const f32>,
         c: *mut f32,
         c_stride: usize,
         min: f32,
         max: f32,
     ) {
-        // SAFETY: forwarded from this function's contract (each arm matches `mr`).
+        macro_rules! arms {
+            ($two:literal) => {
+                match mr {
+                    12 => tile_seg_m::<12, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    11 => tile_seg_m::<11, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    10 => tile_seg_m::<10, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    9 => tile_seg_m::<9, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    8 => tile_seg_m::<8, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    7 => tile_seg_m::<7, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    6 => tile_seg_m::<6, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    5 => tile_seg_m::<5, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    4 => tile_seg_m::<4, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    3 => tile_seg_m::<3, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    2 => tile_seg_m::<2, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    _ => tile_seg_m::<1, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                }
+            };
+        }
+        // SAFETY: forwarded from this function's contract (each arm matches `mr`; TWO only
+        // with a second panel).
         unsafe {
-            match mr {
-                12 => tile_seg_m::<12>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
-                11 => tile_seg_m::<11>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
-                10 => tile_seg_m::<10>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
-                9 => tile_seg_m::<9>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
-                8 => tile_seg_m::<8>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
-                7 => tile_seg_m::<7>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
-                6 => tile_seg_m::<6>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
-                5 => tile_seg_m::<5>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
-                4 => tile_seg_m::<4>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
-                3 => tile_seg_m::<3>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
-                2 => tile_seg_m::<2>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
-                _ => tile_seg_m::<1>(nr, segs, seg, a_stride, w, c, c_stride, min, max),
+            if w1.is_some() {
+                arms!(true)
+            } else {
+                arms!(false)
             }
         }
     }
 
+    /// `nr`: the columns of the last panel (`w1` when `TWO`, else `w0`).
     #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn tile_seg_m<const M: usize>(
+    unsafe fn tile_seg_m<const M: usize, const TWO: bool>(
         nr: usize,
         segs: &[*const f32],
         seg: usize,
         a_stride: usize,
-        w: *const f32,
+        w0: *const f32,
+        w1: *const f32,
         c: *mut f32,
         c_stride: usize,
         min: f32,
         max: f32,
     ) {
-        // SAFETY: as `tile_m`, with A's spans as `tile_seg`'s contract gives them.
+        // SAFETY: as `tile_m` / `tile2_m`, with A's spans as `tile_seg`'s contract gives them.
         unsafe {
-            let mut acc = [_mm512_load_ps(w); M];
-            let mut wp = w.add(NR);
+            let mut acc0 = [_mm512_load_ps(w0); M];
+            let mut acc1 = [if TWO { _mm512_load_ps(w1) } else { _mm512_setzero_ps() }; M];
+            let (mut wp0, mut wp1) = (w0.add(NR), w1.add(NR));
             for &sp in segs {
                 let mut ap = [sp; M];
                 for (i, p) in ap.iter_mut().enumerate() {
                     *p = sp.add(i * a_stride);
                 }
                 for kk in 0..seg {
-                    let wv = _mm512_load_ps(wp);
+                    let v0 = _mm512_load_ps(wp0);
+                    let v1 = if TWO { _mm512_load_ps(wp1) } else { v0 };
                     for i in 0..M {
-                        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(*ap[i].add(kk)), wv, acc[i]);
+                        let av = _mm512_set1_ps(*ap[i].add(kk));
+                        acc0[i] = _mm512_fmadd_ps(av, v0, acc0[i]);
+                        if TWO {
+                            acc1[i] = _mm512_fmadd_ps(av, v1, acc1[i]);
+                        }
                     }
-                    wp = wp.add(NR);
+                    wp0 = wp0.add(NR);
+                    if TWO {
+                        wp1 = wp1.add(NR);
+                    }
                 }
             }
             let vmin = _mm512_set1_ps(min);
             let vmax = _mm512_set1_ps(max);
             for i in 0..M {
-                store(c.add(i * c_stride), nr, _mm512_min_ps(_mm512_max_ps(acc[i], vmin), vmax));
+                let cp = c.add(i * c_stride);
+                let r0 = _mm512_min_ps(_mm512_max_ps(acc0[i], vmin), vmax);
+                if TWO {
+                    store(cp, NR, r0);
+                    store(cp.add(NR), nr, _mm512_min_ps(_mm512_max_ps(acc1[i], vmin), vmax));
+                } else {
+                    store(cp, nr, r0);
+                }
             }
         }
     }
