@@ -5,7 +5,9 @@
 //!   channels), no copying.
 //! - Everything else: im2col of a block of output pixels into a small per-task buffer
 //!   (`[rows, kernel_h·kernel_w·group_in]`, zeros for padding), then the same GEMM; blocks are
-//!   the parallel tasks.
+//!   the parallel tasks. On AVX-512 (one group, no horizontal dilation) the pixels whose
+//!   receptive field is inside the image skip im2col: the micro-kernel reads each kernel row's
+//!   span of the input in place (`ConvF32::run_spans`).
 //!
 //! The filter `[groups·group_out, kernel_h, kernel_w, group_in]` already has each output
 //! channel's reduction contiguous in im2col order, so each group packs straight into

@@ -9,7 +9,9 @@
 //! the XNNPACK "indirection + zero buffer" trick), then walks the channel blocks with the
 //! accumulators in registers (AVX2+FMA: 2 ymm per block, NEON: 4 q registers, plain Rust
 //! otherwise). 3×3 and 5×5 kernels get tap loops unrolled at compile time; any other size uses
-//! the same code with a run-time tap count. Other multipliers use a plain generic loop.
+//! the same code with a run-time tap count. On AVX-512 CPUs, 3×3 and 5×5 kernels with stride 1
+//! or 2 (no horizontal dilation) run the `avx512` rows instead: weights in registers, several
+//! output pixels per step. Other multipliers use a plain generic loop.
 //! Rows of output pixels are the parallel tasks.
 
 use super::conv_f32::check_geom;

@@ -7,9 +7,12 @@
 //!
 //! A micro-kernel computes an `MR × 16` tile of `C` (`MR` ≤ [`MR`] = 6) over the whole `k`:
 //! it starts its accumulators at the bias, broadcasts one `A` element per row and step and
-//! multiplies it into the panel row, then clamps and stores. Implementations: AVX2+FMA on
-//! x86-64 (chosen at run time with `std`, at compile time without), NEON on aarch64, and a
-//! plain-Rust fallback everywhere.
+//! multiplies it into the panel row, then clamps and stores. Implementations: AVX-512F (up to
+//! 12 rows × two panels per tile) and AVX2+FMA on x86-64 (chosen at run time with `std`, at
+//! compile time without), NEON on aarch64, and a plain-Rust fallback everywhere. Every
+//! implementation sums each element in `k` order from the bias, so a result does not depend on
+//! how rows or panels were tiled or split over threads (the one-row GEMV kernels, used only when
+//! `m == 1`, split the sum).
 
 use super::Parallel;
 use alloc::format;
