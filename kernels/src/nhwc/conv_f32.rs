@@ -5,7 +5,9 @@
 //!   channels), no copying.
 //! - Everything else: im2col of a block of output pixels into a small per-task buffer
 //!   (`[rows, kernel_h·kernel_w·group_in]`, zeros for padding), then the same GEMM; blocks are
-//!   the parallel tasks.
+//!   the parallel tasks. On AVX-512 (one group, no horizontal dilation) the pixels whose
+//!   receptive field is inside the image skip im2col: the micro-kernel reads each kernel row's
+//!   span of the input in place (`ConvF32::run_spans`).
 //!
 //! The filter `[groups·group_out, kernel_h, kernel_w, group_in]` already has each output
 //! channel's reduction contiguous in im2col order, so each group packs straight into
@@ -57,6 +59,10 @@ pub struct ConvF32 {
     /// One packed weight matrix per group: `n = group_out`, `k = kernel_h·kernel_w·group_in`.
     w: Vec<PackedWeightsF32>,
     direct: bool,
+    /// One group, no horizontal dilation: each kernel row's taps are one contiguous span of the
+    /// input, so the AVX-512 path reads them in place (no im2col) inside the image.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    spans: bool,
 }
 
 impl ConvF32 {
@@ -100,7 +106,8 @@ impl ConvF32 {
             && g.pad_left == 0
             && g.out_h == g.in_h
             && g.out_w == g.in_w;
-        Ok(ConvF32 { g: *g, w, direct })
+        let spans = !direct && g.groups == 1 && g.dilation_w == 1;
+        Ok(ConvF32 { g: *g, w, direct, spans })
     }
 
     pub fn geom(&self) -> &Conv2dGeom {
@@ -140,16 +147,21 @@ impl ConvF32 {
             }
             return Ok(());
         }
+        if !uk.supported() {
+            return Err(format!("conv2d: this CPU cannot run {uk:?}"));
+        }
         #[cfg(target_arch = "x86_64")]
-        if uk == Ukernel::Avx2Fma && !super::gemm_f32::has_avx2_fma() {
-            return Err("conv2d: this CPU lacks AVX2/FMA".into());
+        if uk == Ukernel::Avx512 && self.spans {
+            self.run_spans(par, x, y, min, max);
+            return Ok(());
         }
         // im2col in blocks of output pixels.
         let kk = g.kernel_h * g.kernel_w * g.group_in;
         let panels = self.w[0].panels();
-        let rows_cap = ((16 * 1024) / kk).clamp(MR, 40 * MR) / MR * MR;
+        let mr = uk.mr();
+        let rows_cap = ((16 * 1024) / kk).clamp(mr, 40 * MR) / mr * mr;
         let (rb, _) = split(m, panels * g.groups, kk, par.threads());
-        let rows = rb.min(rows_cap).max(MR.min(m));
+        let rows = rb.min(rows_cap).max(mr.min(m));
         let tasks = m.div_ceil(rows);
         let yp = SyncPtr(y.as_mut_ptr());
         let task = |t: usize| {
@@ -167,6 +179,7 @@ impl ConvF32 {
                 unsafe {
                     gemm_block(
                         uk,
+                        false,
                         0..r1 - r0,
                         0..w.panels(),
                         buf.as_ptr(),
@@ -186,6 +199,119 @@ impl ConvF32 {
             par.for_each(tasks, &task);
         }
         Ok(())
+    }
+}
+
+impl ConvF32 {
+    /// The AVX-512 path for one group without horizontal dilation, by output rows: pixels whose
+    /// whole receptive field is inside the image read their `kernel_h` spans (`kernel_w ·
+    /// C_in` floats each) straight from `x` ([`avx512::tile_seg`]); the others (padding) go
+    /// through im2col as usual. Both sum in the same order, so results do not depend on which
+    /// path a pixel took. Sizes were checked by `run_with`; the CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    fn run_spans(&self, par: &dyn Parallel, x: &[f32], y: &mut [f32], min: f32, max: f32) {
+        use super::gemm_f32::{avx512, MR_MAX, NR};
+        let g = &self.g;
+        let w = &self.w[0];
+        let (ci, co) = (g.in_channels(), g.out_channels());
+        let seg = g.kernel_w * ci;
+        let kk = g.kernel_h * seg;
+        let rows = g.batch * g.out_h;
+        let per_task = (MIN_TASK_MACS / (g.out_w * co * kk).max(1)).max(1);
+        let tasks = if par.threads() <= 1 { 1 } else { rows.div_ceil(per_task).min(par.threads() * 4).max(1) };
+        let rows_per_task = rows.div_ceil(tasks);
+        let tasks = rows.div_ceil(rows_per_task);
+        // Interior output columns [lo, hi): ox·sw - pl >= 0 and ox·sw + kw - 1 - pl < in_w.
+        let span = g.kernel_w - 1;
+        let lo = g.pad_left.div_ceil(g.stride_w).min(g.out_w);
+        let hi = if g.in_w + g.pad_left > span { ((g.in_w + g.pad_left - span - 1) / g.stride_w + 1).min(g.out_w) } else { 0 };
+        let hi = hi.max(lo);
+        // im2col chunk (pixels) for the border pixels and rows in the vertical padding.
+        const CHUNK: usize = 48;
+        let yp = SyncPtr(y.as_mut_ptr());
+        let task = |t: usize| {
+            // Capture the whole (Sync) wrapper, not its raw-pointer field.
+            let yp = &yp;
+            let mut buf = vec![0.0f32; CHUNK.min(g.out_w) * kk];
+            let mut segs = vec![core::ptr::null::<f32>(); g.kernel_h];
+            let mut tsegs = segs.clone();
+            for r in t * rows_per_task..((t + 1) * rows_per_task).min(rows) {
+                let (b, oy) = (r / g.out_h, r % g.out_h);
+                let full = (0..g.kernel_h).all(|ky| (oy * g.stride_h + ky * g.dilation_h).wrapping_sub(g.pad_top) < g.in_h);
+                let (ilo, ihi) = if full { (lo, hi) } else { (g.out_w, g.out_w) };
+                for part in [0..ilo, ihi..g.out_w] {
+                    let mut a = part.start;
+                    while a < part.end {
+                        let e = (a + CHUNK).min(part.end);
+                        let p0 = r * g.out_w;
+                        im2col(g, x, 0, p0 + a..p0 + e, &mut buf);
+                        // SAFETY: `buf` holds e - a rows of kk = w.k() floats; output pixels
+                        // p0 + a .. p0 + e of `y` (length out_len = pixels · co) have co
+                        // floats each; tasks write disjoint rows; the CPU has AVX-512F.
+                        unsafe {
+                            gemm_block(Ukernel::Avx512, false, 0..e - a, 0..w.panels(), buf.as_ptr(), kk, w, yp.0.add((p0 + a) * co), co, min, max)
+                        };
+                        a = e;
+                    }
+                }
+                if ihi <= ilo {
+                    continue;
+                }
+                for (ky, sp) in segs.iter_mut().enumerate() {
+                    let iy = oy * g.stride_h + ky * g.dilation_h - g.pad_top;
+                    let ix = ilo * g.stride_w - g.pad_left;
+                    // SAFETY: the row is `full`, so iy < in_h; ix < in_w (ilo is interior).
+                    *sp = unsafe { x.as_ptr().add(((b * g.in_h + iy) * g.in_w + ix) * ci) };
+                }
+                let n = ihi - ilo;
+                let a_stride = g.stride_w * ci;
+                let mut i = 0;
+                let mut tiles_left = n.div_ceil(MR_MAX);
+                while i < n {
+                    let mr = (n - i).div_ceil(tiles_left);
+                    tiles_left -= 1;
+                    for (d, &s) in tsegs.iter_mut().zip(&segs) {
+                        // SAFETY: pixel ilo + i is interior, so its spans are inside `x`.
+                        *d = unsafe { s.add(i * a_stride) };
+                    }
+                    // Panels in pairs (two 16-column panels per tile), a last odd one alone.
+                    let mut p = 0;
+                    while p < w.panels() {
+                        let two = p + 1 < w.panels();
+                        let last = if two { p + 1 } else { p };
+                        let nr = NR.min(co - last * NR);
+                        // SAFETY: pixels ilo + i .. + mr are interior: each kernel row's span of
+                        // seg floats (columns ox·sw - pl .. + kw, all < in_w) lies in row iy of
+                        // `x`; output pixel (r, ilo + i + j) has co floats of which these
+                        // panels' columns p·16 .. last·16 + nr are written; panel p is full
+                        // when paired; mr <= MR_MAX; tasks write disjoint rows; AVX-512F
+                        // (checked by the caller's Ukernel).
+                        unsafe {
+                            avx512::tile_seg(
+                                mr,
+                                nr,
+                                &tsegs,
+                                seg,
+                                a_stride,
+                                w.panel_ptr(p),
+                                two.then(|| w.panel_ptr(p + 1)),
+                                yp.0.add((r * g.out_w + ilo + i) * co + p * NR),
+                                co,
+                                min,
+                                max,
+                            )
+                        };
+                        p = last + 1;
+                    }
+                    i += mr;
+                }
+            }
+        };
+        if tasks == 1 {
+            task(0);
+        } else {
+            par.for_each(tasks, &task);
+        }
     }
 }
 
@@ -318,11 +444,7 @@ pub(crate) mod tests {
         let conv = ConvF32::new(g, &f, bias).unwrap();
         let want = conv2d_f32(g, &x, &f, bias, min, max);
         let tol = 1e-5 * ((g.kernel_h * g.kernel_w * g.group_in) as f32).sqrt();
-        let mut uks = vec![Ukernel::Scalar];
-        if Ukernel::best() != Ukernel::Scalar {
-            uks.push(Ukernel::best());
-        }
-        for uk in uks {
+        for uk in Ukernel::all_supported() {
             let mut y = vec![f32::NAN; g.out_len()];
             conv.run_with(uk, &Serial, &x, &mut y, min, max).unwrap();
             assert_close(&y, &want, tol, &format!("{uk:?} conv {g:?}"));
@@ -350,6 +472,13 @@ pub(crate) mod tests {
             geom(1, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), (1, 5, 6)),
             geom(2, (2, 3), (3, 3), (1, 2), (1, 1), (1, 1, 1, 1), (2, 2, 3)),
             geom(1, (2, 3), (2, 3), (1, 1), (1, 1), (0, 0, 0, 0), (1, 3, 1)),
+            // Rows wide enough for several interior tiles (AVX-512 in-place spans), vertical
+            // dilation, width 1, no padding, stem-like 3 input channels with stride 2.
+            geom(1, (9, 61), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), (1, 3, 32)),
+            geom(2, (6, 30), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2), (1, 5, 20)),
+            geom(1, (8, 27), (3, 3), (1, 1), (2, 1), (2, 1, 1, 1), (1, 4, 17)),
+            geom(1, (5, 1), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), (1, 3, 16)),
+            geom(1, (7, 33), (3, 2), (2, 3), (1, 1), (0, 0, 0, 0), (1, 6, 40)),
         ];
         for (i, g) in cases.iter().enumerate() {
             check(g, i as u64);

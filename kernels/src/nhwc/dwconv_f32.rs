@@ -9,7 +9,9 @@
 //! the XNNPACK "indirection + zero buffer" trick), then walks the channel blocks with the
 //! accumulators in registers (AVX2+FMA: 2 ymm per block, NEON: 4 q registers, plain Rust
 //! otherwise). 3×3 and 5×5 kernels get tap loops unrolled at compile time; any other size uses
-//! the same code with a run-time tap count. Other multipliers use a plain generic loop.
+//! the same code with a run-time tap count. On AVX-512 CPUs, 3×3 and 5×5 kernels with stride 1
+//! or 2 (no horizontal dilation) run the `avx512` rows instead: weights in registers, several
+//! output pixels per step. Other multipliers use a plain generic loop.
 //! Rows of output pixels are the parallel tasks.
 
 use super::conv_f32::check_geom;
@@ -135,9 +137,8 @@ impl DepthwiseF32 {
                 g.out_len()
             ));
         }
-        #[cfg(target_arch = "x86_64")]
-        if uk == Ukernel::Avx2Fma && !super::gemm_f32::has_avx2_fma() {
-            return Err("depthwise conv2d: this CPU lacks AVX2/FMA".into());
+        if !uk.supported() {
+            return Err(format!("depthwise conv2d: this CPU cannot run {uk:?}"));
         }
         let co = g.out_channels();
         let rows = g.batch * g.out_h;
@@ -292,6 +293,16 @@ unsafe fn row_dispatch(uk: Ukernel, ctx: &Ctx, b: usize, oy: usize, ptrs: &mut [
     // SAFETY: forwarded from this function's contract; the const tap counts match ctx.taps.
     unsafe {
         match uk {
+            #[cfg(target_arch = "x86_64")]
+            Ukernel::Avx512 => match (ctx.kh, ctx.kw, ctx.sw, ctx.dw) {
+                (3, 3, 1, 1) => avx512::row::<3, 1, 4>(ctx, b, oy, out),
+                (3, 3, 2, 1) => avx512::row::<3, 2, 4>(ctx, b, oy, out),
+                (5, 5, 1, 1) => avx512::row::<5, 1, 2>(ctx, b, oy, out),
+                (5, 5, 2, 1) => avx512::row::<5, 2, 2>(ctx, b, oy, out),
+                (3, 3, ..) => avx2::row::<3>(ctx, b, oy, ptrs, out),
+                (5, 5, ..) => avx2::row::<5>(ctx, b, oy, ptrs, out),
+                _ => avx2::row::<0>(ctx, b, oy, ptrs, out),
+            },
             #[cfg(target_arch = "x86_64")]
             Ukernel::Avx2Fma => match (ctx.kh, ctx.kw) {
                 (3, 3) => avx2::row::<3>(ctx, b, oy, ptrs, out),
@@ -468,6 +479,172 @@ mod avx2 {
     }
 }
 
+/// AVX-512F rows for 3×3 and 5×5 kernels: one 16-channel block (one zmm) at a time with the
+/// block's `K·K` weights held in registers, `P` output pixels per step along the row. Inside
+/// the row's interior (every tap column in the image) consecutive pixels' taps are a fixed
+/// stride apart, so a step costs one load per FMA and no pointer setup; the border pixels test
+/// each tap. Kernel rows in the padding are skipped; a channel tail uses masked loads/stores.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{row_bases, Ctx, CB};
+    use core::arch::x86_64::*;
+
+    /// One output row.
+    ///
+    /// # Safety
+    /// As [`super::row_dispatch`] with `ctx.kh == ctx.kw == K` (3 or 5), `ctx.sw == S`,
+    /// `ctx.dw == 1`, and the CPU has AVX-512F.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn row<const K: usize, const S: usize, const P: usize>(ctx: &Ctx, b: usize, oy: usize, out: *mut f32) {
+        let c = ctx.c;
+        let mut bases = [core::ptr::null::<f32>(); 5];
+        // SAFETY: as the caller's contract; `bases` has 5 >= K entries.
+        unsafe { row_bases(ctx, K, b, oy, &mut bases[..K]) };
+        // Interior output columns [lo, hi): ox·sw - pl >= 0 and ox·sw + (K-1)·dw - pl < in_w.
+        let span = K - 1;
+        let lo = ctx.pl.div_ceil(ctx.sw).min(ctx.out_w);
+        let hi = if ctx.in_w + ctx.pl > span { ((ctx.in_w + ctx.pl - span - 1) / ctx.sw + 1).min(ctx.out_w) } else { 0 };
+        let hi = hi.max(lo);
+        for blk in 0..c.div_ceil(CB) {
+            let cb = blk * CB;
+            // SAFETY: the caller's contract (see `block`).
+            unsafe {
+                if cb + CB <= c {
+                    block::<K, S, P, false>(ctx, &bases, 0..ctx.out_w, lo, hi, cb, out);
+                } else {
+                    block::<K, S, P, true>(ctx, &bases, 0..ctx.out_w, lo, hi, cb, out);
+                }
+            }
+        }
+    }
+
+    /// Loads 16 floats at `p`, or only the lanes `< c - cb` (zeros elsewhere) when `MASKED`.
+    ///
+    /// # Safety
+    /// `p .. p + 16` (or the unmasked lanes) is readable; AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn load<const MASKED: bool>(p: *const f32, mask: __mmask16) -> __m512 {
+        // SAFETY: caller's contract; masked-off lanes are not accessed.
+        unsafe {
+            if MASKED {
+                _mm512_maskz_loadu_ps(mask, p)
+            } else {
+                _mm512_loadu_ps(p)
+            }
+        }
+    }
+
+    /// Clamps `v` and stores it at `p` (masked as [`load`]).
+    ///
+    /// # Safety
+    /// `p .. p + 16` (or the unmasked lanes) is writable; AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn store<const MASKED: bool>(p: *mut f32, mask: __mmask16, v: __m512, vmin: __m512, vmax: __m512) {
+        let v = _mm512_min_ps(_mm512_max_ps(v, vmin), vmax);
+        // SAFETY: caller's contract; masked-off lanes are not accessed.
+        unsafe {
+            if MASKED {
+                _mm512_mask_storeu_ps(p, mask, v)
+            } else {
+                _mm512_storeu_ps(p, v)
+            }
+        }
+    }
+
+    /// Channels `cb .. min(cb + 16, C)` of output pixels `pixels` (interior: `lo..hi`).
+    ///
+    /// # Safety
+    /// As [`row`]; `bases` from `row_bases` for this row; `cb < C`, and `cb + 16 <= C` unless
+    /// `MASKED`.
+    #[allow(clippy::needless_range_loop)]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    unsafe fn block<const K: usize, const S: usize, const P: usize, const MASKED: bool>(
+        ctx: &Ctx,
+        bases: &[*const f32; 5],
+        pixels: core::ops::Range<usize>,
+        lo: usize,
+        hi: usize,
+        cb: usize,
+        out: *mut f32,
+    ) {
+        let (c, pl) = (ctx.c, ctx.pl);
+        let taps = K * K;
+        let mask: __mmask16 = if MASKED { ((1u32 << (c - cb)) - 1) as __mmask16 } else { 0xffff };
+        let vmin = _mm512_set1_ps(ctx.min);
+        let vmax = _mm512_set1_ps(ctx.max);
+        // SAFETY: the weight block `cb / 16` has taps + 1 aligned rows of 16 floats (lanes past
+        // C are zero padding, so reading them is fine); input pointers are formed only for
+        // rows with a non-null base (inside the input) and columns checked to lie in
+        // 0..in_w (border pixels) or known to (interior pixels, lo..hi); every load/store
+        // covers channels cb.. of one pixel, masked to C when MASKED; output pixels ox < out_w
+        // have C writable floats at out + ox·C.
+        unsafe {
+            let wb = ctx.w.add(cb / CB * (taps + 1) * CB);
+            let bias = _mm512_load_ps(wb);
+            let mut wv = [_mm512_setzero_ps(); 25];
+            for t in 0..taps {
+                wv[t] = _mm512_load_ps(wb.add((t + 1) * CB));
+            }
+            // Border pixels: each tap's column checked.
+            let border = |ox: usize| {
+                let mut acc = bias;
+                for ky in 0..K {
+                    let base = bases[ky];
+                    if base.is_null() {
+                        continue;
+                    }
+                    for kx in 0..K {
+                        let ix = (ox * S + kx).wrapping_sub(pl);
+                        if ix < ctx.in_w {
+                            acc = _mm512_fmadd_ps(load::<MASKED>(base.add(ix * c + cb), mask), wv[ky * K + kx], acc);
+                        }
+                    }
+                }
+                store::<MASKED>(out.add(ox * c + cb), mask, acc, vmin, vmax);
+            };
+            let (start, end) = (pixels.start, pixels.end);
+            let (ilo, ihi) = (lo.clamp(start, end), hi.clamp(start, end).max(lo.clamp(start, end)));
+            for ox in start..ilo {
+                border(ox);
+            }
+            // Interior: P pixels per step; their taps in kernel row ky are input columns
+            // x0 .. x0 + (P-1)·S + K - 1, each loaded once and used by every (pixel, tap) pair
+            // that reads it.
+            let ncol = (P - 1) * S + K;
+            let mut ox = ilo;
+            while ox + P <= ihi {
+                let x0 = ox * S - pl;
+                let mut acc = [bias; P];
+                for ky in 0..K {
+                    let base = bases[ky];
+                    if base.is_null() {
+                        continue;
+                    }
+                    let p = base.add(x0 * c + cb);
+                    for col in 0..ncol {
+                        let xv = load::<MASKED>(p.add(col * c), mask);
+                        for j in 0..P {
+                            let kx = col.wrapping_sub(j * S);
+                            if kx < K {
+                                acc[j] = _mm512_fmadd_ps(xv, wv[ky * K + kx], acc[j]);
+                            }
+                        }
+                    }
+                }
+                for j in 0..P {
+                    store::<MASKED>(out.add((ox + j) * c + cb), mask, acc[j], vmin, vmax);
+                }
+                ox += P;
+            }
+            for ox in ox..end {
+                border(ox);
+            }
+        }
+    }
+}
+
 #[cfg(target_arch = "aarch64")]
 mod neon {
     use super::{fill_from_bases, kernel_dims, row_bases, Ctx, CB, CHUNK};
@@ -579,11 +756,7 @@ mod tests {
         let op = DepthwiseF32::new(g, &f, bias).unwrap();
         let want = depthwise_f32(g, &x, &f, bias, min, max);
         let tol = 1e-5 * ((g.kernel_h * g.kernel_w) as f32).sqrt();
-        let mut uks = vec![Ukernel::Scalar];
-        if Ukernel::best() != Ukernel::Scalar {
-            uks.push(Ukernel::best());
-        }
-        for uk in uks {
+        for uk in Ukernel::all_supported() {
             let mut y = vec![f32::NAN; g.out_len()];
             op.run_with(uk, par, &x, &mut y, min, max).unwrap();
             assert_close(&y, &want, tol, &format!("{uk:?} depthwise {g:?}"));
@@ -612,6 +785,18 @@ mod tests {
             dw(1, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 20, 1),
             dw(2, (2, 3), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 3, 1),
             dw(1, (2, 3), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2), 33, 1),
+            // Width 1, and rows long enough for several interior steps plus a remainder
+            // (the AVX-512 paths), channels exactly 16 / 48 and with tails, stride 2 on odd
+            // widths, no padding.
+            dw(1, (5, 1), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 16, 1),
+            dw(1, (7, 1), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2), 19, 1),
+            dw(1, (4, 23), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 48, 1),
+            dw(1, (5, 27), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 40, 1),
+            dw(1, (6, 26), (3, 3), (2, 2), (1, 1), (0, 1, 0, 1), 72, 1),
+            dw(1, (6, 19), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2), 88, 1),
+            dw(2, (9, 21), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2), 7, 1),
+            dw(1, (5, 13), (3, 3), (1, 1), (1, 1), (0, 0, 0, 0), 31, 1),
+            dw(1, (5, 14), (5, 5), (1, 1), (1, 1), (0, 0, 0, 0), 16, 1),
         ];
         for (i, g) in cases.iter().enumerate() {
             check(g, i as u64, &Serial);

@@ -7,9 +7,12 @@
 //!
 //! A micro-kernel computes an `MR × 16` tile of `C` (`MR` ≤ [`MR`] = 6) over the whole `k`:
 //! it starts its accumulators at the bias, broadcasts one `A` element per row and step and
-//! multiplies it into the panel row, then clamps and stores. Implementations: AVX2+FMA on
-//! x86-64 (chosen at run time with `std`, at compile time without), NEON on aarch64, and a
-//! plain-Rust fallback everywhere.
+//! multiplies it into the panel row, then clamps and stores. Implementations: AVX-512F (up to
+//! 12 rows × two panels per tile) and AVX2+FMA on x86-64 (chosen at run time with `std`, at
+//! compile time without), NEON on aarch64, and a plain-Rust fallback everywhere. Every
+//! implementation sums each element in `k` order from the bias, so a result does not depend on
+//! how rows or panels were tiled or split over threads (the one-row GEMV kernels, used only when
+//! `m == 1`, split the sum).
 
 use super::Parallel;
 use alloc::format;
@@ -19,8 +22,10 @@ use alloc::vec::Vec;
 
 /// Output channels per packed panel (the micro-kernels' tile width).
 pub const NR: usize = 16;
-/// Most rows of `A` a micro-kernel handles at once.
+/// Most rows of `A` the AVX2 / NEON / scalar micro-kernels handle at once.
 pub const MR: usize = 6;
+/// Most rows of `A` any micro-kernel handles at once (the AVX-512 one: 12 zmm accumulators).
+pub const MR_MAX: usize = 12;
 
 /// Multiply-accumulates below which an operator stays on one thread (and the least work a task
 /// gets when it is split).
@@ -100,7 +105,7 @@ impl PackedWeightsF32 {
     pub(crate) fn panels(&self) -> usize {
         self.n.div_ceil(NR)
     }
-    fn panel_ptr(&self, p: usize) -> *const f32 {
+    pub(crate) fn panel_ptr(&self, p: usize) -> *const f32 {
         self.data[p * (self.k + 1)..].as_ptr() as *const f32
     }
 }
@@ -119,6 +124,34 @@ pub(crate) fn has_avx2_fma() -> bool {
     }
 }
 
+/// Whether the AVX-512F kernels may run (run-time detection with `std`, unless the environment
+/// variable `RBUILD_KERNELS_NO_AVX512` is set, for A/B timing; the compile-time target features
+/// without `std`).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn has_avx512() -> bool {
+    #[cfg(feature = "std")]
+    {
+        use core::sync::atomic::{AtomicU8, Ordering};
+        // 0: not probed yet, 1: no, 2: yes.
+        static PROBED: AtomicU8 = AtomicU8::new(0);
+        match PROBED.load(Ordering::Relaxed) {
+            1 => false,
+            2 => true,
+            _ => {
+                let yes = has_avx2_fma()
+                    && std::is_x86_feature_detected!("avx512f")
+                    && std::env::var_os("RBUILD_KERNELS_NO_AVX512").is_none();
+                PROBED.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+                yes
+            }
+        }
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        cfg!(all(target_feature = "avx512f", target_feature = "avx2", target_feature = "fma"))
+    }
+}
+
 /// Which micro-kernel implementation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ukernel {
@@ -128,6 +161,10 @@ pub(crate) enum Ukernel {
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Avx2Fma,
+    /// AVX-512F GEMM tiles (up to [`MR_MAX`] rows × 16); the other operators run their AVX2
+    /// kernels under it (every AVX-512 CPU has AVX2 and FMA).
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
     #[cfg(target_arch = "aarch64")]
     Neon,
 }
@@ -135,6 +172,10 @@ pub(crate) enum Ukernel {
 impl Ukernel {
     /// The fastest implementation this machine runs.
     pub(crate) fn best() -> Ukernel {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx512() {
+            return Ukernel::Avx512;
+        }
         #[cfg(target_arch = "x86_64")]
         if has_avx2_fma() {
             return Ukernel::Avx2Fma;
@@ -149,10 +190,48 @@ impl Ukernel {
         }
     }
 
-    /// Computes one `mr × nr` tile of `C`.
+    /// Whether this implementation runs on this CPU.
+    pub(crate) fn supported(self) -> bool {
+        match self {
+            Ukernel::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Ukernel::Avx2Fma => has_avx2_fma(),
+            #[cfg(target_arch = "x86_64")]
+            Ukernel::Avx512 => has_avx512(),
+            #[cfg(target_arch = "aarch64")]
+            Ukernel::Neon => true,
+        }
+    }
+
+    /// Every implementation this CPU runs (the tests check each against the reference).
+    #[cfg(test)]
+    pub(crate) fn all_supported() -> Vec<Ukernel> {
+        let all = [
+            Ukernel::Scalar,
+            #[cfg(target_arch = "x86_64")]
+            Ukernel::Avx2Fma,
+            #[cfg(target_arch = "x86_64")]
+            Ukernel::Avx512,
+            #[cfg(target_arch = "aarch64")]
+            Ukernel::Neon,
+        ];
+        all.into_iter().filter(|u| u.supported()).collect()
+    }
+
+    /// Most rows one tile of this implementation computes.
+    #[inline]
+    pub(crate) fn mr(self) -> usize {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Ukernel::Avx512 => MR_MAX,
+            _ => MR,
+        }
+    }
+
+    /// Computes one `mr × nr` tile of `C` (`mr <= self.mr()`).
     ///
     /// # Safety
-    /// `1 <= mr <= MR`, `1 <= nr <= NR`; `a + i * a_stride + kk` is readable for `i < mr`,
+    /// `1 <= mr <= self.mr()`, `1 <= nr <= NR`; `a + i * a_stride + kk` is readable for `i < mr`,
     /// `kk < k`; `w` is a packed panel of `k + 1` aligned [`Lanes`] rows; `c + i * c_stride + j`
     /// is writable for `i < mr`, `j < nr`, and none of it overlaps `a` or `w`. For
     /// [`Ukernel::Avx2Fma`] the CPU has AVX2 and FMA.
@@ -177,9 +256,33 @@ impl Ukernel {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: forwarded; the caller guarantees AVX2+FMA for this variant.
             Ukernel::Avx2Fma => unsafe { avx2::tile(mr, nr, k, a, a_stride, w, c, c_stride, min, max) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: forwarded; the caller guarantees AVX-512F for this variant.
+            Ukernel::Avx512 => unsafe { avx512::tile(mr, nr, k, a, a_stride, w, c, c_stride, min, max) },
             #[cfg(target_arch = "aarch64")]
             // SAFETY: forwarded; NEON is baseline on aarch64.
             Ukernel::Neon => unsafe { neon::tile(mr, nr, k, a, a_stride, w, c, c_stride, min, max) },
+        }
+    }
+
+    /// One `1 × nr` tile of a GEMM with a single row (GEMV): as [`tile`](Self::tile) with
+    /// `mr = 1`, but the SIMD kernels split the sum over several accumulators (faster, rounded
+    /// differently), so only call it when `m == 1` for the whole GEMM.
+    ///
+    /// # Safety
+    /// As [`tile`](Self::tile) with `mr = 1`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) unsafe fn gemv(self, nr: usize, k: usize, a: *const f32, w: *const f32, c: *mut f32, min: f32, max: f32) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: forwarded; the caller guarantees AVX2+FMA for this variant.
+            Ukernel::Avx2Fma => unsafe { avx2::tile_1(nr, k, a, w, c, min, max) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: forwarded; the caller guarantees AVX-512F for this variant.
+            Ukernel::Avx512 => unsafe { avx512::tile_1(nr, k, a, w, c, min, max) },
+            // SAFETY: forwarded from this function's contract.
+            _ => unsafe { self.tile(1, nr, k, a, 0, w, c, 0, min, max) },
         }
     }
 }
@@ -271,7 +374,7 @@ mod avx2 {
                 4 => tile_m::<4>(nr, k, a, a_stride, w, c, c_stride, min, max),
                 3 => tile_m::<3>(nr, k, a, a_stride, w, c, c_stride, min, max),
                 2 => tile_m::<2>(nr, k, a, a_stride, w, c, c_stride, min, max),
-                _ => tile_1(nr, k, a, w, c, min, max),
+                _ => tile_m::<1>(nr, k, a, 0, w, c, 0, min, max),
             }
         }
     }
@@ -355,10 +458,12 @@ mod avx2 {
         }
     }
 
-    /// One row (GEMV): four accumulators over even/odd `k` hide the FMA latency.
+    /// One row (GEMV): four accumulators over even/odd `k` hide the FMA latency. The sums
+    /// round differently from `tile_m`, so only GEMMs with one row in all use it (a row's
+    /// result must not depend on how the rows were split over threads).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn tile_1(nr: usize, k: usize, a: *const f32, w: *const f32, c: *mut f32, min: f32, max: f32) {
+    pub(super) unsafe fn tile_1(nr: usize, k: usize, a: *const f32, w: *const f32, c: *mut f32, min: f32, max: f32) {
         // SAFETY: as in `tile_m` with M = 1.
         unsafe {
             let mut s0 = _mm256_load_ps(w);
@@ -395,6 +500,336 @@ mod avx2 {
                 _mm256_storeu_ps(tmp[0].as_mut_ptr().add(8), r1);
                 store_partial(&tmp, nr, c, 0);
             }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    use super::NR;
+    use core::arch::x86_64::*;
+
+    /// How many panel rows (64 bytes each) ahead the GEMV prefetches.
+    const PREFETCH: usize = 64;
+
+    /// # Safety
+    /// As [`super::Ukernel::tile`] (`mr <= MR_MAX`), and the CPU has AVX-512F.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn tile(
+        mr: usize,
+        nr: usize,
+        k: usize,
+        a: *const f32,
+        a_stride: usize,
+        w: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: forwarded from this function's contract (each arm matches `mr`).
+        unsafe {
+            match mr {
+                12 => tile_m::<12>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                11 => tile_m::<11>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                10 => tile_m::<10>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                9 => tile_m::<9>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                8 => tile_m::<8>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                7 => tile_m::<7>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                6 => tile_m::<6>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                5 => tile_m::<5>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                4 => tile_m::<4>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                3 => tile_m::<3>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                2 => tile_m::<2>(nr, k, a, a_stride, w, c, c_stride, min, max),
+                _ => tile_m::<1>(nr, k, a, 0, w, c, 0, min, max),
+            }
+        }
+    }
+
+    /// Stores the first `nr` lanes of `v` at `c` (all 16 when `nr == NR`).
+    ///
+    /// # Safety
+    /// `c .. c + nr` is writable; AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn store(c: *mut f32, nr: usize, v: __m512) {
+        // SAFETY: the masked store touches only lanes < nr (caller's contract).
+        unsafe {
+            if nr == NR {
+                _mm512_storeu_ps(c, v);
+            } else {
+                _mm512_mask_storeu_ps(c, ((1u32 << nr) - 1) as __mmask16, v);
+            }
+        }
+    }
+
+    /// `M × 16` tile: M zmm accumulators, one aligned panel-row load and M broadcast operands
+    /// per step.
+    #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn tile_m<const M: usize>(
+        nr: usize,
+        k: usize,
+        a: *const f32,
+        a_stride: usize,
+        w: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: every pointer stays inside the ranges the caller guarantees: panel rows
+        // 0..=k (64-byte aligned), A rows i < M columns kk < k, C rows i < M columns j < nr.
+        unsafe {
+            let mut acc = [_mm512_load_ps(w); M];
+            let mut ap = [a; M];
+            for (i, p) in ap.iter_mut().enumerate() {
+                *p = a.add(i * a_stride);
+            }
+            let mut wp = w.add(NR);
+            for kk in 0..k {
+                let wv = _mm512_load_ps(wp);
+                for i in 0..M {
+                    acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(*ap[i].add(kk)), wv, acc[i]);
+                }
+                wp = wp.add(NR);
+            }
+            let vmin = _mm512_set1_ps(min);
+            let vmax = _mm512_set1_ps(max);
+            for i in 0..M {
+                store(c.add(i * c_stride), nr, _mm512_min_ps(_mm512_max_ps(acc[i], vmin), vmax));
+            }
+        }
+    }
+
+    /// Two adjacent panels at once: an `mr × (16 + nr1)` tile of `C`, columns `0..16` from the
+    /// full panel `w0`, `16..16 + nr1` from `w1`. 2·M accumulators; per step two panel-row
+    /// loads and M broadcasts feed 2·M FMAs (the single-panel tile needs M + 1 loads for M
+    /// FMAs: load-bound). Each element sums in the same order as [`tile`].
+    ///
+    /// # Safety
+    /// As [`tile`] for both panels (`nr = 16` for `w0`, `nr1` for `w1`, C columns `0..16 + nr1`
+    /// writable), `1 <= mr <= MR_MAX`.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(crate) unsafe fn tile2(
+        mr: usize,
+        nr1: usize,
+        k: usize,
+        a: *const f32,
+        a_stride: usize,
+        w0: *const f32,
+        w1: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: forwarded from this function's contract (each arm matches `mr`).
+        unsafe {
+            match mr {
+                12 => tile2_m::<12>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                11 => tile2_m::<11>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                10 => tile2_m::<10>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                9 => tile2_m::<9>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                8 => tile2_m::<8>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                7 => tile2_m::<7>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                6 => tile2_m::<6>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                5 => tile2_m::<5>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                4 => tile2_m::<4>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                3 => tile2_m::<3>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                2 => tile2_m::<2>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+                _ => tile2_m::<1>(nr1, k, a, a_stride, w0, w1, c, c_stride, min, max),
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn tile2_m<const M: usize>(
+        nr1: usize,
+        k: usize,
+        a: *const f32,
+        a_stride: usize,
+        w0: *const f32,
+        w1: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: as `tile_m`, for each of the two panels.
+        unsafe {
+            let mut acc0 = [_mm512_load_ps(w0); M];
+            let mut acc1 = [_mm512_load_ps(w1); M];
+            let mut ap = [a; M];
+            for (i, p) in ap.iter_mut().enumerate() {
+                *p = a.add(i * a_stride);
+            }
+            let (mut wp0, mut wp1) = (w0.add(NR), w1.add(NR));
+            for kk in 0..k {
+                let v0 = _mm512_load_ps(wp0);
+                let v1 = _mm512_load_ps(wp1);
+                for i in 0..M {
+                    let av = _mm512_set1_ps(*ap[i].add(kk));
+                    acc0[i] = _mm512_fmadd_ps(av, v0, acc0[i]);
+                    acc1[i] = _mm512_fmadd_ps(av, v1, acc1[i]);
+                }
+                wp0 = wp0.add(NR);
+                wp1 = wp1.add(NR);
+            }
+            let vmin = _mm512_set1_ps(min);
+            let vmax = _mm512_set1_ps(max);
+            for i in 0..M {
+                let cp = c.add(i * c_stride);
+                store(cp, NR, _mm512_min_ps(_mm512_max_ps(acc0[i], vmin), vmax));
+                store(cp.add(NR), nr1, _mm512_min_ps(_mm512_max_ps(acc1[i], vmin), vmax));
+            }
+        }
+    }
+
+    /// [`tile_m`] (or [`tile2_m`] when `w1` is given: columns `16..16 + nr1` from panel `w1`,
+    /// `w0` then full) whose A rows are `segs.len()` spans of `seg` floats (a convolution's
+    /// kernel rows read in place): row `i`'s span `s` starts at `segs[s] + i * a_stride`. The
+    /// panels' `k` is `segs.len() * seg`; the sums run in the same order as `tile_m` over the
+    /// concatenated spans (bit-identical to it on an im2col copy).
+    ///
+    /// # Safety
+    /// As [`tile`] (and [`tile2`] with `w1`) with A row `i`'s span `s` (`seg` floats at
+    /// `segs[s] + i * a_stride`) readable for `i < mr`, and `mr <= MR_MAX`.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(crate) unsafe fn tile_seg(
+        mr: usize,
+        nr: usize,
+        segs: &[*const f32],
+        seg: usize,
+        a_stride: usize,
+        w0: *const f32,
+        w1: Option<*const f32>,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        macro_rules! arms {
+            ($two:literal) => {
+                match mr {
+                    12 => tile_seg_m::<12, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    11 => tile_seg_m::<11, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    10 => tile_seg_m::<10, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    9 => tile_seg_m::<9, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    8 => tile_seg_m::<8, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    7 => tile_seg_m::<7, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    6 => tile_seg_m::<6, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    5 => tile_seg_m::<5, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    4 => tile_seg_m::<4, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    3 => tile_seg_m::<3, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    2 => tile_seg_m::<2, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                    _ => tile_seg_m::<1, $two>(nr, segs, seg, a_stride, w0, w1.unwrap_or(w0), c, c_stride, min, max),
+                }
+            };
+        }
+        // SAFETY: forwarded from this function's contract (each arm matches `mr`; TWO only
+        // with a second panel).
+        unsafe {
+            if w1.is_some() {
+                arms!(true)
+            } else {
+                arms!(false)
+            }
+        }
+    }
+
+    /// `nr`: the columns of the last panel (`w1` when `TWO`, else `w0`).
+    #[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn tile_seg_m<const M: usize, const TWO: bool>(
+        nr: usize,
+        segs: &[*const f32],
+        seg: usize,
+        a_stride: usize,
+        w0: *const f32,
+        w1: *const f32,
+        c: *mut f32,
+        c_stride: usize,
+        min: f32,
+        max: f32,
+    ) {
+        // SAFETY: as `tile_m` / `tile2_m`, with A's spans as `tile_seg`'s contract gives them.
+        unsafe {
+            let mut acc0 = [_mm512_load_ps(w0); M];
+            let mut acc1 = [if TWO { _mm512_load_ps(w1) } else { _mm512_setzero_ps() }; M];
+            let (mut wp0, mut wp1) = (w0.add(NR), w1.add(NR));
+            for &sp in segs {
+                let mut ap = [sp; M];
+                for (i, p) in ap.iter_mut().enumerate() {
+                    *p = sp.add(i * a_stride);
+                }
+                for kk in 0..seg {
+                    let v0 = _mm512_load_ps(wp0);
+                    let v1 = if TWO { _mm512_load_ps(wp1) } else { v0 };
+                    for i in 0..M {
+                        let av = _mm512_set1_ps(*ap[i].add(kk));
+                        acc0[i] = _mm512_fmadd_ps(av, v0, acc0[i]);
+                        if TWO {
+                            acc1[i] = _mm512_fmadd_ps(av, v1, acc1[i]);
+                        }
+                    }
+                    wp0 = wp0.add(NR);
+                    if TWO {
+                        wp1 = wp1.add(NR);
+                    }
+                }
+            }
+            let vmin = _mm512_set1_ps(min);
+            let vmax = _mm512_set1_ps(max);
+            for i in 0..M {
+                let cp = c.add(i * c_stride);
+                let r0 = _mm512_min_ps(_mm512_max_ps(acc0[i], vmin), vmax);
+                if TWO {
+                    store(cp, NR, r0);
+                    store(cp.add(NR), nr, _mm512_min_ps(_mm512_max_ps(acc1[i], vmin), vmax));
+                } else {
+                    store(cp, nr, r0);
+                }
+            }
+        }
+    }
+
+    /// One row (GEMV): four accumulators over `k` hide the FMA latency (only for GEMMs with
+    /// one row in all, as the AVX2 twin).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(super) unsafe fn tile_1(nr: usize, k: usize, a: *const f32, w: *const f32, c: *mut f32, min: f32, max: f32) {
+        // SAFETY: as in `tile_m` with M = 1.
+        unsafe {
+            let mut s = [_mm512_load_ps(w), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()];
+            let mut wp = w.add(NR);
+            let mut kk = 0;
+            while kk + 4 <= k {
+                // The weights stream from memory once (GEMV): ask for them well ahead (a
+                // prefetch never faults, even past the panel's end).
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add(PREFETCH * NR) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(wp.wrapping_add((PREFETCH + 2) * NR) as *const i8);
+                for (j, sj) in s.iter_mut().enumerate() {
+                    *sj = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(kk + j)), _mm512_load_ps(wp.add(j * NR)), *sj);
+                }
+                wp = wp.add(4 * NR);
+                kk += 4;
+            }
+            while kk < k {
+                s[0] = _mm512_fmadd_ps(_mm512_set1_ps(*a.add(kk)), _mm512_load_ps(wp), s[0]);
+                wp = wp.add(NR);
+                kk += 1;
+            }
+            let r = _mm512_add_ps(_mm512_add_ps(s[0], s[1]), _mm512_add_ps(s[2], s[3]));
+            let r = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(min)), _mm512_set1_ps(max));
+            store(c, nr, r);
         }
     }
 }
@@ -494,15 +929,17 @@ unsafe impl<T> Sync for SyncPtr<T> {}
 // SAFETY: as above.
 unsafe impl<T> Send for SyncPtr<T> {}
 
-/// Computes rows `rows` × panels `panels` of `C` with micro-kernel `uk`, blocked for the caches.
+/// Computes rows `rows` × panels `panels` of `C` with micro-kernel `uk`, blocked for the caches;
+/// `gemv`: the whole GEMM is this one row (see [`Ukernel::gemv`]).
 ///
 /// # Safety
 /// `a`/`c` cover rows `rows` as [`gemm_f32`] checks (`a + i * a_stride .. + k` readable,
-/// `c + i * c_stride .. + n` writable for every `i` in `rows`), `uk` runs on this CPU, and no
-/// other thread touches those rows × panels of `C` meanwhile.
+/// `c + i * c_stride .. + n` writable for every `i` in `rows`; `rows.len() == 1` if `gemv`),
+/// `uk` runs on this CPU, and no other thread touches those rows × panels of `C` meanwhile.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn gemm_block(
     uk: Ukernel,
+    gemv: bool,
     rows: core::ops::Range<usize>,
     panels: core::ops::Range<usize>,
     a: *const f32,
@@ -522,26 +959,47 @@ pub(crate) unsafe fn gemm_block(
     while p0 < panels.end {
         let p1 = (p0 + block).min(panels.end);
         let mut i = rows.start;
+        // Equal-sized tiles (e.g. 49 rows: 10+10+10+10+9, not 12+12+12+12+1): a thin last tile
+        // would run at the FMA latency instead of its throughput.
+        let mut tiles_left = (rows.end - i).div_ceil(uk.mr());
         while i < rows.end {
-            let mr = MR.min(rows.end - i);
-            for p in p0..p1 {
+            let mr = (rows.end - i).div_ceil(tiles_left);
+            tiles_left -= 1;
+            let mut p = p0;
+            while p < p1 {
                 let nr = NR.min(w.n - p * NR);
+                #[cfg(target_arch = "x86_64")]
+                if uk == Ukernel::Avx512 && !gemv && p + 1 < p1 {
+                    // SAFETY: as below for panels p (full: not the last) and p + 1; the CPU
+                    // has AVX-512F (the caller's `uk`).
+                    unsafe {
+                        avx512::tile2(
+                            mr,
+                            NR.min(w.n - (p + 1) * NR),
+                            k,
+                            a.add(i * a_stride),
+                            a_stride,
+                            w.panel_ptr(p),
+                            w.panel_ptr(p + 1),
+                            c.add(i * c_stride + p * NR),
+                            c_stride,
+                            min,
+                            max,
+                        )
+                    };
+                    p += 2;
+                    continue;
+                }
                 // SAFETY: rows i..i+mr are inside `rows` and columns p*NR..p*NR+nr inside n, so
                 // the tile's A/C accesses are covered by this function's contract.
                 unsafe {
-                    uk.tile(
-                        mr,
-                        nr,
-                        k,
-                        a.add(i * a_stride),
-                        a_stride,
-                        w.panel_ptr(p),
-                        c.add(i * c_stride + p * NR),
-                        c_stride,
-                        min,
-                        max,
-                    )
+                    if gemv {
+                        uk.gemv(nr, k, a.add(i * a_stride), w.panel_ptr(p), c.add(i * c_stride + p * NR), min, max);
+                    } else {
+                        uk.tile(mr, nr, k, a.add(i * a_stride), a_stride, w.panel_ptr(p), c.add(i * c_stride + p * NR), c_stride, min, max)
+                    }
                 };
+                p += 1;
             }
             i += mr;
         }
@@ -625,9 +1083,8 @@ pub(crate) fn gemm_f32_with(
     max: f32,
 ) -> Result<(), String> {
     check_gemm(m, w.k, w.n, a.len(), a_stride, c.len(), c_stride)?;
-    #[cfg(target_arch = "x86_64")]
-    if uk == Ukernel::Avx2Fma && !has_avx2_fma() {
-        return Err("gemm: this CPU lacks AVX2/FMA".into());
+    if !uk.supported() {
+        return Err(format!("gemm: this CPU cannot run {uk:?}"));
     }
     if m == 0 {
         return Ok(());
@@ -646,7 +1103,7 @@ pub(crate) fn gemm_f32_with(
         // SAFETY: bounds were checked by `check_gemm` for all m rows; `uk` was checked to run on
         // this CPU; tasks cover disjoint (rows × panels) blocks of C, so no two write the same
         // element, and `c` is exclusively borrowed for the call.
-        unsafe { gemm_block(uk, rows, pans, ap.0, a_stride, w, cp.0, c_stride, min, max) };
+        unsafe { gemm_block(uk, m == 1, rows, pans, ap.0, a_stride, w, cp.0, c_stride, min, max) };
     };
     if m_tasks * p_tasks == 1 {
         task(0);
@@ -687,18 +1144,14 @@ mod tests {
     }
 
     fn kernels() -> Vec<Ukernel> {
-        let mut v = vec![Ukernel::Scalar];
-        if Ukernel::best() != Ukernel::Scalar {
-            v.push(Ukernel::best());
-        }
-        v
+        Ukernel::all_supported()
     }
 
     #[test]
     fn gemm_matches_reference_on_partial_tiles() {
         let mut seed = 1;
         for uk in kernels() {
-            for &m in &[1, 2, 3, 5, 6, 7, 12, 13, 31] {
+            for &m in &[1, 2, 3, 5, 6, 7, 11, 12, 13, 25, 31] {
                 for &n in &[1, 7, 15, 16, 17, 33, 40] {
                     for &k in &[1, 2, 3, 8, 17, 64] {
                         check_case(uk, m, n, k, (seed % 3) as usize, (seed & 1) as usize * 5, seed);

@@ -2,7 +2,8 @@
 //!
 //! Layout is channels-last (`[N, H, W, C]`) throughout, as in XNNPACK. Each operator packs its
 //! constant weights once (at delegate init) into the layout its micro-kernels read, and each
-//! micro-kernel (AVX2+FMA on x86-64, NEON on aarch64, plain Rust elsewhere) has a plain
+//! micro-kernel (AVX-512F or AVX2+FMA on x86-64, chosen at run time; NEON on aarch64; plain Rust
+//! elsewhere) has a plain
 //! reference twin in [`reference`] / [`qs8::reference`] that the tests compare it against.
 //!
 //! - f32: [`gemm_f32`] (packed-weight GEMM micro-kernels with fused bias and clamp),

@@ -190,7 +190,32 @@ impl Broadcast {
     }
 }
 
+/// Runs `$body` (a call of an `#[inline(always)]` function) compiled for AVX2+FMA when the CPU
+/// has them (the crate's baseline is SSE2; these loops are memory-light and vectorize 2× wider),
+/// else as is.
+macro_rules! with_avx2 {
+    ($body:expr) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn wide<R>(f: impl FnOnce() -> R) -> R {
+                f()
+            }
+            if crate::nhwc::gemm_f32::has_avx2_fma() {
+                // SAFETY: the CPU has AVX2 and FMA (just checked); `wide` only runs safe code.
+                return unsafe { wide(#[inline(always)] || $body) };
+            }
+        }
+        $body
+    }};
+}
+
 pub fn binary_f32(op: BinOp, bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32], min: f32, max: f32) {
+    with_avx2!(binary_f32_body(op, bc, a, b, y, min, max))
+}
+
+#[inline(always)]
+fn binary_f32_body(op: BinOp, bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32], min: f32, max: f32) {
     // One monomorphized loop per operator, so each vectorizes.
     match op {
         BinOp::Add => binary_with(bc, a, b, y, min, max, |x, z| x + z),
@@ -203,30 +228,46 @@ pub fn binary_f32(op: BinOp, bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32]
     }
 }
 
+/// Whether `[min, max]` clamps nothing (then the loops skip it: NaN-correct `max`/`min` cost
+/// three instructions each; a NaN then stays NaN, as in PyTorch, where the clamp made it `min`).
+#[inline(always)]
+fn no_clamp(min: f32, max: f32) -> bool {
+    min == f32::NEG_INFINITY && max == f32::INFINITY
+}
+
 #[inline(always)]
 fn binary_with(bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32], min: f32, max: f32, f: impl Fn(f32, f32) -> f32 + Copy) {
+    if no_clamp(min, max) {
+        binary_rows(bc, a, b, y, f);
+    } else {
+        binary_rows(bc, a, b, y, move |x, z| f(x, z).max(min).min(max));
+    }
+}
+
+#[inline(always)]
+fn binary_rows(bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32], f: impl Fn(f32, f32) -> f32 + Copy) {
     bc.for_each_row(|o, ao, sa, bo, sb, len| {
         let out = &mut y[o..o + len];
         match (sa, sb) {
             (1, 1) => {
                 for ((y, &x), &z) in out.iter_mut().zip(&a[ao..ao + len]).zip(&b[bo..bo + len]) {
-                    *y = f(x, z).max(min).min(max);
+                    *y = f(x, z);
                 }
             }
             (1, _) => {
                 let z = b[bo];
                 for (y, &x) in out.iter_mut().zip(&a[ao..ao + len]) {
-                    *y = f(x, z).max(min).min(max);
+                    *y = f(x, z);
                 }
             }
             (_, 1) => {
                 let x = a[ao];
                 for (y, &z) in out.iter_mut().zip(&b[bo..bo + len]) {
-                    *y = f(x, z).max(min).min(max);
+                    *y = f(x, z);
                 }
             }
             _ => {
-                let v = f(a[ao], b[bo]).max(min).min(max);
+                let v = f(a[ao], b[bo]);
                 out.fill(v);
             }
         }
@@ -234,10 +275,18 @@ fn binary_with(bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32], min: f32, ma
 }
 
 pub fn unary_f32(op: UnOp, x: &[f32], y: &mut [f32], min: f32, max: f32) {
+    with_avx2!(unary_f32_body(op, x, y, min, max))
+}
+
+#[inline(always)]
+fn unary_f32_body(op: UnOp, x: &[f32], y: &mut [f32], min: f32, max: f32) {
     match op {
         // The cheap, common ones get their own vectorizable loop.
         UnOp::Identity => unary_with(x, y, min, max, |v| v),
-        UnOp::Hardswish => unary_with(x, y, min, max, |v| v * ((v + 3.0).max(0.0).min(6.0) / 6.0)),
+        // XNNPACK's form: a multiply by 1/6 instead of a division (within a rounding of
+        // `UnOp::apply`), and `max(·, 0)` / `min(·, 6)` against constants are single
+        // instructions.
+        UnOp::Hardswish => unary_with(x, y, min, max, |v| v * ((v + 3.0).max(0.0).min(6.0) * (1.0 / 6.0))),
         UnOp::Abs => unary_with(x, y, min, max, f32::abs),
         UnOp::Neg => unary_with(x, y, min, max, |v| -v),
         UnOp::Square => unary_with(x, y, min, max, |v| v * v),
@@ -248,8 +297,14 @@ pub fn unary_f32(op: UnOp, x: &[f32], y: &mut [f32], min: f32, max: f32) {
 
 #[inline(always)]
 fn unary_with(x: &[f32], y: &mut [f32], min: f32, max: f32, f: impl Fn(f32) -> f32) {
-    for (y, &x) in y.iter_mut().zip(x) {
-        *y = f(x).max(min).min(max);
+    if no_clamp(min, max) {
+        for (y, &x) in y.iter_mut().zip(x) {
+            *y = f(x);
+        }
+    } else {
+        for (y, &x) in y.iter_mut().zip(x) {
+            *y = f(x).max(min).min(max);
+        }
     }
 }
 
@@ -270,6 +325,11 @@ pub fn softmax_f32(rows: usize, cols: usize, x: &[f32], y: &mut [f32]) {
 }
 
 pub fn global_avg_pool_f32(batch: usize, pixels: usize, channels: usize, x: &[f32], y: &mut [f32], min: f32, max: f32) {
+    with_avx2!(global_avg_pool_body(batch, pixels, channels, x, y, min, max))
+}
+
+#[inline(always)]
+fn global_avg_pool_body(batch: usize, pixels: usize, channels: usize, x: &[f32], y: &mut [f32], min: f32, max: f32) {
     let scale = 1.0 / pixels.max(1) as f32;
     for n in 0..batch {
         let out = &mut y[n * channels..(n + 1) * channels];
@@ -436,8 +496,14 @@ fn collapse_transpose(dims: &[usize], perm: &[usize]) -> (Vec<usize>, Vec<usize>
     (new_dims, new_perm)
 }
 
-/// `y[c, r] = x[r, c]` for `x` of `rows × cols`, in cache-sized tiles.
+/// `y[c, r] = x[r, c]` for `x` of `rows × cols`, in cache-sized tiles (few rows, as in an
+/// image's NCHW → NHWC with 3 channels: one interleaving pass).
 fn transpose_2d<T: Copy>(rows: usize, cols: usize, x: &[T], y: &mut [T]) {
+    match rows {
+        3 => return interleave::<T, 3>(cols, x, y),
+        4 => return interleave::<T, 4>(cols, x, y),
+        _ => {}
+    }
     const TILE: usize = 32;
     for r0 in (0..rows).step_by(TILE) {
         let r1 = (r0 + TILE).min(rows);
@@ -449,6 +515,16 @@ fn transpose_2d<T: Copy>(rows: usize, cols: usize, x: &[T], y: &mut [T]) {
                     y[c * rows + r] = row[c];
                 }
             }
+        }
+    }
+}
+
+/// [`transpose_2d`] for `R` rows: `y[c·R + r] = x[r·cols + c]`, each output pixel written whole.
+fn interleave<T: Copy, const R: usize>(cols: usize, x: &[T], y: &mut [T]) {
+    let rows: [&[T]; R] = core::array::from_fn(|r| &x[r * cols..(r + 1) * cols]);
+    for (c, out) in y[..R * cols].chunks_exact_mut(R).enumerate() {
+        for (o, row) in out.iter_mut().zip(&rows) {
+            *o = row[c];
         }
     }
 }
@@ -555,6 +631,8 @@ mod tests {
             (&[4, 1, 6], &[1, 2, 0]),
             (&[1, 1, 1], &[2, 1, 0]),
             (&[3, 70], &[1, 0]),
+            (&[4, 33], &[1, 0]),
+            (&[2, 4, 5, 3], &[0, 2, 3, 1]),
             (&[2, 3, 4, 5], &[3, 1, 0, 2]),
             (&[6], &[0]),
         ];
@@ -564,6 +642,32 @@ mod tests {
             let mut y = vec![0; n];
             transpose(dims, perm, &x, &mut y);
             assert_eq!(y, transpose_naive(dims, perm, &x), "{dims:?} {perm:?}");
+        }
+    }
+
+    #[test]
+    fn unary_and_binary_fast_loops_match_scalar_formulas() {
+        let x: Vec<f32> = (0..203).map(|i| (i as f32 - 101.0) * 0.071).chain([f32::NAN, -0.0]).collect();
+        for (min, max) in [(f32::NEG_INFINITY, f32::INFINITY), (-0.5, 1.5)] {
+            for op in [UnOp::Hardswish, UnOp::Identity, UnOp::Abs, UnOp::Square, UnOp::LeakyRelu(0.1)] {
+                let mut y = vec![0.0; x.len()];
+                unary_f32(op, &x, &mut y, min, max);
+                for (&xv, &yv) in x.iter().zip(&y) {
+                    // No clamp: NaN stays NaN (as in PyTorch) instead of becoming -inf.
+                    let want = if no_clamp(min, max) { op.apply(xv) } else { op.apply(xv).max(min).min(max) };
+                    assert!(
+                        (yv - want).abs() <= 1e-6 * want.abs().max(1.0) || (yv.is_nan() && want.is_nan()),
+                        "{op:?} {xv} -> {yv}, want {want}"
+                    );
+                }
+            }
+            let bc = Broadcast::new(&[x.len()], &[1], &[x.len()]).unwrap();
+            let mut y = vec![0.0; x.len()];
+            binary_f32(BinOp::Mul, &bc, &x, &[0.75], &mut y, min, max);
+            for (&xv, &yv) in x.iter().zip(&y) {
+                let want = if no_clamp(min, max) { xv * 0.75 } else { (xv * 0.75).max(min).min(max) };
+                assert!(yv == want || (yv.is_nan() && want.is_nan()), "{xv} * 0.75 -> {yv}, want {want}");
+            }
         }
     }
 
