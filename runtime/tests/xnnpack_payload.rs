@@ -193,9 +193,13 @@ fn payload_without_header_is_a_bare_flatbuffer() {
 fn write_fuzz_seeds() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/xnnpack_payload");
     std::fs::create_dir_all(&dir).unwrap();
-    for (path, bytes) in xnnpack_programs() {
+    // More programs (e.g. rbuild's own `--quant 8da4w` exports, whose payloads the testdata
+    // lacks): RBUILD_FUZZ_SEED_PROGRAMS=a.pte:b.pte.
+    let extra = std::env::var("RBUILD_FUZZ_SEED_PROGRAMS").unwrap_or_default();
+    let extra = extra.split(':').filter(|p| !p.is_empty()).map(|p| (PathBuf::from(p), std::fs::read(p).unwrap()));
+    for (path, bytes) in xnnpack_programs().into_iter().chain(extra) {
         for (i, blob) in blobs(&bytes).iter().enumerate() {
-            let name = format!("{}-{i}", path.strip_prefix(testdata()).unwrap().display()).replace('/', "_");
+            let name = format!("{}-{i}", path.strip_prefix(testdata()).unwrap_or(&path).display()).replace('/', "_");
             std::fs::write(dir.join(name), blob).unwrap();
         }
     }

@@ -388,7 +388,7 @@ fn cli_exports_int8_with_calibration_folder_and_rejects_bad_flags() {
     assert!(r.status.success() && text.contains("seeded random inputs") && !text.contains("fuse_int8"), "{text}");
 
     for (args, want) in [
-        (vec!["--quant", "int4"], "image models take fp32 or int8"),
+        (vec!["--quant", "int4"], "image models take fp32, int8"),
         (vec!["--calibration", "/nonexistent"], "go with --quant int8"),
         (vec!["--sensitivity", "3"], "go with --quant int8"),
         (vec!["--keep-float", "features.0"], "go with --quant int8"),
