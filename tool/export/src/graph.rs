@@ -197,6 +197,23 @@ pub struct Node {
 }
 
 impl Node {
+    /// Argument `i` as a tensor, or why it is not one (the delegate compilers' parsers).
+    pub fn tensor_arg(&self, i: usize) -> Result<ValueId, String> {
+        match self.args.get(i) {
+            Some(Arg::Tensor(v)) => Ok(*v),
+            other => Err(format!("argument {i} is {other:?}, a tensor is needed")),
+        }
+    }
+
+    /// Argument `i` as an optional tensor (`None` or absent), or why it is neither.
+    pub fn opt_tensor_arg(&self, i: usize) -> Result<Option<ValueId>, String> {
+        match self.args.get(i) {
+            Some(Arg::Tensor(v)) => Ok(Some(*v)),
+            Some(Arg::None) | None => Ok(None),
+            other => Err(format!("argument {i} is {other:?}, a tensor or None is needed")),
+        }
+    }
+
     /// Values this node reads: tensors and run-time integers.
     pub fn tensor_inputs(&self) -> impl Iterator<Item = ValueId> + '_ {
         self.args.iter().flat_map(|a| match a {

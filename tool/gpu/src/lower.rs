@@ -54,21 +54,6 @@ pub enum Parsed {
     TableRope { x: ValueId, cos: ValueId, sin: ValueId, position: ValueId },
 }
 
-fn tensor(n: &Node, i: usize) -> Result<ValueId, String> {
-    match n.args.get(i) {
-        Some(Arg::Tensor(v)) => Ok(*v),
-        other => Err(format!("argument {i} is {other:?}, a tensor is needed")),
-    }
-}
-
-fn opt_tensor(n: &Node, i: usize) -> Result<Option<ValueId>, String> {
-    match n.args.get(i) {
-        Some(Arg::Tensor(v)) => Ok(Some(*v)),
-        Some(Arg::None) | None => Ok(None),
-        other => Err(format!("argument {i} is {other:?}, a tensor or None is needed")),
-    }
-}
-
 fn int(n: &Node, i: usize) -> Result<i64, String> {
     match n.args.get(i) {
         Some(Arg::Int(v)) => Ok(*v),
@@ -126,7 +111,7 @@ fn position_tensor(g: &Graph, n: &Node, i: usize) -> Result<ValueId, String> {
     if producer.op != "aten::_local_scalar_dense" {
         return Err(format!("the position comes from {}, not from a tensor's item()", producer.op));
     }
-    let t = tensor(producer, 0)?;
+    let t = producer.tensor_arg(0)?;
     if !matches!(g.meta(t).dtype, ScalarType::Long | ScalarType::Int) {
         return Err("the position tensor is not an integer tensor".into());
     }
@@ -140,7 +125,7 @@ fn used_elsewhere(g: &Graph, v: ValueId) -> bool {
 /// What the payload makes of `n`, or why the GPU cannot run it.
 pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
     let binary = |op: BinaryOp| -> Result<Parsed, String> {
-        let (a, b) = (tensor(n, 0)?, tensor(n, 1)?);
+        let (a, b) = (n.tensor_arg(0)?, n.tensor_arg(1)?);
         if let Some(Arg::Scalar(alpha)) = n.args.get(2) {
             if alpha.to_f64() != 1.0 {
                 return Err(format!("alpha = {} (only 1 is supported)", alpha.to_f64()));
@@ -151,7 +136,7 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
         Ok(Parsed::Binary { a, b, op })
     };
     let unary = |op: UnaryOp| -> Result<Parsed, String> {
-        let x = tensor(n, 0)?;
+        let x = n.tensor_arg(0)?;
         f32_value(g, x, "the input")?;
         Ok(Parsed::Unary { x, op })
     };
@@ -164,7 +149,7 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
     Ok(match n.op.as_str() {
         "aten::sym_size.int" | "aten::_local_scalar_dense" => Parsed::Scalar,
         "aten::linear" => {
-            let (x, w, b) = (tensor(n, 0)?, tensor(n, 1)?, opt_tensor(n, 2)?);
+            let (x, w, b) = (n.tensor_arg(0)?, n.tensor_arg(1)?, n.opt_tensor_arg(2)?);
             f32_value(g, x, "the input")?;
             if g.constant(w).is_none() {
                 return Err("the weight is not a constant".into());
@@ -172,12 +157,12 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
             Parsed::Linear { x, w, b }
         }
         "aten::native_layer_norm" => {
-            let x = tensor(n, 0)?;
+            let x = n.tensor_arg(0)?;
             f32_value(g, x, "the input")?;
             if ints(n, 1)?.len() != 1 {
                 return Err("normalizes over more than the last dim".into());
             }
-            let affine = match (opt_tensor(n, 2)?, opt_tensor(n, 3)?) {
+            let affine = match (n.opt_tensor_arg(2)?, n.opt_tensor_arg(3)?) {
                 (Some(w), Some(b)) => Some((w, b)),
                 (None, None) => None,
                 _ => return Err("a weight without a bias (or the reverse)".into()),
@@ -192,7 +177,7 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
             Parsed::LayerNorm { x, affine, eps }
         }
         "aten::gelu" => {
-            let x = tensor(n, 0)?;
+            let x = n.tensor_arg(0)?;
             f32_value(g, x, "the input")?;
             let approximation = match n.args.get(1) {
                 Some(Arg::Str(s)) if s == "tanh" => GeluApproximation::Tanh,
@@ -202,9 +187,9 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
             };
             Parsed::Gelu { x, approximation }
         }
-        "aten::silu" => Parsed::Silu { x: tensor(n, 0)? },
+        "aten::silu" => Parsed::Silu { x: n.tensor_arg(0)? },
         "aten::convolution" => {
-            let (x, w, b) = (tensor(n, 0)?, tensor(n, 1)?, opt_tensor(n, 2)?);
+            let (x, w, b) = (n.tensor_arg(0)?, n.tensor_arg(1)?, n.opt_tensor_arg(2)?);
             f32_value(g, x, "the input")?;
             if g.meta(x).rank() != 3 {
                 return Err(format!("a {}-D convolution (the GPU has conv1d)", g.meta(x).rank().saturating_sub(2)));
@@ -224,9 +209,9 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
             }
         }
         "aten::view_copy" | "aten::_unsafe_view" | "aten::reshape" | "aten::clone" | "aten::alias_copy" | "aten::squeeze_copy.dims"
-        | "aten::unsqueeze_copy" => Parsed::Reshape { x: tensor(n, 0)? },
+        | "aten::unsqueeze_copy" => Parsed::Reshape { x: n.tensor_arg(0)? },
         "aten::permute_copy" => {
-            let x = tensor(n, 0)?;
+            let x = n.tensor_arg(0)?;
             let r = g.meta(x).rank() as i64;
             let dims = ints(n, 1)?
                 .iter()
@@ -254,24 +239,24 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
         "aten::sin" => unary(UnaryOp::Sin)?,
         "aten::cos" => unary(UnaryOp::Cos)?,
         "aten::_softmax" => {
-            let x = tensor(n, 0)?;
+            let x = n.tensor_arg(0)?;
             f32_value(g, x, "the input")?;
             Parsed::Softmax { x, dim: int(n, 1)? }
         }
         "aten::bmm" | "aten::mm" | "aten::matmul" => {
-            let (a, b) = (tensor(n, 0)?, tensor(n, 1)?);
+            let (a, b) = (n.tensor_arg(0)?, n.tensor_arg(1)?);
             f32_value(g, a, "the first operand")?;
             f32_value(g, b, "the second operand")?;
             Parsed::MatMul { a, b }
         }
-        "aten::embedding" => Parsed::Embedding { table: tensor(n, 0)?, indices: tensor(n, 1)? },
-        "aten::select_copy.int" => Parsed::Select { x: tensor(n, 0)?, dim: int(n, 1)?, index: int(n, 2)? },
+        "aten::embedding" => Parsed::Embedding { table: n.tensor_arg(0)?, indices: n.tensor_arg(1)? },
+        "aten::select_copy.int" => Parsed::Select { x: n.tensor_arg(0)?, dim: int(n, 1)?, index: int(n, 2)? },
         "aten::slice_copy.Tensor" => {
             let bound = |i: usize, default: i64| match n.args.get(i) {
                 Some(Arg::None) | None => Ok(default),
                 _ => int(n, i),
             };
-            Parsed::Slice { x: tensor(n, 0)?, dim: int(n, 1)?, start: bound(2, 0)?, end: bound(3, i64::MAX)?, step: bound(4, 1)? }
+            Parsed::Slice { x: n.tensor_arg(0)?, dim: int(n, 1)?, start: bound(2, 0)?, end: bound(3, i64::MAX)?, step: bound(4, 1)? }
         }
         "aten::cat" => match n.args.first() {
             Some(Arg::Tensors(xs)) if !xs.is_empty() && xs.len() <= u8::MAX as usize => Parsed::Cat { xs: xs.clone(), dim: int(n, 1)? },
@@ -284,37 +269,37 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
             if !matches!(n.args.get(4), Some(Arg::None)) {
                 return Err("an explicit attention mask".into());
             }
-            Parsed::Attention { q: tensor(n, 0)?, k: tensor(n, 1)?, v: tensor(n, 2)?, causal: flag(n, 6)?, scale: opt_float(n, 7)? }
+            Parsed::Attention { q: n.tensor_arg(0)?, k: n.tensor_arg(1)?, v: n.tensor_arg(2)?, causal: flag(n, 6)?, scale: opt_float(n, 7)? }
         }
         "llama::sdpa_with_kv_cache" => {
             if !matches!(n.args.get(7), Some(Arg::None)) {
                 return Err("an explicit attention mask".into());
             }
             Parsed::CachedAttention {
-                q: tensor(n, 0)?,
-                k: tensor(n, 1)?,
-                v: tensor(n, 2)?,
-                k_cache: tensor(n, 3)?,
-                v_cache: tensor(n, 4)?,
+                q: n.tensor_arg(0)?,
+                k: n.tensor_arg(1)?,
+                v: n.tensor_arg(2)?,
+                k_cache: n.tensor_arg(3)?,
+                v_cache: n.tensor_arg(4)?,
                 position: position_tensor(g, n, 5)?,
                 causal: flag(n, 9)?,
                 scale: opt_float(n, 10)?,
             }
         }
         "rbuild::cross_attention" => Parsed::CrossAttention {
-            q: tensor(n, 0)?,
-            memory: tensor(n, 1)?,
-            wk: tensor(n, 2)?,
-            bk: opt_tensor(n, 3)?,
-            wv: tensor(n, 4)?,
-            bv: opt_tensor(n, 5)?,
-            k_cache: tensor(n, 6)?,
-            v_cache: tensor(n, 7)?,
+            q: n.tensor_arg(0)?,
+            memory: n.tensor_arg(1)?,
+            wk: n.tensor_arg(2)?,
+            bk: n.opt_tensor_arg(3)?,
+            wv: n.tensor_arg(4)?,
+            bv: n.opt_tensor_arg(5)?,
+            k_cache: n.tensor_arg(6)?,
+            v_cache: n.tensor_arg(7)?,
             position: position_tensor(g, n, 8)?,
         },
-        "rbuild::add_positions" => Parsed::AddPositions { x: tensor(n, 0)?, table: tensor(n, 1)?, position: position_tensor(g, n, 2)? },
+        "rbuild::add_positions" => Parsed::AddPositions { x: n.tensor_arg(0)?, table: n.tensor_arg(1)?, position: position_tensor(g, n, 2)? },
         "rbuild::rms_norm" => {
-            let (x, w) = (tensor(n, 0)?, tensor(n, 1)?);
+            let (x, w) = (n.tensor_arg(0)?, n.tensor_arg(1)?);
             f32_value(g, x, "the input")?;
             let eps = match n.args.get(2) {
                 Some(Arg::Float(e)) if *e > 0.0 => *e as f32,
@@ -322,14 +307,14 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
             };
             Parsed::RmsNorm { x, w, eps }
         }
-        "rbuild::silu_mul" => Parsed::SiluMul { gate: tensor(n, 0)?, up: tensor(n, 1)? },
+        "rbuild::silu_mul" => Parsed::SiluMul { gate: n.tensor_arg(0)?, up: n.tensor_arg(1)? },
         "rbuild::rope" => {
-            let x = tensor(n, 0)?;
+            let x = n.tensor_arg(0)?;
             f32_value(g, x, "the input")?;
             if g.meta(x).rank() != 4 {
                 return Err("the input is not [B, S, H, D]".into());
             }
-            Parsed::TableRope { x, cos: tensor(n, 1)?, sin: tensor(n, 2)?, position: position_tensor(g, n, 3)? }
+            Parsed::TableRope { x, cos: n.tensor_arg(1)?, sin: n.tensor_arg(2)?, position: position_tensor(g, n, 3)? }
         }
         "rbuild::log_mel_spectrogram" => return Err("the FFT front end has no GPU kernel (it runs once per audio window)".into()),
         _ => return Err("no GPU kernel for this operator".into()),

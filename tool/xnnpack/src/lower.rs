@@ -54,21 +54,6 @@ pub enum Operand {
     Number(f32),
 }
 
-fn tensor(n: &Node, i: usize) -> Result<ValueId, String> {
-    match n.args.get(i) {
-        Some(Arg::Tensor(v)) => Ok(*v),
-        other => Err(format!("argument {i} is {other:?}, a tensor is needed")),
-    }
-}
-
-fn opt_tensor(n: &Node, i: usize) -> Result<Option<ValueId>, String> {
-    match n.args.get(i) {
-        Some(Arg::Tensor(v)) => Ok(Some(*v)),
-        Some(Arg::None) | None => Ok(None),
-        other => Err(format!("argument {i} is {other:?}, a tensor or None is needed")),
-    }
-}
-
 fn number(a: Option<&Arg>) -> Option<f64> {
     match a {
         Some(Arg::Scalar(s)) => Some(s.to_f64()),
@@ -128,7 +113,7 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
     let out_rank = g.meta(out).rank();
     let parsed = match n.op.as_str() {
         "aten::convolution" => {
-            let (x, w, b) = (tensor(n, 0)?, tensor(n, 1)?, opt_tensor(n, 2)?);
+            let (x, w, b) = (n.tensor_arg(0)?, n.tensor_arg(1)?, n.opt_tensor_arg(2)?);
             if matches!(n.args.get(6), Some(Arg::Bool(true))) {
                 return Err("transposed convolution is not lowered".into());
             }
@@ -162,7 +147,7 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
             if n.op == "aten::div.Tensor" && n.args.len() > 2 && !matches!(n.args.get(2), Some(Arg::None)) {
                 return Err("a rounding mode is not lowered".into());
             }
-            let a = tensor(n, 0)?;
+            let a = n.tensor_arg(0)?;
             let b = match n.args.get(1) {
                 Some(Arg::Tensor(v)) => Operand::Tensor(*v),
                 other => Operand::Number(number(other).ok_or_else(|| format!("argument 1 is {other:?}, a tensor or number is needed"))? as f32),
@@ -179,13 +164,13 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
             }
             Parsed::Binary { a, b, kind }
         }
-        "aten::hardtanh" => Parsed::Clamp { x: tensor(n, 0)?, min: bound(n, 1, -1.0)?, max: bound(n, 2, 1.0)? },
-        "aten::relu" => Parsed::Clamp { x: tensor(n, 0)?, min: 0.0, max: f32::INFINITY },
-        "aten::clamp" => Parsed::Clamp { x: tensor(n, 0)?, min: bound(n, 1, f32::NEG_INFINITY)?, max: bound(n, 2, f32::INFINITY)? },
-        "aten::hardswish" => Parsed::Unary { x: tensor(n, 0)?, kind: NodeKind::Hardswish },
-        "aten::sigmoid" => Parsed::Unary { x: tensor(n, 0)?, kind: NodeKind::Sigmoid },
+        "aten::hardtanh" => Parsed::Clamp { x: n.tensor_arg(0)?, min: bound(n, 1, -1.0)?, max: bound(n, 2, 1.0)? },
+        "aten::relu" => Parsed::Clamp { x: n.tensor_arg(0)?, min: 0.0, max: f32::INFINITY },
+        "aten::clamp" => Parsed::Clamp { x: n.tensor_arg(0)?, min: bound(n, 1, f32::NEG_INFINITY)?, max: bound(n, 2, f32::INFINITY)? },
+        "aten::hardswish" => Parsed::Unary { x: n.tensor_arg(0)?, kind: NodeKind::Hardswish },
+        "aten::sigmoid" => Parsed::Unary { x: n.tensor_arg(0)?, kind: NodeKind::Sigmoid },
         "aten::mean.dim" => {
-            let x = tensor(n, 0)?;
+            let x = n.tensor_arg(0)?;
             if g.meta(x).rank() != 4 {
                 return Err("mean of a tensor that is not 4-D (only the global pooling over H, W is lowered)".into());
             }
@@ -202,7 +187,7 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
             }
             Parsed::GlobalMean { x, keepdim: matches!(n.args.get(2), Some(Arg::Bool(true))) }
         }
-        "aten::linear" => Parsed::Linear { x: tensor(n, 0)?, w: tensor(n, 1)?, b: opt_tensor(n, 2)?, w_is_input_major: false },
+        "aten::linear" => Parsed::Linear { x: n.tensor_arg(0)?, w: n.tensor_arg(1)?, b: n.opt_tensor_arg(2)?, w_is_input_major: false },
         "aten::addmm" => {
             for (i, what) in [(3, "beta"), (4, "alpha")] {
                 if let Some(v) = number(n.args.get(i)) {
@@ -211,12 +196,12 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
                     }
                 }
             }
-            Parsed::Linear { x: tensor(n, 1)?, w: tensor(n, 2)?, b: Some(tensor(n, 0)?), w_is_input_major: true }
+            Parsed::Linear { x: n.tensor_arg(1)?, w: n.tensor_arg(2)?, b: Some(n.tensor_arg(0)?), w_is_input_major: true }
         }
-        "aten::mm" => Parsed::Linear { x: tensor(n, 0)?, w: tensor(n, 1)?, b: None, w_is_input_major: true },
-        "aten::view_copy" | "aten::view" | "aten::reshape" | "aten::_unsafe_view" => Parsed::Reshape { x: tensor(n, 0)? },
+        "aten::mm" => Parsed::Linear { x: n.tensor_arg(0)?, w: n.tensor_arg(1)?, b: None, w_is_input_major: true },
+        "aten::view_copy" | "aten::view" | "aten::reshape" | "aten::_unsafe_view" => Parsed::Reshape { x: n.tensor_arg(0)? },
         "aten::permute_copy" | "aten::permute" => {
-            let x = tensor(n, 0)?;
+            let x = n.tensor_arg(0)?;
             let rank = g.meta(x).rank() as i64;
             let perm: Vec<usize> = match n.args.get(1) {
                 Some(Arg::Ints(p)) => p.iter().map(|&d| (if d < 0 { d + rank } else { d }) as usize).collect(),
@@ -230,7 +215,7 @@ pub fn parse(g: &Graph, n: &Node) -> Result<Parsed, String> {
             Parsed::Permute { x, perm }
         }
         "aten::clone" | "aten::alias" | "aten::alias_copy" | "aten::_to_copy" | "dim_order_ops::_clone_dim_order" | "dim_order_ops::_to_dim_order_copy" => {
-            let x = tensor(n, 0)?;
+            let x = n.tensor_arg(0)?;
             if g.meta(x).shape != g.meta(out).shape {
                 return Err("the copy changes the shape".into());
             }
@@ -292,12 +277,6 @@ fn nhwc_dims(nchw: &[usize]) -> Vec<usize> {
 
 fn f32s(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
-}
-
-/// float32 → bfloat16 bits, rounding to nearest even (finite inputs).
-fn bf16_bits(x: f32) -> u16 {
-    let b = x.to_bits();
-    ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) as u16
 }
 
 /// int4 rows `[−8, 7]` as ExecuTorch stores them: `value + 8` nibbles, even columns in the low
@@ -416,7 +395,7 @@ impl Ctx<'_> {
                 for r in rows {
                     let mut row = Vec::with_capacity(ic);
                     for block in r.chunks_exact(group) {
-                        let h = bf16_bits(scale_of(amax(block), 7.0));
+                        let h = half::bf16::from_f32(scale_of(amax(block), 7.0)).to_bits();
                         scales_bf16.push(h);
                         let s = f32::from_bits((h as u32) << 16);
                         row.extend(block.iter().map(|&w| round(w / s, -8.0, 7.0)));
