@@ -1,11 +1,12 @@
 //! int8 convolution and fully-connected operators over the packed GEMM micro-kernels.
 //!
 //! 1×1 stride-1 unpadded single-group convolutions and fully-connected layers read their rows
-//! in place (widened to i16 one 4-row tile at a time); other convolutions gather each 4-row
-//! tile's patches (im2col) with the input zero point in the padding, as XNNPACK's IGEMM does
-//! with its zero buffer.
+//! in place; other convolutions gather each row's patch (im2col) with the input zero point in
+//! the padding, as XNNPACK's IGEMM does with its zero buffer. Either way a tile's rows are then
+//! converted once to the micro-kernel's form (widened to i16, or offset to u8 for VNNI) and
+//! reused across all output-channel blocks.
 
-use super::gemm::{run_tile, widen, PackedGemm, MR, NR};
+use super::gemm::{offset_u8, run_tile, run_tile_quads, widen, Layout, PackedGemm, MR, NR};
 use super::{channel_scales, task_count, Isa, OutParams, QParams, SyncPtr};
 use crate::nhwc::{Conv2dGeom, Parallel};
 use alloc::format;
@@ -13,27 +14,45 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// Runs `rows` GEMM rows through the packed groups; `fill(row, group, dst)` writes the widened
-/// `k` activations of a row (dst has `kp` entries). Output row `i` is `y[i·ldy..]`, group `g`'s
-/// channels at `g·group_n`.
+/// Where the GEMM's activation rows come from.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    /// Row `r` is `x[r·k .. (r+1)·k]` (one group).
+    InPlace(&'a [i8]),
+    /// `fill(row, group, dst)` writes the `k` raw int8 activations of a row into `dst`.
+    Gather(&'a (dyn Fn(usize, usize, &mut [i8]) + Sync)),
+}
+
+impl<'a> Rows<'a> {
+    /// The `k` raw int8 values of row `r` of group `g` (`raw`: `k` bytes of scratch).
+    fn row<'s>(&self, r: usize, g: usize, k: usize, raw: &'s mut [i8]) -> &'s [i8]
+    where
+        'a: 's,
+    {
+        match *self {
+            Rows::InPlace(x) => &x[r * k..(r + 1) * k],
+            Rows::Gather(fill) => {
+                fill(r, g, raw);
+                raw
+            }
+        }
+    }
+}
+
+/// Runs `rows` GEMM rows through the packed groups (all packed with one layout). Output row `i`
+/// is `y[i·ldy..]`, group `g`'s channels at `g·group_n`.
 #[allow(clippy::too_many_arguments)]
-fn drive(
-    par: &dyn Parallel,
-    isa: Isa,
-    rows: usize,
-    packs: &[PackedGemm],
-    group_n: usize,
-    o: &OutParams,
-    fill: &(dyn Fn(usize, usize, &mut [i16]) + Sync),
-    y: &mut [i8],
-) {
+fn drive(par: &dyn Parallel, isa: Isa, rows: usize, packs: &[PackedGemm], group_n: usize, o: &OutParams, src: Rows, y: &mut [i8]) {
     let ldy = group_n * packs.len();
     debug_assert_eq!(y.len(), rows * ldy);
     if rows == 0 || ldy == 0 {
         return;
     }
-    let tiles = rows.div_ceil(MR);
-    let macs = rows * ldy * packs[0].k;
+    let layout = packs[0].layout;
+    let mr = layout.rows();
+    let tiles = rows.div_ceil(mr);
+    let (k, kp) = (packs[0].k, packs[0].kp);
+    let macs = rows * ldy * k;
     let tasks = task_count(par, macs, tiles);
     let per = tiles.div_ceil(tasks);
     let yp = SyncPtr(y.as_mut_ptr());
@@ -42,30 +61,52 @@ fn drive(
         if t0 >= t1 {
             return;
         }
-        let (r0, r1) = (t0 * MR, (t1 * MR).min(rows));
+        let (r0, r1) = (t0 * mr, (t1 * mr).min(rows));
         // SAFETY: tasks own disjoint row ranges [r0, r1) of `y` (whose length is rows·ldy, as
         // every caller checks), so these slices never overlap and stay in bounds.
         let yt = unsafe { core::slice::from_raw_parts_mut(yp.get().add(r0 * ldy), (r1 - r0) * ldy) };
-        let kp = packs[0].kp;
-        let mut a = vec![0i16; MR * kp];
-        let mut out = [[0i8; NR]; MR];
-        let mut r = r0;
-        while r < r1 {
-            let mr = MR.min(r1 - r);
-            for (g, p) in packs.iter().enumerate() {
-                for i in 0..mr {
-                    fill(r + i, g, &mut a[i * kp..(i + 1) * kp]);
-                }
-                for b in 0..p.blocks() {
-                    run_tile(isa, &a, p.block(b), kp, o, &mut out);
-                    let nc = NR.min(p.n - b * NR);
-                    for (i, out_row) in out.iter().enumerate().take(mr) {
-                        let at = (r - r0 + i) * ldy + g * group_n + b * NR;
-                        yt[at..at + nc].copy_from_slice(&out_row[..nc]);
+        let mut raw = vec![0i8; if matches!(src, Rows::Gather(_)) { k } else { 0 }];
+        match layout {
+            Layout::Pairs => {
+                let mut a = vec![0i16; MR * kp];
+                let mut out = [[0i8; NR]; MR];
+                let mut r = r0;
+                while r < r1 {
+                    let m = MR.min(r1 - r);
+                    for (g, p) in packs.iter().enumerate() {
+                        for i in 0..m {
+                            widen(&mut a[i * kp..i * kp + k], src.row(r + i, g, k, &mut raw));
+                        }
+                        for b in 0..p.blocks() {
+                            run_tile(isa, &a, p.block(b), kp, o, &mut out);
+                            let nc = NR.min(p.n - b * NR);
+                            for (i, out_row) in out.iter().enumerate().take(m) {
+                                let at = (r - r0 + i) * ldy + g * group_n + b * NR;
+                                yt[at..at + nc].copy_from_slice(&out_row[..nc]);
+                            }
+                        }
                     }
+                    r += m;
                 }
             }
-            r += mr;
+            Layout::Quads => {
+                let mut a = vec![0u8; mr * kp];
+                let mut r = r0;
+                while r < r1 {
+                    let m = mr.min(r1 - r);
+                    for (g, p) in packs.iter().enumerate() {
+                        for i in 0..m {
+                            offset_u8(&mut a[i * kp..i * kp + k], src.row(r + i, g, k, &mut raw));
+                        }
+                        for b in 0..p.blocks() {
+                            let nc = NR.min(p.n - b * NR);
+                            let at = (r - r0) * ldy + g * group_n + b * NR;
+                            run_tile_quads(isa, &a, m, p.block(b), kp, o, &mut yt[at..], ldy, nc);
+                        }
+                    }
+                    r += m;
+                }
+            }
         }
     };
     if tasks == 1 {
@@ -139,6 +180,21 @@ impl ConvQs8 {
         out_min: i8,
         out_max: i8,
     ) -> Result<Self, String> {
+        Self::new_with_layout(Isa::best().gemm_layout(), g, input, filter, filter_scales, bias, output, out_min, out_max)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new_with_layout(
+        layout: Layout,
+        g: &Conv2dGeom,
+        input: QParams,
+        filter: &[i8],
+        filter_scales: &[f32],
+        bias: Option<&[i32]>,
+        output: QParams,
+        out_min: i8,
+        out_max: i8,
+    ) -> Result<Self, String> {
         check_geom(g)?;
         let co = g.out_channels();
         let k = g.kernel_h * g.kernel_w * g.group_in;
@@ -152,6 +208,7 @@ impl ConvQs8 {
             .map(|gr| {
                 let base = gr * g.group_out;
                 PackedGemm::pack(
+                    layout,
                     g.group_out,
                     k,
                     |j, kk| filter[(base + j) * k + kk],
@@ -196,16 +253,15 @@ impl ConvQs8 {
         let rows = g.batch * g.out_h * g.out_w;
         let ci = g.in_channels();
         if self.direct {
-            let fill = |r: usize, _g: usize, dst: &mut [i16]| widen(&mut dst[..ci], &x[r * ci..(r + 1) * ci]);
-            drive(par, isa, rows, &self.packs, g.group_out, &self.out, &fill, y);
+            drive(par, isa, rows, &self.packs, g.group_out, &self.out, Rows::InPlace(x), y);
         } else {
-            let zp = self.input_zp as i16;
+            let zp = self.input_zp as i8;
             let gi = g.group_in;
             // One group with undilated columns: a kernel row's taps are one contiguous run of
             // `kw·ci` input values whenever the whole run is inside the input row.
             let contiguous = g.groups == 1 && g.dilation_w == 1;
             let run_len = g.kernel_w * gi;
-            let fill = |r: usize, grp: usize, dst: &mut [i16]| {
+            let fill = |r: usize, grp: usize, dst: &mut [i8]| {
                 let (b, rem) = (r / (g.out_h * g.out_w), r % (g.out_h * g.out_w));
                 let (oy, ox) = (rem / g.out_w, rem % g.out_w);
                 for ky in 0..g.kernel_h {
@@ -218,7 +274,7 @@ impl ConvQs8 {
                     let x0 = ox * g.stride_w;
                     if contiguous && x0 >= g.pad_left && x0 - g.pad_left + g.kernel_w <= g.in_w {
                         let at = ((b * g.in_h + iy) * g.in_w + x0 - g.pad_left) * ci;
-                        widen(d, &x[at..at + run_len]);
+                        d.copy_from_slice(&x[at..at + run_len]);
                         continue;
                     }
                     let iy = Some(iy);
@@ -229,14 +285,14 @@ impl ConvQs8 {
                         match (iy, ix) {
                             (Some(iy), Some(ix)) => {
                                 let at = ((b * g.in_h + iy) * g.in_w + ix) * ci + grp * gi;
-                                widen(d, &x[at..at + gi]);
+                                d.copy_from_slice(&x[at..at + gi]);
                             }
                             _ => d.fill(zp),
                         }
                     }
                 }
             };
-            drive(par, isa, rows, &self.packs, g.group_out, &self.out, &fill, y);
+            drive(par, isa, rows, &self.packs, g.group_out, &self.out, Rows::Gather(&fill), y);
         }
         Ok(())
     }
@@ -264,6 +320,22 @@ impl FullyConnectedQs8 {
         out_min: i8,
         out_max: i8,
     ) -> Result<Self, String> {
+        Self::new_with_layout(Isa::best().gemm_layout(), n, k, input, filter, filter_scales, bias, output, out_min, out_max)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new_with_layout(
+        layout: Layout,
+        n: usize,
+        k: usize,
+        input: QParams,
+        filter: &[i8],
+        filter_scales: &[f32],
+        bias: Option<&[i32]>,
+        output: QParams,
+        out_min: i8,
+        out_max: i8,
+    ) -> Result<Self, String> {
         if n == 0 || k == 0 {
             return Err(format!("fully connected: n = {n}, k = {k} must be > 0"));
         }
@@ -274,6 +346,7 @@ impl FullyConnectedQs8 {
         let scales = channel_scales(n, input, filter_scales, output)?;
         let out = OutParams::new(output, out_min, out_max)?;
         let pack = PackedGemm::pack(
+            layout,
             n,
             k,
             |j, kk| filter[j * k + kk],
@@ -308,8 +381,7 @@ impl FullyConnectedQs8 {
                 m * n
             ));
         }
-        let fill = |r: usize, _g: usize, dst: &mut [i16]| widen(&mut dst[..k], &x[r * k..(r + 1) * k]);
-        drive(par, isa, m, &self.pack, n, &self.out, &fill, y);
+        drive(par, isa, m, &self.pack, n, &self.out, Rows::InPlace(x), y);
         Ok(())
     }
 }
@@ -334,11 +406,23 @@ mod tests {
         }
     }
 
-    fn isas() -> Vec<Isa> {
-        let mut v = vec![Isa::Scalar];
-        if Isa::best() != Isa::Scalar {
-            v.push(Isa::best());
+    /// Every (packing, micro-kernel) pair this CPU runs: the plain twins of both packings, and
+    /// the fast kernels available here.
+    fn kernels() -> Vec<(Layout, Isa)> {
+        let mut v = vec![(Layout::Pairs, Isa::Scalar), (Layout::Quads, Isa::Scalar)];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if Isa::best().has_avx2() {
+                v.push((Layout::Pairs, Isa::Avx2));
+            }
+            if Isa::best() == Isa::Avx512Vnni {
+                v.push((Layout::Quads, Isa::Avx512Vnni));
+            } else {
+                std::println!("no AVX-512 VNNI here: its GEMM kernel is not exercised");
+            }
         }
+        #[cfg(target_arch = "aarch64")]
+        v.push((Layout::Pairs, Isa::Neon));
         v
     }
 
@@ -393,13 +477,13 @@ mod tests {
             for (lo, hi) in [(-128i8, 127i8), (-20, 90)] {
                 for use_bias in [true, false] {
                     let b = use_bias.then_some(&bias[..]);
-                    let op = ConvQs8::new(g, input, &w, &scales, b, output, lo, hi).unwrap();
                     let want = reference::conv2d_qs8(g, input, &x, &w, &scales, b, output, lo, hi);
-                    for isa in isas() {
+                    for (layout, isa) in kernels() {
+                        let op = ConvQs8::new_with_layout(layout, g, input, &w, &scales, b, output, lo, hi).unwrap();
                         for par in [&Serial as &dyn Parallel, &FakePar] {
                             let mut y = vec![0i8; g.out_len()];
                             op.run_with(par, isa, &x, &mut y).unwrap();
-                            assert_eq!(y, want, "case {ci} {isa:?} clamp ({lo},{hi}) bias {use_bias}");
+                            assert_eq!(y, want, "case {ci} {layout:?} {isa:?} clamp ({lo},{hi}) bias {use_bias}");
                         }
                     }
                 }
@@ -425,19 +509,20 @@ mod tests {
     #[test]
     fn fc_matches_reference() {
         let mut r = Lcg(3);
-        for &(m, n, k) in &[(1, 10, 64), (3, 33, 17), (5, 16, 1), (9, 1000, 40)] {
+        for &(m, n, k) in &[(1, 10, 64), (3, 33, 17), (5, 16, 1), (9, 1000, 40), (1, 1000, 1280), (2, 40, 9), (17, 24, 300)] {
             let x = r.i8s(m * k);
             let w = r.i8s(n * k);
             let scales: Vec<f32> = (0..n).map(|_| r.f32(0.001, 0.02)).collect();
             let bias: Vec<i32> = (0..n).map(|_| (r.next() as i32) >> 14).collect();
             let input = QParams { scale: 0.03, zero_point: r.i8() as i32 };
             let output = QParams { scale: 0.1, zero_point: r.i8() as i32 };
-            let op = FullyConnectedQs8::new(n, k, input, &w, &scales, Some(&bias), output, -128, 100).unwrap();
             let want = reference::fully_connected_qs8(m, n, k, input, &x, &w, &scales, Some(&bias), output, -128, 100);
-            for isa in isas() {
+            for (layout, isa) in kernels() {
+                let op = FullyConnectedQs8::new_with_layout(layout, n, k, input, &w, &scales, Some(&bias), output, -128, 100)
+                    .unwrap();
                 let mut y = vec![0i8; m * n];
                 op.run_with(&Serial, isa, m, &x, &mut y).unwrap();
-                assert_eq!(y, want, "{isa:?} m={m} n={n} k={k}");
+                assert_eq!(y, want, "{layout:?} {isa:?} m={m} n={n} k={k}");
             }
         }
     }

@@ -154,7 +154,7 @@ impl DepthwiseQs8 {
         let per = rows.div_ceil(tasks);
         let zp_row = vec![self.input_zp as i8; cm];
         #[cfg(target_arch = "x86_64")]
-        if isa == Isa::Avx2 && m == 1 {
+        if isa.has_avx2() && m == 1 {
             self.run_avx2_m1(par, tasks, per, &zp_row, x, y);
             return Ok(());
         }
@@ -356,7 +356,7 @@ fn block(isa: Isa, rows: &[&[i8]], off: usize, w: &[u32], o: &OutParams, out: &m
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 checked when `Isa::Avx2` was chosen; all tap rows hold 16 bytes at `off`
         // and `w` is one whole block (asserted above).
-        Isa::Avx2 => unsafe { avx2::block(rows, off, w.as_ptr(), o, out) },
+        Isa::Avx2 | Isa::Avx512Vnni => unsafe { avx2::block(rows, off, w.as_ptr(), o, out) },
         #[cfg(target_arch = "aarch64")]
         // SAFETY: NEON is baseline on aarch64; bounds asserted above.
         Isa::Neon => unsafe { neon::block(rows, off, w.as_ptr(), o, out) },

@@ -202,7 +202,7 @@ fn dot(a: &[i8], b: &[i8]) -> i32 {
         unsafe fn dot_avx2(a: &[i8], b: &[i8]) -> i32 {
             dot_plain(a, b)
         }
-        if super::Isa::best() == super::Isa::Avx2 {
+        if super::Isa::best().has_avx2() {
             // SAFETY: AVX2 is present (checked at run time); the body is safe code.
             return unsafe { dot_avx2(a, b) };
         }

@@ -19,7 +19,7 @@ fn check_len(what: &str, a: usize, b: usize) -> Result<(), String> {
 
 #[cfg(target_arch = "x86_64")]
 fn has_avx2() -> bool {
-    super::Isa::best() == super::Isa::Avx2
+    super::Isa::best().has_avx2()
 }
 
 /// Runs `$body` (an `#[inline(always)]` closure call) with AVX2 enabled when available.

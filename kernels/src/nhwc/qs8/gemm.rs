@@ -1,15 +1,22 @@
-//! Packed-weight int8 GEMM micro-kernels: `MR` = 4 rows × `NR` = 16 output channels.
+//! Packed-weight int8 GEMM micro-kernels, two layouts ([`Layout`]):
 //!
-//! Packed layout, one block per 16 output channels (`u32` words): 16 biases (i32, already
-//! `bias − izp·Σw`), then `kp/2` k-pairs of 32 bytes (`[channel][2]` int8, zero past `n`/`k`),
-//! then 16 requantization scales (f32). `kp` is `k` rounded up to even.
+//! **Pairs** (AVX2, NEON, plain): `MR` = 4 rows × `NR` = 16 output channels. Packed block per
+//! 16 output channels (`u32` words): 16 biases (i32, already `bias − izp·Σw`), then `kp/2`
+//! k-pairs of 32 bytes (`[channel][2]` int8, zero past `n`/`k`), then 16 requantization scales
+//! (f32). `kp` is `k` rounded up to even. Activations come as rows of `kp` i16 (the raw int8
+//! values, widened), so a k-pair of a row is one 32-bit broadcast and `_mm256_madd_epi16`
+//! against the 16 widened weights of 8 channels gives those channels' two products summed in one
+//! step (AVX2), or `vmlal_s16` + a final pairwise add (NEON).
 //!
-//! Activations come as 4 rows of `kp` i16 (the raw int8 values, widened; zero past `k`), so a
-//! k-pair of a row is one 32-bit broadcast and `_mm256_madd_epi16` against the 16 widened
-//! weights of 8 channels gives those channels' two products summed in one step (AVX2), or
-//! `vmlal_s16` + a final pairwise add (NEON). All accumulation is wrapping int32, so every
-//! kernel gives exactly `bias + Σ x·w (mod 2³²)`; the requantization is
-//! [`super::requantize`] in every variant.
+//! **Quads** (AVX-512 VNNI): up to `MR_QUADS` = 8 rows × 16 channels. Same block shape with
+//! `kp` = `k` rounded up to a multiple of 4 and `kp/4` k-quads of 64 bytes (`[channel][4]`);
+//! activations are rows of `kp` u8 holding `x + 128` (`x ^ 0x80`), so `vpdpbusd` (u8 × s8, four
+//! products summed into each i32 lane, no saturation) takes a broadcast quad of a row against
+//! 16 channels' weights. The packed bias is `bias − (izp + 128)·Σw`, which cancels the offset:
+//! `Σ (x + 128)·w − (izp + 128)·Σw = Σ (x − izp)·w`.
+//!
+//! All accumulation is wrapping int32, so every kernel gives exactly
+//! `bias + Σ (x − izp)·w (mod 2³²)`; the requantization is [`super::requantize`] in every variant.
 
 use super::{requantize, Isa, OutParams};
 use alloc::vec;
@@ -17,6 +24,35 @@ use alloc::vec::Vec;
 
 pub(crate) const MR: usize = 4;
 pub(crate) const NR: usize = 16;
+/// Rows per tile of the quad (VNNI) kernels.
+pub(crate) const MR_QUADS: usize = 8;
+
+/// How a [`PackedGemm`] lays out its weights (chosen by the micro-kernel family).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// k in pairs, activations widened to i16.
+    Pairs,
+    /// k in quads, activations as `x ^ 0x80` bytes.
+    Quads,
+}
+
+impl Layout {
+    /// Reduction values per packed group.
+    pub fn k_step(self) -> usize {
+        match self {
+            Layout::Pairs => 2,
+            Layout::Quads => 4,
+        }
+    }
+
+    /// Rows per tile.
+    pub fn rows(self) -> usize {
+        match self {
+            Layout::Pairs => MR,
+            Layout::Quads => MR_QUADS,
+        }
+    }
+}
 
 /// Packed weights of one GEMM (`n` output channels × `k` reduction).
 #[derive(Clone, Debug)]
@@ -24,12 +60,14 @@ pub(crate) struct PackedGemm {
     pub n: usize,
     pub k: usize,
     pub kp: usize,
+    pub layout: Layout,
     data: Vec<u32>,
 }
 
 impl PackedGemm {
     /// `w(j, kk)`: weight of output channel `j` at reduction index `kk`; `bias(j)`; `scales[j]`.
     pub fn pack(
+        layout: Layout,
         n: usize,
         k: usize,
         w: impl Fn(usize, usize) -> i8,
@@ -37,7 +75,13 @@ impl PackedGemm {
         scales: &[f32],
         input_zp: i32,
     ) -> Self {
-        let kp = k.div_ceil(2) * 2;
+        let step = layout.k_step();
+        let kp = k.div_ceil(step) * step;
+        // The activation offset the kernel sees: raw int8 (pairs) or x + 128 (quads).
+        let zp = match layout {
+            Layout::Pairs => input_zp,
+            Layout::Quads => input_zp + 128,
+        };
         let words = Self::block_words(kp);
         let blocks = n.div_ceil(NR);
         let mut data = vec![0u32; blocks * words];
@@ -49,15 +93,15 @@ impl PackedGemm {
                 for kk in 0..k {
                     let v = w(j, kk);
                     sum = sum.wrapping_add(v as i32);
-                    let byte = (kk / 2) * 32 + c * 2 + (kk & 1);
+                    let byte = (kk / step) * (NR * step) + c * step + kk % step;
                     let word = &mut d[NR + byte / 4];
                     *word |= (v as u8 as u32) << (8 * (byte % 4));
                 }
-                d[c] = bias(j).wrapping_sub(sum.wrapping_mul(input_zp)) as u32;
+                d[c] = bias(j).wrapping_sub(sum.wrapping_mul(zp)) as u32;
                 d[NR + kp * 4 + c] = scales[j].to_bits();
             }
         }
-        PackedGemm { n, k, kp, data }
+        PackedGemm { n, k, kp, layout, data }
     }
 
     fn block_words(kp: usize) -> usize {
@@ -74,23 +118,48 @@ impl PackedGemm {
     }
 }
 
-/// Computes one 4×16 tile: `a` holds `MR` rows of `kp` i16, `block` one packed block.
+/// Computes one 4×16 pairs tile: `a` holds `MR` rows of `kp` i16, `block` one packed block.
 /// Rows/channels past the valid ones are computed too (the caller ignores them).
 pub(crate) fn run_tile(isa: Isa, a: &[i16], block: &[u32], kp: usize, o: &OutParams, out: &mut [[i8; NR]; MR]) {
     assert!(kp.is_multiple_of(2) && a.len() >= MR * kp && block.len() == 2 * NR + kp * 4);
     match isa {
-        Isa::Scalar => tile_scalar(a, block, kp, o, out),
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::Avx2` is only chosen when the CPU has AVX2 (`Isa::best`, or tests that
-        // check it); the sizes of `a` and `block` were asserted above.
-        Isa::Avx2 => unsafe { avx2::tile(a.as_ptr(), block.as_ptr(), kp, o, out) },
+        // SAFETY: `Isa::Avx2`/`Avx512Vnni` are only chosen when the CPU has AVX2 (`Isa::best`,
+        // or tests that check it); the sizes of `a` and `block` were asserted above.
+        Isa::Avx2 | Isa::Avx512Vnni => unsafe { avx2::tile(a.as_ptr(), block.as_ptr(), kp, o, out) },
         #[cfg(target_arch = "aarch64")]
         // SAFETY: NEON is baseline on aarch64; sizes asserted above.
         Isa::Neon => unsafe { neon::tile(a.as_ptr(), block.as_ptr(), kp, o, out) },
+        Isa::Scalar => tile_scalar(a, block, kp, o, out),
     }
 }
 
-/// Plain-Rust micro-kernel.
+/// Computes `m` (≤ `MR_QUADS`) rows × `nc` (≤ 16) channels of a quads tile into
+/// `y[r·ldy + c]`: `a` holds `m` rows of `kp` bytes (`x ^ 0x80`), `block` one quads block.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_tile_quads(
+    isa: Isa,
+    a: &[u8],
+    m: usize,
+    block: &[u32],
+    kp: usize,
+    o: &OutParams,
+    y: &mut [i8],
+    ldy: usize,
+    nc: usize,
+) {
+    assert!(kp.is_multiple_of(4) && (1..=MR_QUADS).contains(&m) && (1..=NR).contains(&nc));
+    assert!(a.len() >= m * kp && block.len() == 2 * NR + kp * 4 && y.len() >= (m - 1) * ldy + nc);
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx512Vnni` is only chosen when the CPU has AVX-512 F/BW/VL and VNNI
+        // (`Isa::best`, or tests that check it); the sizes were asserted above.
+        Isa::Avx512Vnni => unsafe { vnni::tile(a.as_ptr(), m, block.as_ptr(), kp, o, y.as_mut_ptr(), ldy, nc) },
+        _ => tile_quads_scalar(a, m, block, kp, o, y, ldy, nc),
+    }
+}
+
+/// Plain-Rust pairs micro-kernel.
 pub(crate) fn tile_scalar(a: &[i16], block: &[u32], kp: usize, o: &OutParams, out: &mut [[i8; NR]; MR]) {
     let bias = &block[..NR];
     let w: &[i8] = bytemuck::cast_slice(&block[NR..NR + kp * 4]);
@@ -114,11 +183,127 @@ pub(crate) fn tile_scalar(a: &[i16], block: &[u32], kp: usize, o: &OutParams, ou
     }
 }
 
+/// Plain-Rust quads micro-kernel (the VNNI kernel's twin).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn tile_quads_scalar(
+    a: &[u8],
+    m: usize,
+    block: &[u32],
+    kp: usize,
+    o: &OutParams,
+    y: &mut [i8],
+    ldy: usize,
+    nc: usize,
+) {
+    let w: &[i8] = bytemuck::cast_slice(&block[NR..NR + kp * 4]);
+    let scales = &block[NR + kp * 4..];
+    for r in 0..m {
+        let row = &a[r * kp..(r + 1) * kp];
+        for c in 0..nc {
+            let mut acc = block[c] as i32;
+            for (q, quad) in row.chunks_exact(4).enumerate() {
+                for (i, &x) in quad.iter().enumerate() {
+                    acc = acc.wrapping_add(x as i32 * w[q * 64 + c * 4 + i] as i32);
+                }
+            }
+            y[r * ldy + c] = requantize(acc, f32::from_bits(scales[c]), o);
+        }
+    }
+}
+
 /// Widens int8 values to i16 (`dst.len() == src.len()`).
 #[inline]
 pub(crate) fn widen(dst: &mut [i16], src: &[i8]) {
     for (d, s) in dst.iter_mut().zip(src) {
         *d = *s as i16;
+    }
+}
+
+/// Offsets int8 values to u8 (`x + 128`, i.e. `x ^ 0x80`) for the quads kernels.
+#[inline]
+pub(crate) fn offset_u8(dst: &mut [u8], src: &[i8]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s as u8 ^ 0x80;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod vnni {
+    use super::{OutParams, MR_QUADS, NR};
+    use core::arch::x86_64::*;
+
+    /// # Safety
+    /// AVX-512 F/BW/VL and VNNI must be available; `a` must point to `m·kp` bytes, `w` to one
+    /// packed quads block (`2·NR + 4·kp` words), `y` to `(m−1)·ldy + nc` writable bytes;
+    /// `1 ≤ m ≤ MR_QUADS`, `1 ≤ nc ≤ 16`, `kp` a multiple of 4.
+    #[allow(clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(crate) unsafe fn tile(a: *const u8, m: usize, w: *const u32, kp: usize, o: &OutParams, y: *mut i8, ldy: usize, nc: usize) {
+        match m {
+            8 => rows::<8>(a, w, kp, o, y, ldy, nc),
+            7 => rows::<7>(a, w, kp, o, y, ldy, nc),
+            6 => rows::<6>(a, w, kp, o, y, ldy, nc),
+            5 => rows::<5>(a, w, kp, o, y, ldy, nc),
+            4 => rows::<4>(a, w, kp, o, y, ldy, nc),
+            3 => rows::<3>(a, w, kp, o, y, ldy, nc),
+            2 => rows::<2>(a, w, kp, o, y, ldy, nc),
+            _ => rows::<1>(a, w, kp, o, y, ldy, nc),
+        }
+    }
+
+    /// `M` rows; with fewer than 4 rows the quads alternate between two accumulator sets so the
+    /// `vpdpbusd` dependency chains overlap (the sets are summed at the end; wrapping adds, so
+    /// the result is the same).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn rows<const M: usize>(a: *const u8, w: *const u32, kp: usize, o: &OutParams, y: *mut i8, ldy: usize, nc: usize) {
+        const { assert!(M >= 1 && M <= MR_QUADS) };
+        let bias = _mm512_loadu_si512(w as *const _);
+        let mut acc = [bias; M];
+        let mut wp = w.add(NR) as *const u8;
+        let quads = kp / 4;
+        let mut q = 0;
+        if M < 4 {
+            let mut acc2 = [_mm512_setzero_si512(); M];
+            while q + 2 <= quads {
+                let w0 = _mm512_loadu_si512(wp as *const _);
+                let w1 = _mm512_loadu_si512(wp.add(64) as *const _);
+                for r in 0..M {
+                    let ar = a.add(r * kp + 4 * q);
+                    let x0 = _mm512_set1_epi32((ar as *const i32).read_unaligned());
+                    let x1 = _mm512_set1_epi32((ar.add(4) as *const i32).read_unaligned());
+                    acc[r] = _mm512_dpbusd_epi32(acc[r], x0, w0);
+                    acc2[r] = _mm512_dpbusd_epi32(acc2[r], x1, w1);
+                }
+                wp = wp.add(128);
+                q += 2;
+            }
+            for r in 0..M {
+                acc[r] = _mm512_add_epi32(acc[r], acc2[r]);
+            }
+        }
+        while q < quads {
+            let wv = _mm512_loadu_si512(wp as *const _);
+            for r in 0..M {
+                let x = _mm512_set1_epi32((a.add(r * kp + 4 * q) as *const i32).read_unaligned());
+                acc[r] = _mm512_dpbusd_epi32(acc[r], x, wv);
+            }
+            wp = wp.add(64);
+            q += 1;
+        }
+        let scale = _mm512_loadu_ps(w.add(NR + kp * 4) as *const f32);
+        let lo = _mm512_set1_ps(o.fmin);
+        let hi = _mm512_set1_ps(o.fmax);
+        let zp = _mm512_set1_epi32(o.zp);
+        let mask: __mmask16 = ((1u32 << nc) - 1) as u16;
+        for (r, &v) in acc.iter().enumerate() {
+            let f = _mm512_mul_ps(_mm512_cvtepi32_ps(v), scale);
+            let f = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+            // cvtps2dq rounds half to even under the default MXCSR; after the float clamp
+            // `rne(f) + zp` lies inside the int8 bounds, so truncating to bytes is exact.
+            let i = _mm512_add_epi32(_mm512_cvtps_epi32(f), zp);
+            _mm_mask_storeu_epi8(y.add(r * ldy), mask, _mm512_cvtepi32_epi8(i));
+        }
     }
 }
 
@@ -258,6 +443,53 @@ mod tests {
     }
 
     #[test]
+    fn quad_tiles_match_plain_sums() {
+        let mut r = Lcg(9);
+        let mut isas = vec![Isa::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        if Isa::best() == Isa::Avx512Vnni {
+            isas.push(Isa::Avx512Vnni);
+        } else {
+            std::println!("quad_tiles_match_plain_sums: no AVX-512 VNNI here, plain twin only");
+        }
+        for &(n, k) in &[(16, 4), (5, 1), (16, 9), (33, 64), (3, 200), (17, 7), (40, 1280), (16, 27)] {
+            let w = r.i8s(n * k);
+            let bias: Vec<i32> = (0..n).map(|_| (r.next() as i32) >> 12).collect();
+            let scales: Vec<f32> = (0..n).map(|_| r.f32(1e-4, 0.05)).collect();
+            let izp = r.i8() as i32;
+            let p = PackedGemm::pack(Layout::Quads, n, k, |j, kk| w[j * k + kk], |j| bias[j], &scales, izp);
+            let o = OutParams::new(QParams { scale: 1.0, zero_point: r.i8() as i32 }, -100, 120).unwrap();
+            for m in 1..=MR_QUADS {
+                let x = r.i8s(m * k);
+                // Bytes past k hold junk: their weights are zero.
+                let mut a: Vec<u8> = (0..m * p.kp).map(|_| r.next() as u8).collect();
+                for row in 0..m {
+                    offset_u8(&mut a[row * p.kp..row * p.kp + k], &x[row * k..(row + 1) * k]);
+                }
+                let ldy = n + 3;
+                for &isa in &isas {
+                    let mut y = vec![77i8; m * ldy];
+                    for b in 0..p.blocks() {
+                        let nc = NR.min(n - b * NR);
+                        run_tile_quads(isa, &a, m, p.block(b), p.kp, &o, &mut y[b * NR..], ldy, nc);
+                    }
+                    for row in 0..m {
+                        for j in 0..n {
+                            let mut acc = bias[j];
+                            for kk in 0..k {
+                                acc += (x[row * k + kk] as i32 - izp) * w[j * k + kk] as i32;
+                            }
+                            let want = super::super::reference::requantize_ref(acc, scales[j], &o);
+                            assert_eq!(y[row * ldy + j], want, "{isa:?} n={n} k={k} m={m} row={row} j={j}");
+                        }
+                        assert!(y[row * ldy + n..(row + 1) * ldy].iter().all(|&v| v == 77), "wrote past n");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn tiles_match_plain_sums() {
         let mut r = Lcg(7);
         for &(n, k) in &[(16, 2), (5, 1), (16, 9), (33, 64), (3, 200), (17, 7)] {
@@ -265,7 +497,7 @@ mod tests {
             let bias: Vec<i32> = (0..n).map(|_| (r.next() as i32) >> 12).collect();
             let scales: Vec<f32> = (0..n).map(|_| r.f32(1e-4, 0.05)).collect();
             let izp = r.i8() as i32;
-            let p = PackedGemm::pack(n, k, |j, kk| w[j * k + kk], |j| bias[j], &scales, izp);
+            let p = PackedGemm::pack(Layout::Pairs, n, k, |j, kk| w[j * k + kk], |j| bias[j], &scales, izp);
             let o = OutParams::new(QParams { scale: 1.0, zero_point: r.i8() as i32 }, -100, 120).unwrap();
             let x = r.i8s(MR * k);
             let mut a = vec![0i16; MR * p.kp];

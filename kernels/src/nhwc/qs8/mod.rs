@@ -201,15 +201,22 @@ pub(crate) enum Isa {
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// AVX-512 F/BW/VL with VNNI (`vpdpbusd`): the GEMM runs on u8×s8 quads; other kernels take
+    /// their AVX2 paths.
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
     #[cfg(target_arch = "aarch64")]
     Neon,
 }
 
 impl Isa {
-    /// The best one this CPU runs.
+    /// The best one this CPU runs (`RBUILD_KERNELS_NO_AVX512` set: not the AVX-512 one).
     pub fn best() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
+            if has_avx512_vnni() {
+                return Isa::Avx512Vnni;
+            }
             #[cfg(feature = "std")]
             let avx2 = std::is_x86_feature_detected!("avx2");
             #[cfg(not(feature = "std"))]
@@ -224,6 +231,55 @@ impl Isa {
         }
         #[allow(unreachable_code)]
         Isa::Scalar
+    }
+
+    /// Whether AVX2 kernels may run under this choice.
+    #[cfg(target_arch = "x86_64")]
+    pub fn has_avx2(self) -> bool {
+        matches!(self, Isa::Avx2 | Isa::Avx512Vnni)
+    }
+
+    /// How the GEMM's weights are packed for this family.
+    pub fn gemm_layout(self) -> gemm::Layout {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => gemm::Layout::Quads,
+            _ => gemm::Layout::Pairs,
+        }
+    }
+}
+
+/// AVX-512 F/BW/VL + VNNI present and not switched off (probed once with `std`; the
+/// compile-time target features without it).
+#[cfg(target_arch = "x86_64")]
+fn has_avx512_vnni() -> bool {
+    #[cfg(feature = "std")]
+    {
+        use core::sync::atomic::{AtomicU8, Ordering};
+        // 0: not probed yet, 1: no, 2: yes.
+        static PROBED: AtomicU8 = AtomicU8::new(0);
+        match PROBED.load(Ordering::Relaxed) {
+            1 => false,
+            2 => true,
+            _ => {
+                let yes = crate::nhwc::gemm_f32::has_avx512()
+                    && std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && std::is_x86_feature_detected!("avx512vnni");
+                PROBED.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+                yes
+            }
+        }
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        cfg!(all(
+            target_feature = "avx512f",
+            target_feature = "avx512bw",
+            target_feature = "avx512vl",
+            target_feature = "avx512vnni",
+            target_feature = "avx2"
+        ))
     }
 }
 
