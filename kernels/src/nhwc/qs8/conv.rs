@@ -6,7 +6,7 @@
 //! converted once to the micro-kernel's form (widened to i16, or offset to u8 for VNNI) and
 //! reused across all output-channel blocks.
 
-use super::gemm::{offset_u8, run_tile, run_tile_quads, widen, Layout, PackedGemm, MR, NR};
+use super::gemm::{run_tile, run_tile_quads, Act, Layout, PackedGemm, MR, NR};
 use super::{channel_scales, task_count, Isa, OutParams, QParams, SyncPtr};
 use crate::nhwc::{Conv2dGeom, Parallel};
 use alloc::format;
@@ -14,35 +14,106 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// Where the GEMM's activation rows come from.
-#[derive(Clone, Copy)]
-enum Rows<'a> {
-    /// Row `r` is `x[r·k .. (r+1)·k]` (one group).
-    InPlace(&'a [i8]),
-    /// `fill(row, group, dst)` writes the `k` raw int8 activations of a row into `dst`.
-    Gather(&'a (dyn Fn(usize, usize, &mut [i8]) + Sync)),
+/// Where the GEMM's activation rows come from: `rows` writes rows `r..r + m` of group `g`
+/// (`k` values each, row `i` at `dst[i·ld..]`) in the micro-kernel family's element type.
+trait RowSource: Sync {
+    fn rows_i16(&self, r: usize, m: usize, g: usize, dst: &mut [i16], ld: usize);
+    fn rows_u8(&self, r: usize, m: usize, g: usize, dst: &mut [u8], ld: usize);
 }
 
-impl<'a> Rows<'a> {
-    /// The `k` raw int8 values of row `r` of group `g` (`raw`: `k` bytes of scratch).
-    fn row<'s>(&self, r: usize, g: usize, k: usize, raw: &'s mut [i8]) -> &'s [i8]
-    where
-        'a: 's,
-    {
-        match *self {
-            Rows::InPlace(x) => &x[r * k..(r + 1) * k],
-            Rows::Gather(fill) => {
-                fill(r, g, raw);
-                raw
+/// Implements [`RowSource`] through one generic `rows::<T>` method.
+macro_rules! row_source {
+    ($t:ty) => {
+        impl RowSource for $t {
+            fn rows_i16(&self, r: usize, m: usize, g: usize, dst: &mut [i16], ld: usize) {
+                self.rows(r, m, g, dst, ld)
+            }
+            fn rows_u8(&self, r: usize, m: usize, g: usize, dst: &mut [u8], ld: usize) {
+                self.rows(r, m, g, dst, ld)
+            }
+        }
+    };
+}
+
+/// Row `r` is `x[r·k .. (r+1)·k]` (1×1 stride-1 convolutions, fully-connected layers).
+struct InPlace<'a> {
+    x: &'a [i8],
+    k: usize,
+}
+
+impl InPlace<'_> {
+    fn rows<T: Act>(&self, r: usize, m: usize, _g: usize, dst: &mut [T], ld: usize) {
+        let k = self.k;
+        for i in 0..m {
+            T::convert(&mut dst[i * ld..i * ld + k], &self.x[(r + i) * k..(r + i + 1) * k]);
+        }
+    }
+}
+row_source!(InPlace<'_>);
+
+/// Row `r` is output pixel `r`'s patch (im2col), the input zero point in the padding.
+struct Im2col<'a> {
+    g: &'a Conv2dGeom,
+    x: &'a [i8],
+    zp: i8,
+}
+
+impl Im2col<'_> {
+    fn rows<T: Act>(&self, r: usize, m: usize, grp: usize, dst: &mut [T], ld: usize) {
+        let (g, x) = (self.g, self.x);
+        let (ci, gi) = (g.in_channels(), g.group_in);
+        let zp = T::from_i8(self.zp);
+        // One group with undilated columns: a kernel row's taps are one contiguous run of
+        // `kw·ci` input values whenever the whole run is inside the input row.
+        let contiguous = g.groups == 1 && g.dilation_w == 1;
+        let run_len = g.kernel_w * gi;
+        let (mut b, rem) = (r / (g.out_h * g.out_w), r % (g.out_h * g.out_w));
+        let (mut oy, mut ox) = (rem / g.out_w, rem % g.out_w);
+        for i in 0..m {
+            let dst = &mut dst[i * ld..];
+            for ky in 0..g.kernel_h {
+                let iy = (oy * g.stride_h + ky * g.dilation_h).checked_sub(g.pad_top).filter(|&v| v < g.in_h);
+                let d = &mut dst[ky * run_len..(ky + 1) * run_len];
+                let Some(iy) = iy else {
+                    d.fill(zp);
+                    continue;
+                };
+                let x0 = ox * g.stride_w;
+                if contiguous && x0 >= g.pad_left && x0 - g.pad_left + g.kernel_w <= g.in_w {
+                    let at = ((b * g.in_h + iy) * g.in_w + x0 - g.pad_left) * ci;
+                    T::convert(d, &x[at..at + run_len]);
+                    continue;
+                }
+                for kx in 0..g.kernel_w {
+                    let d = &mut d[kx * gi..(kx + 1) * gi];
+                    let ix = (ox * g.stride_w + kx * g.dilation_w).checked_sub(g.pad_left).filter(|&v| v < g.in_w);
+                    match ix {
+                        Some(ix) => {
+                            let at = ((b * g.in_h + iy) * g.in_w + ix) * ci + grp * gi;
+                            T::convert(d, &x[at..at + gi]);
+                        }
+                        None => d.fill(zp),
+                    }
+                }
+            }
+            ox += 1;
+            if ox == g.out_w {
+                ox = 0;
+                oy += 1;
+                if oy == g.out_h {
+                    oy = 0;
+                    b += 1;
+                }
             }
         }
     }
 }
+row_source!(Im2col<'_>);
 
 /// Runs `rows` GEMM rows through the packed groups (all packed with one layout). Output row `i`
 /// is `y[i·ldy..]`, group `g`'s channels at `g·group_n`.
 #[allow(clippy::too_many_arguments)]
-fn drive(par: &dyn Parallel, isa: Isa, rows: usize, packs: &[PackedGemm], group_n: usize, o: &OutParams, src: Rows, y: &mut [i8]) {
+fn drive(par: &dyn Parallel, isa: Isa, rows: usize, packs: &[PackedGemm], group_n: usize, o: &OutParams, src: &dyn RowSource, y: &mut [i8]) {
     let ldy = group_n * packs.len();
     debug_assert_eq!(y.len(), rows * ldy);
     if rows == 0 || ldy == 0 {
@@ -65,7 +136,6 @@ fn drive(par: &dyn Parallel, isa: Isa, rows: usize, packs: &[PackedGemm], group_
         // SAFETY: tasks own disjoint row ranges [r0, r1) of `y` (whose length is rows·ldy, as
         // every caller checks), so these slices never overlap and stay in bounds.
         let yt = unsafe { core::slice::from_raw_parts_mut(yp.get().add(r0 * ldy), (r1 - r0) * ldy) };
-        let mut raw = vec![0i8; if matches!(src, Rows::Gather(_)) { k } else { 0 }];
         match layout {
             Layout::Pairs => {
                 let mut a = vec![0i16; MR * kp];
@@ -74,9 +144,7 @@ fn drive(par: &dyn Parallel, isa: Isa, rows: usize, packs: &[PackedGemm], group_
                 while r < r1 {
                     let m = MR.min(r1 - r);
                     for (g, p) in packs.iter().enumerate() {
-                        for i in 0..m {
-                            widen(&mut a[i * kp..i * kp + k], src.row(r + i, g, k, &mut raw));
-                        }
+                        src.rows_i16(r, m, g, &mut a, kp);
                         for b in 0..p.blocks() {
                             run_tile(isa, &a, p.block(b), kp, o, &mut out);
                             let nc = NR.min(p.n - b * NR);
@@ -95,9 +163,7 @@ fn drive(par: &dyn Parallel, isa: Isa, rows: usize, packs: &[PackedGemm], group_
                 while r < r1 {
                     let m = mr.min(r1 - r);
                     for (g, p) in packs.iter().enumerate() {
-                        for i in 0..m {
-                            offset_u8(&mut a[i * kp..i * kp + k], src.row(r + i, g, k, &mut raw));
-                        }
+                        src.rows_u8(r, m, g, &mut a, kp);
                         for b in 0..p.blocks() {
                             let nc = NR.min(p.n - b * NR);
                             let at = (r - r0) * ldy + g * group_n + b * NR;
@@ -251,48 +317,12 @@ impl ConvQs8 {
             ));
         }
         let rows = g.batch * g.out_h * g.out_w;
-        let ci = g.in_channels();
         if self.direct {
-            drive(par, isa, rows, &self.packs, g.group_out, &self.out, Rows::InPlace(x), y);
+            let src = InPlace { x, k: g.in_channels() };
+            drive(par, isa, rows, &self.packs, g.group_out, &self.out, &src, y);
         } else {
-            let zp = self.input_zp as i8;
-            let gi = g.group_in;
-            // One group with undilated columns: a kernel row's taps are one contiguous run of
-            // `kw·ci` input values whenever the whole run is inside the input row.
-            let contiguous = g.groups == 1 && g.dilation_w == 1;
-            let run_len = g.kernel_w * gi;
-            let fill = |r: usize, grp: usize, dst: &mut [i8]| {
-                let (b, rem) = (r / (g.out_h * g.out_w), r % (g.out_h * g.out_w));
-                let (oy, ox) = (rem / g.out_w, rem % g.out_w);
-                for ky in 0..g.kernel_h {
-                    let iy = (oy * g.stride_h + ky * g.dilation_h).checked_sub(g.pad_top).filter(|&v| v < g.in_h);
-                    let d = &mut dst[ky * run_len..(ky + 1) * run_len];
-                    let Some(iy) = iy else {
-                        d.fill(zp);
-                        continue;
-                    };
-                    let x0 = ox * g.stride_w;
-                    if contiguous && x0 >= g.pad_left && x0 - g.pad_left + g.kernel_w <= g.in_w {
-                        let at = ((b * g.in_h + iy) * g.in_w + x0 - g.pad_left) * ci;
-                        d.copy_from_slice(&x[at..at + run_len]);
-                        continue;
-                    }
-                    let iy = Some(iy);
-                    for kx in 0..g.kernel_w {
-                        let d = &mut dst[(ky * g.kernel_w + kx) * gi..(ky * g.kernel_w + kx + 1) * gi];
-                        let ix =
-                            (ox * g.stride_w + kx * g.dilation_w).checked_sub(g.pad_left).filter(|&v| v < g.in_w);
-                        match (iy, ix) {
-                            (Some(iy), Some(ix)) => {
-                                let at = ((b * g.in_h + iy) * g.in_w + ix) * ci + grp * gi;
-                                d.copy_from_slice(&x[at..at + gi]);
-                            }
-                            _ => d.fill(zp),
-                        }
-                    }
-                }
-            };
-            drive(par, isa, rows, &self.packs, g.group_out, &self.out, Rows::Gather(&fill), y);
+            let src = Im2col { g, x, zp: self.input_zp as i8 };
+            drive(par, isa, rows, &self.packs, g.group_out, &self.out, &src, y);
         }
         Ok(())
     }
@@ -381,7 +411,7 @@ impl FullyConnectedQs8 {
                 m * n
             ));
         }
-        drive(par, isa, m, &self.pack, n, &self.out, Rows::InPlace(x), y);
+        drive(par, isa, m, &self.pack, n, &self.out, &InPlace { x, k }, y);
         Ok(())
     }
 }
@@ -389,22 +419,10 @@ impl FullyConnectedQs8 {
 #[cfg(test)]
 mod tests {
     use super::super::reference;
-    use super::super::test_util::Lcg;
+    use super::super::test_util::{FakePar, Lcg};
     use super::*;
     use crate::nhwc::Serial;
 
-    /// Runs tasks in reverse order, several "threads" (exercises the task split).
-    struct FakePar;
-    impl Parallel for FakePar {
-        fn threads(&self) -> usize {
-            3
-        }
-        fn for_each(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
-            for i in (0..tasks).rev() {
-                f(i);
-            }
-        }
-    }
 
     /// Every (packing, micro-kernel) pair this CPU runs: the plain twins of both packings, and
     /// the fast kernels available here.

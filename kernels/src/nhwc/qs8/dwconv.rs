@@ -42,6 +42,10 @@ pub struct DepthwiseQs8 {
     /// targets without AVX2).
     #[cfg_attr(not(all(target_arch = "x86_64", feature = "std")), allow(dead_code))]
     pairs16: Vec<u32>,
+    /// The AVX-512 VNNI packing ([`super::dwconv_vnni`]; multiplier 1 on CPUs that run it,
+    /// empty otherwise).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    vnni: Vec<u32>,
 }
 
 fn block_words(taps: usize) -> usize {
@@ -102,6 +106,13 @@ impl DepthwiseQs8 {
         }
         let scales = channel_scales(cm, input, filter_scales, output)?;
         let out = OutParams::new(output, out_min, out_max)?;
+        // Packed biases: `bias − izp·Σ_taps w` (the padding taps read the zero point).
+        let packed_bias: Vec<i32> = (0..cm)
+            .map(|oc| {
+                let sum: i32 = (0..taps).map(|t| filter[t * cm + oc] as i32).sum();
+                bias.map_or(0, |b| b[oc]).wrapping_sub(sum.wrapping_mul(input.zero_point))
+            })
+            .collect();
         let words = block_words(taps);
         let blocks = cm.div_ceil(CB);
         let mut data = vec![0u32; blocks * words];
@@ -109,19 +120,26 @@ impl DepthwiseQs8 {
             let d = &mut data[blk * words..(blk + 1) * words];
             for c in 0..CB.min(cm - blk * CB) {
                 let oc = blk * CB + c;
-                let mut sum = 0i32;
                 for t in 0..taps {
                     let v = filter[t * cm + oc];
-                    sum += v as i32;
                     let byte = t * CB + c;
                     d[CB + byte / 4] |= (v as u8 as u32) << (8 * (byte % 4));
                 }
-                d[c] = bias.map_or(0, |b| b[oc]).wrapping_sub(sum.wrapping_mul(input.zero_point)) as u32;
+                d[c] = packed_bias[oc] as u32;
                 d[CB + taps * 4 + c] = scales[oc].to_bits();
             }
         }
         let pairs16 = if g.group_out == 1 && cfg!(target_arch = "x86_64") { pack_pairs16(&data, taps, blocks) } else { Vec::new() };
-        Ok(DepthwiseQs8 { geom: *g, taps, data, out, input_zp: input.zero_point, isa: Isa::best(), pairs16 })
+        let isa = Isa::best();
+        #[cfg(target_arch = "x86_64")]
+        let vnni = if g.group_out == 1 && isa == Isa::Avx512Vnni {
+            super::dwconv_vnni::pack(cm, taps, |t, ch| filter[t * cm + ch], &packed_bias, &scales)
+        } else {
+            Vec::new()
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let vnni = Vec::new();
+        Ok(DepthwiseQs8 { geom: *g, taps, data, out, input_zp: input.zero_point, isa, pairs16, vnni })
     }
 
     pub fn geom(&self) -> &Conv2dGeom {
@@ -153,6 +171,11 @@ impl DepthwiseQs8 {
         let tasks = task_count(par, g.out_len() * self.taps, rows);
         let per = rows.div_ceil(tasks);
         let zp_row = vec![self.input_zp as i8; cm];
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx512Vnni && m == 1 && !self.vnni.is_empty() {
+            super::dwconv_vnni::run(g, &self.vnni, &self.out, self.input_zp, par, tasks, x, y);
+            return Ok(());
+        }
         #[cfg(target_arch = "x86_64")]
         if isa.has_avx2() && m == 1 {
             self.run_avx2_m1(par, tasks, per, &zp_row, x, y);
@@ -490,15 +513,26 @@ mod neon {
 #[cfg(test)]
 mod tests {
     use super::super::reference;
-    use super::super::test_util::Lcg;
+    use super::super::test_util::{FakePar, Lcg};
     use super::*;
     use crate::nhwc::Serial;
 
+    /// The plain path and every fast path this CPU runs.
     fn isas() -> Vec<Isa> {
         let mut v = vec![Isa::Scalar];
-        if Isa::best() != Isa::Scalar {
-            v.push(Isa::best());
+        #[cfg(target_arch = "x86_64")]
+        {
+            if Isa::best().has_avx2() {
+                v.push(Isa::Avx2);
+            }
+            if Isa::best() == Isa::Avx512Vnni {
+                v.push(Isa::Avx512Vnni);
+            } else {
+                std::println!("no AVX-512 VNNI here: its depthwise path is not exercised");
+            }
         }
+        #[cfg(target_arch = "aarch64")]
+        v.push(Isa::Neon);
         v
     }
 
@@ -518,6 +552,11 @@ mod tests {
             (2, 10, 9, 88, 1, 3, 2, 1, 1),   // tail of 8, batch 2
             (1, 9, 10, 48, 1, 5, 1, 1, 2),   // 25 taps (odd pair)
             (1, 5, 6, 20, 1, 3, 1, 1, 1),    // tail of 4, widths not a multiple of 4
+            (1, 9, 9, 72, 1, 3, 1, 3, 3),    // dilation 3 (ring of 7 rows), tail of 8 in the 32-group
+            (3, 8, 7, 33, 1, 3, 2, 1, 0),    // no padding, stride 2, one channel past a group
+            (1, 6, 6, 16, 1, 7, 1, 1, 3),    // 49 taps (generic tap count)
+            (1, 12, 12, 96, 1, 3, 2, 1, 1),  // MobileNetV2's stride-2 shape, smaller
+            (2, 40, 40, 64, 1, 3, 1, 1, 1),  // big enough to split into tasks
         ];
         for (i, &(bt, h, w, c, m, k, s, d, p)) in cases.iter().enumerate() {
             let oh = (h + 2 * p - (k - 1) * d - 1) / s + 1;
@@ -551,9 +590,11 @@ mod tests {
                 let op = DepthwiseQs8::new(&g, input, &wt, &scales, Some(&bias), output, lo, hi).unwrap();
                 let want = reference::depthwise_qs8(&g, input, &x, &wt, &scales, Some(&bias), output, lo, hi);
                 for isa in isas() {
-                    let mut y = vec![0i8; g.out_len()];
-                    op.run_with(&Serial, isa, &x, &mut y).unwrap();
-                    assert_eq!(y, want, "case {i} {isa:?} ({lo},{hi})");
+                    for par in [&Serial as &dyn Parallel, &FakePar] {
+                        let mut y = vec![0i8; g.out_len()];
+                        op.run_with(par, isa, &x, &mut y).unwrap();
+                        assert_eq!(y, want, "case {i} {isa:?} ({lo},{hi})");
+                    }
                 }
             }
         }

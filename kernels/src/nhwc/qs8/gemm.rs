@@ -211,19 +211,48 @@ pub(crate) fn tile_quads_scalar(
     }
 }
 
-/// Widens int8 values to i16 (`dst.len() == src.len()`).
-#[inline]
-pub(crate) fn widen(dst: &mut [i16], src: &[i8]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = *s as i16;
+/// An activation element as a micro-kernel family reads it: the raw int8 value widened to i16
+/// (pairs), or offset to u8 as `x + 128` = `x ^ 0x80` (quads).
+pub(crate) trait Act: Copy + Default + Send + Sync + 'static {
+    fn from_i8(v: i8) -> Self;
+
+    /// `dst[i] = from_i8(src[i])` (`dst.len() == src.len()`).
+    #[inline(always)]
+    fn convert(dst: &mut [Self], src: &[i8]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = Self::from_i8(*s);
+        }
     }
 }
 
-/// Offsets int8 values to u8 (`x + 128`, i.e. `x ^ 0x80`) for the quads kernels.
-#[inline]
-pub(crate) fn offset_u8(dst: &mut [u8], src: &[i8]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = *s as u8 ^ 0x80;
+impl Act for i16 {
+    #[inline(always)]
+    fn from_i8(v: i8) -> i16 {
+        v as i16
+    }
+}
+
+impl Act for u8 {
+    #[inline(always)]
+    fn from_i8(v: i8) -> u8 {
+        v as u8 ^ 0x80
+    }
+
+    /// Eight bytes per step: the short runs of an im2col gather (e.g. 9 bytes for a 3×3
+    /// kernel over 3 channels) would otherwise go byte by byte.
+    #[inline(always)]
+    fn convert(dst: &mut [u8], src: &[i8]) {
+        let n = dst.len().min(src.len());
+        let (dst, src) = (&mut dst[..n], &src[..n]);
+        let mut d8 = dst.chunks_exact_mut(8);
+        let mut s8 = src.chunks_exact(8);
+        for (d, s) in (&mut d8).zip(&mut s8) {
+            let v = u64::from_ne_bytes(bytemuck::cast_slice::<i8, u8>(s).try_into().unwrap_or([0; 8]));
+            d.copy_from_slice(&(v ^ 0x8080_8080_8080_8080).to_ne_bytes());
+        }
+        for (d, s) in d8.into_remainder().iter_mut().zip(s8.remainder()) {
+            *d = *s as u8 ^ 0x80;
+        }
     }
 }
 
@@ -464,7 +493,7 @@ mod tests {
                 // Bytes past k hold junk: their weights are zero.
                 let mut a: Vec<u8> = (0..m * p.kp).map(|_| r.next() as u8).collect();
                 for row in 0..m {
-                    offset_u8(&mut a[row * p.kp..row * p.kp + k], &x[row * k..(row + 1) * k]);
+                    u8::convert(&mut a[row * p.kp..row * p.kp + k], &x[row * k..(row + 1) * k]);
                 }
                 let ldy = n + 3;
                 for &isa in &isas {
@@ -502,7 +531,7 @@ mod tests {
             let x = r.i8s(MR * k);
             let mut a = vec![0i16; MR * p.kp];
             for row in 0..MR {
-                widen(&mut a[row * p.kp..row * p.kp + k], &x[row * k..(row + 1) * k]);
+                i16::convert(&mut a[row * p.kp..row * p.kp + k], &x[row * k..(row + 1) * k]);
             }
             for isa in isas() {
                 for b in 0..p.blocks() {

@@ -74,6 +74,8 @@
 
 pub mod conv;
 pub mod dwconv;
+#[cfg(target_arch = "x86_64")]
+mod dwconv_vnni;
 pub mod dynamic;
 pub mod elementwise;
 pub mod gemm;
@@ -295,6 +297,21 @@ pub(crate) fn task_count(par: &dyn super::Parallel, macs: usize, units: usize) -
 
 #[cfg(test)]
 pub(crate) mod test_util {
+    use crate::nhwc::Parallel;
+
+    /// Runs tasks in reverse order, several "threads" (exercises the task split).
+    pub struct FakePar;
+    impl Parallel for FakePar {
+        fn threads(&self) -> usize {
+            3
+        }
+        fn for_each(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+            for i in (0..tasks).rev() {
+                f(i);
+            }
+        }
+    }
+
     /// Deterministic pseudo-random numbers (64-bit LCG).
     pub struct Lcg(pub u64);
     impl Lcg {
