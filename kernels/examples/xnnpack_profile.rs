@@ -47,7 +47,7 @@ fn main() {
             let mut order: Vec<usize> = (0..names.len()).collect();
             order.sort_by(|a, b| total[*b].total_cmp(&total[*a]));
             println!("  slowest steps:");
-            for &k in order.iter().take(15) {
+            for &k in order.iter().take(std::env::var("TOP").ok().and_then(|v| v.parse().ok()).unwrap_or(15)) {
                 println!("    {:4} {:<50} {:8.3} ms", k, names[k], total[k] * 1e3);
             }
         }

@@ -132,6 +132,11 @@ impl Op {
             Op::FullyConnectedF32 { op, m, .. } => format!("{m}x{}->{}", op.k(), op.n()),
             Op::FullyConnectedQs8 { op, m } => format!("{m}x{}->{}", op.k(), op.n()),
             Op::FullyConnectedQd8 { op, m, .. } => format!("{m}x{}->{} qd8", op.k(), op.n()),
+            Op::BinaryF32 { .. } | Op::UnaryF32 { .. } | Op::GlobalAvgPoolF32 { .. } | Op::PoolF32 { .. } => "f32".into(),
+            Op::AddQs8 { .. } | Op::MulQs8 { .. } | Op::GlobalAvgPoolQs8 { .. } | Op::ClampI8 { .. } => "qs8".into(),
+            Op::TableI8(_) => "qs8 table".into(),
+            Op::Quantize(_) => "f32->qs8".into(),
+            Op::Dequantize(_) => "qs8->f32".into(),
             _ => String::new(),
         }
     }

@@ -161,12 +161,8 @@ fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: us
             Ok(())
         }
         (Op::TableI8(table), Buf::I8(y)) => {
-            // A u8 index into 256 entries needs no bounds check: `q + 128` is `q as u8 ^ 0x80`.
             let table: &[i8; 256] = table.as_slice().try_into().map_err(|_| kerr!("table of {} entries", table.len()))?;
-            for (y, &x) in y[..on].iter_mut().zip(in_i8(0)?) {
-                *y = table[(x as u8 ^ 0x80) as usize];
-            }
-            Ok(())
+            qs8::lookup_table(table, in_i8(0)?, &mut y[..on]).map_err(msg)
         }
         (Op::Quantize(q), Buf::I8(y)) => qs8::quantize_f32(in_f32(0)?, *q, &mut y[..on]).map_err(msg),
         (Op::Dequantize(q), Buf::F32(y)) => qs8::dequantize_f32(in_i8(0)?, *q, &mut y[..on]).map_err(msg),
@@ -258,6 +254,8 @@ trait Qs8Binary {
     fn both(&self, a: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), alloc::string::String>;
     fn scalar_b(&self, a: &[i8], b: i8, y: &mut [i8]) -> Result<(), alloc::string::String>;
     fn scalar_a(&self, a: i8, b: &[i8], y: &mut [i8]) -> Result<(), alloc::string::String>;
+    fn repeated_b(&self, a: &[i8], b_row: &[i8], y: &mut [i8]) -> Result<(), alloc::string::String>;
+    fn repeated_a(&self, a_row: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), alloc::string::String>;
 }
 
 macro_rules! qs8_binary_impl {
@@ -272,6 +270,12 @@ macro_rules! qs8_binary_impl {
             fn scalar_a(&self, a: i8, b: &[i8], y: &mut [i8]) -> Result<(), alloc::string::String> {
                 self.apply_scalar_a(a, b, y)
             }
+            fn repeated_b(&self, a: &[i8], b_row: &[i8], y: &mut [i8]) -> Result<(), alloc::string::String> {
+                self.apply_repeated_b(a, b_row, y)
+            }
+            fn repeated_a(&self, a_row: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), alloc::string::String> {
+                self.apply_repeated_a(a_row, b, y)
+            }
         }
     };
 }
@@ -280,6 +284,12 @@ qs8_binary_impl!(qs8::MulQs8);
 
 /// An int8 binary op over broadcast rows.
 fn qs8_binary(op: &impl Qs8Binary, bc: &super::ops::Broadcast, a: &[i8], b: &[i8], y: &mut [i8]) -> KernelResult {
+    // A per-channel operand over pixels: one call for the whole tensor, not one per short row.
+    if let Some((rows, n, b_repeated)) = bc.repeated_row() {
+        let y = &mut y[..rows * n];
+        return if b_repeated { op.repeated_b(&a[..rows * n], &b[..n], y) } else { op.repeated_a(&a[..n], &b[..rows * n], y) }
+            .map_err(msg);
+    }
     let mut r = Ok(());
     bc.for_each_row(|o, ao, sa, bo, sb, n| {
         if r.is_err() {

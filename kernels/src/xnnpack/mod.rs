@@ -112,7 +112,11 @@ impl Plan {
 
     /// A description of each step (node kind and the operator's shape), in order.
     pub fn step_names(&self) -> alloc::vec::Vec<String> {
-        self.steps.iter().map(|s| format!("{} {}", s.kind.name(), s.op.describe())).collect()
+        let counts = |s: &compile::Step| s.inputs.iter().map(|(_, n)| n.to_string()).collect::<alloc::vec::Vec<_>>().join(",");
+        self.steps
+            .iter()
+            .map(|s| format!("{} {} [{} -> {}]", s.kind.name(), s.op.describe(), counts(s), s.output.1))
+            .collect()
     }
 
     /// Runs every step on whatever the buffers hold (zeros after compile), on `threads` threads.

@@ -164,6 +164,21 @@ impl Broadcast {
         Ok(Broadcast { dims, a_strides, b_strides, a_len: a.iter().product(), b_len: b.iter().product() })
     }
 
+    /// `Some((rows, n, b_repeated))` when one operand is the whole output (`rows × n`) and the
+    /// other a single row of `n` repeated for every row (`b_repeated`: which one), e.g. a
+    /// per-channel scale over pixels. Such ops run as one tight loop instead of a call per row.
+    pub fn repeated_row(&self) -> Option<(usize, usize, bool)> {
+        if self.dims.len() != 2 {
+            return None;
+        }
+        let (rows, n) = (self.dims[0], self.dims[1]);
+        match (&self.a_strides[..], &self.b_strides[..]) {
+            (&[ra, 1], &[0, 1]) if ra == n => Some((rows, n, true)),
+            (&[0, 1], &[rb, 1]) if rb == n => Some((rows, n, false)),
+            _ => None,
+        }
+    }
+
     /// Calls `row(out_start, a_start, a_step, b_start, b_step, len)` for each output row
     /// (steps are 1 = contiguous or 0 = repeated).
     pub fn for_each_row(&self, mut row: impl FnMut(usize, usize, usize, usize, usize, usize)) {
@@ -246,6 +261,25 @@ fn binary_with(bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32], min: f32, ma
 
 #[inline(always)]
 fn binary_rows(bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32], f: impl Fn(f32, f32) -> f32 + Copy) {
+    if let Some((rows, n, b_repeated)) = bc.repeated_row() {
+        let y = &mut y[..rows * n];
+        if b_repeated {
+            let (a, b) = (&a[..rows * n], &b[..n]);
+            for (yr, ar) in y.chunks_exact_mut(n).zip(a.chunks_exact(n)) {
+                for ((y, &x), &z) in yr.iter_mut().zip(ar).zip(b) {
+                    *y = f(x, z);
+                }
+            }
+        } else {
+            let (a, b) = (&a[..n], &b[..rows * n]);
+            for (yr, br) in y.chunks_exact_mut(n).zip(b.chunks_exact(n)) {
+                for ((y, &x), &z) in yr.iter_mut().zip(a).zip(br) {
+                    *y = f(x, z);
+                }
+            }
+        }
+        return;
+    }
     bc.for_each_row(|o, ao, sa, bo, sb, len| {
         let out = &mut y[o..o + len];
         match (sa, sb) {
@@ -674,7 +708,7 @@ mod tests {
     #[test]
     fn broadcast_rows_cover_numpy_semantics() {
         // [1,1,1,C] · [1,H,W,C], [N,1] · [1,M], scalar · tensor.
-        let cases: &[(&[usize], &[usize], &[usize])] = &[(&[1, 1, 1, 4], &[1, 3, 2, 4], &[1, 3, 2, 4]), (&[3, 1], &[1, 5], &[3, 5]), (&[1], &[2, 3], &[2, 3]), (&[2, 3], &[2, 3], &[2, 3])];
+        let cases: &[(&[usize], &[usize], &[usize])] = &[(&[1, 1, 1, 4], &[1, 3, 2, 4], &[1, 3, 2, 4]), (&[3, 1], &[1, 5], &[3, 5]), (&[1], &[2, 3], &[2, 3]), (&[2, 3], &[2, 3], &[2, 3]), (&[2, 3, 4], &[1, 1, 4], &[2, 3, 4])];
         for (a, b, out) in cases {
             let bc = Broadcast::new(a, b, out).unwrap();
             let (na, nb): (usize, usize) = (a.iter().product(), b.iter().product());
@@ -682,7 +716,7 @@ mod tests {
             let bv: Vec<f32> = (0..nb).map(|i| 100.0 * i as f32).collect();
             let n: usize = out.iter().product();
             let mut y = vec![0.0; n];
-            binary_f32(BinOp::Add, &bc, &av, &bv, &mut y, f32::NEG_INFINITY, f32::INFINITY);
+            binary_f32(BinOp::Sub, &bc, &av, &bv, &mut y, f32::NEG_INFINITY, f32::INFINITY);
             // Reference: index each operand with broadcast strides.
             let r = out.len();
             for (o, &got) in y.iter().enumerate() {
@@ -700,7 +734,7 @@ mod tests {
                     }
                     i
                 };
-                assert_eq!(got, av[at(a)] + bv[at(b)], "{a:?}+{b:?} at {o}");
+                assert_eq!(got, av[at(a)] - bv[at(b)], "{a:?}-{b:?} at {o}");
             }
         }
         assert!(Broadcast::new(&[2, 3], &[3, 2], &[2, 3]).is_err());

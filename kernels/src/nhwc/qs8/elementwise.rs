@@ -22,7 +22,8 @@ fn has_avx2() -> bool {
     super::Isa::best().has_avx2()
 }
 
-/// Runs `$body` (an `#[inline(always)]` closure call) with AVX2 enabled when available.
+/// Runs `$body` (an `#[inline(always)]` closure call) compiled with AVX-512 F/BW (or AVX2)
+/// enabled when available, so the vectorizer uses the wider registers.
 macro_rules! with_avx2 {
     ($name:ident, ($($arg:ident : $ty:ty),*), $body:expr) => {{
         #[cfg(target_arch = "x86_64")]
@@ -31,7 +32,15 @@ macro_rules! with_avx2 {
             unsafe fn $name($($arg: $ty),*) {
                 $body
             }
-            if has_avx2() {
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+            unsafe fn wide512($($arg: $ty),*) {
+                $body
+            }
+            if super::Isa::best() == super::Isa::Avx512Vnni {
+                // SAFETY: AVX-512 F/BW/VL are present (checked at run time with the VNNI
+                // choice); the body is safe code.
+                unsafe { wide512($($arg),*) };
+            } else if has_avx2() {
                 // SAFETY: AVX2 is present (checked at run time); the body is safe code.
                 unsafe { $name($($arg),*) };
             } else {
@@ -43,6 +52,83 @@ macro_rules! with_avx2 {
             $body
         }
     }};
+}
+
+/// `y[i] = table[x[i] + 128]`: an int8 → int8 function given by its 256 values (XNNPACK's
+/// lookup-table ops, and float unary ops between a dequantize and a quantize). 64 values per
+/// step with AVX-512 VBMI (`vpermi2b` over each 128-entry half, blended on the index's top
+/// bit), else one at a time.
+pub fn lookup_table(table: &[i8; 256], x: &[i8], y: &mut [i8]) -> Result<(), String> {
+    check_len("table lookup y", y.len(), x.len())?;
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512_vbmi() {
+        // SAFETY: AVX-512 F/BW/VBMI present (checked); lengths equal (checked).
+        unsafe { lookup_vbmi(table, x, y) };
+        return Ok(());
+    }
+    lookup_plain(table, x, y);
+    Ok(())
+}
+
+#[inline]
+fn lookup_plain(table: &[i8; 256], x: &[i8], y: &mut [i8]) {
+    for (y, &x) in y.iter_mut().zip(x) {
+        // A u8 index into 256 entries needs no bounds check: `q + 128` is `q as u8 ^ 0x80`.
+        *y = table[(x as u8 ^ 0x80) as usize];
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx512_vbmi() -> bool {
+    #[cfg(feature = "std")]
+    {
+        super::Isa::best() == super::Isa::Avx512Vnni && std::is_x86_feature_detected!("avx512vbmi")
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        cfg!(all(target_feature = "avx512bw", target_feature = "avx512vbmi"))
+    }
+}
+
+/// # Safety
+/// AVX-512 F/BW/VBMI must be available; `y.len() == x.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+unsafe fn lookup_vbmi(table: &[i8; 256], x: &[i8], y: &mut [i8]) {
+    use core::arch::x86_64::*;
+    let t = table.as_ptr();
+    let (t0, t1) = (_mm512_loadu_si512(t as *const _), _mm512_loadu_si512(t.add(64) as *const _));
+    let (t2, t3) = (_mm512_loadu_si512(t.add(128) as *const _), _mm512_loadu_si512(t.add(192) as *const _));
+    let flip = _mm512_set1_epi8(-128);
+    let n = x.len();
+    let mut i = 0;
+    while i < n {
+        let m: __mmask64 = if n - i >= 64 { u64::MAX } else { (1u64 << (n - i)) - 1 };
+        let idx = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, x.as_ptr().add(i)), flip);
+        let lo = _mm512_permutex2var_epi8(t0, idx, t1);
+        let hi = _mm512_permutex2var_epi8(t2, idx, t3);
+        let v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), lo, hi);
+        _mm512_mask_storeu_epi8(y.as_mut_ptr().add(i), m, v);
+        i += 64;
+    }
+}
+
+/// A short repeated row tiled to at least 256 values (whole rows, at most `full`), so the inner
+/// loop of a repeated-row op is long enough to vectorize; `full` is a multiple of `row.len()`.
+fn long_row(row: &[i8], full: usize) -> alloc::borrow::Cow<'_, [i8]> {
+    let n = row.len();
+    let reps = 256usize.div_ceil(n).min(full / n.max(1)).max(1);
+    if reps == 1 {
+        return alloc::borrow::Cow::Borrowed(row);
+    }
+    alloc::borrow::Cow::Owned(row.iter().copied().cycle().take(reps * n).collect())
+}
+
+fn check_repeat(what: &str, full: usize, row: usize, y: usize) -> Result<(), String> {
+    if row == 0 || full % row != 0 || y != full {
+        return Err(format!("{what}: a row of {row} values repeated over {full} into {y}"));
+    }
+    Ok(())
 }
 
 /// `y = a + b` requantized (XNNPACK qs8 add: fixed-point multipliers, arithmetic shift).
@@ -149,6 +235,39 @@ impl AddQs8 {
         });
         Ok(())
     }
+
+    /// `b` (one row) repeated along `a` (`a.len()` a multiple of `b_row.len()`): the per-channel
+    /// broadcast of a squeeze-and-excitation block, in one call instead of one per pixel.
+    pub fn apply_repeated_b(&self, a: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), String> {
+        check_repeat("add", a.len(), b.len(), y.len())?;
+        let p = *self;
+        let row = long_row(b, a.len());
+        let b: &[i8] = &row;
+        with_avx2!(add_rep_avx2, (p: AddQs8, a: &[i8], b: &[i8], y: &mut [i8]), {
+            for (yr, ar) in y.chunks_mut(b.len()).zip(a.chunks(b.len())) {
+                for ((yv, &av), &bv) in yr.iter_mut().zip(ar).zip(b) {
+                    *yv = p.one(av, bv);
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// `a` (one row) repeated along `b` (the mirror of [`Self::apply_repeated_b`]).
+    pub fn apply_repeated_a(&self, a: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), String> {
+        check_repeat("add", b.len(), a.len(), y.len())?;
+        let p = *self;
+        let row = long_row(a, b.len());
+        let a: &[i8] = &row;
+        with_avx2!(radd_rep_avx2, (p: AddQs8, a: &[i8], b: &[i8], y: &mut [i8]), {
+            for (yr, br) in y.chunks_mut(a.len()).zip(b.chunks(a.len())) {
+                for ((yv, &av), &bv) in yr.iter_mut().zip(a).zip(br) {
+                    *yv = p.one(av, bv);
+                }
+            }
+        });
+        Ok(())
+    }
 }
 
 /// `y = a · b` requantized (XNNPACK qs8 vmul, fp32 variant as on x86).
@@ -221,6 +340,38 @@ impl MulQs8 {
         with_avx2!(rmulc_avx2, (p: MulQs8, a: i8, b: &[i8], y: &mut [i8]), {
             for (yv, &bv) in y.iter_mut().zip(b) {
                 *yv = p.one(a, bv);
+            }
+        });
+        Ok(())
+    }
+
+    /// `b` (one row) repeated along `a` (see [`AddQs8::apply_repeated_b`]).
+    pub fn apply_repeated_b(&self, a: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), String> {
+        check_repeat("mul", a.len(), b.len(), y.len())?;
+        let p = *self;
+        let row = long_row(b, a.len());
+        let b: &[i8] = &row;
+        with_avx2!(mul_rep_avx2, (p: MulQs8, a: &[i8], b: &[i8], y: &mut [i8]), {
+            for (yr, ar) in y.chunks_mut(b.len()).zip(a.chunks(b.len())) {
+                for ((yv, &av), &bv) in yr.iter_mut().zip(ar).zip(b) {
+                    *yv = p.one(av, bv);
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// `a` (one row) repeated along `b`.
+    pub fn apply_repeated_a(&self, a: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), String> {
+        check_repeat("mul", b.len(), a.len(), y.len())?;
+        let p = *self;
+        let row = long_row(a, b.len());
+        let a: &[i8] = &row;
+        with_avx2!(rmul_rep_avx2, (p: MulQs8, a: &[i8], b: &[i8], y: &mut [i8]), {
+            for (yr, br) in y.chunks_mut(a.len()).zip(b.chunks(a.len())) {
+                for ((yv, &av), &bv) in yr.iter_mut().zip(a).zip(br) {
+                    *yv = p.one(av, bv);
+                }
             }
         });
         Ok(())
@@ -375,6 +526,51 @@ mod tests {
                 assert_eq!(y2[i] as i32, want);
             }
         }
+    }
+
+    #[test]
+    fn table_lookup_matches_plain_indexing() {
+        let mut r = Lcg(23);
+        let table: [i8; 256] = core::array::from_fn(|_| r.i8());
+        for n in [0usize, 1, 63, 64, 65, 200, 1000] {
+            let x = r.i8s(n);
+            let mut got = vec![0i8; n];
+            lookup_table(&table, &x, &mut got).unwrap();
+            let want: Vec<i8> = x.iter().map(|&v| table[(v as i32 + 128) as usize]).collect();
+            assert_eq!(got, want, "n = {n}");
+        }
+        assert!(lookup_table(&table, &[0; 3], &mut [0; 2]).is_err());
+    }
+
+    #[test]
+    fn repeated_rows_equal_elementwise() {
+        let mut r = Lcg(17);
+        for _ in 0..30 {
+            let (a, b, yq) = (q(r.f32(0.01, 0.1), r.i8() as i32), q(r.f32(0.01, 0.1), r.i8() as i32), q(r.f32(0.02, 0.2), r.i8() as i32));
+            let (lo, hi) = (r.i8().min(0), r.i8().max(0));
+            let (add, mul) = (AddQs8::new(a, b, yq, lo, hi).unwrap(), MulQs8::new(a, b, yq, lo, hi).unwrap());
+            let (n, rows) = (1 + r.below(40), 1 + r.below(9));
+            let full = r.i8s(n * rows);
+            let row = r.i8s(n);
+            let tiled: Vec<i8> = (0..rows).flat_map(|_| row.iter().copied()).collect();
+            let (mut want, mut got) = (vec![0i8; n * rows], vec![0i8; n * rows]);
+            add.apply(&full, &tiled, &mut want).unwrap();
+            add.apply_repeated_b(&full, &row, &mut got).unwrap();
+            assert_eq!(got, want);
+            add.apply(&tiled, &full, &mut want).unwrap();
+            add.apply_repeated_a(&row, &full, &mut got).unwrap();
+            assert_eq!(got, want);
+            mul.apply(&full, &tiled, &mut want).unwrap();
+            mul.apply_repeated_b(&full, &row, &mut got).unwrap();
+            assert_eq!(got, want);
+            mul.apply(&tiled, &full, &mut want).unwrap();
+            mul.apply_repeated_a(&row, &full, &mut got).unwrap();
+            assert_eq!(got, want);
+        }
+        let op = MulQs8::new(q(0.1, 0), q(0.1, 0), q(0.1, 0), -128, 127).unwrap();
+        assert!(op.apply_repeated_b(&[0; 10], &[0; 3], &mut [0; 10]).is_err());
+        assert!(op.apply_repeated_b(&[0; 9], &[], &mut [0; 9]).is_err());
+        assert!(op.apply_repeated_a(&[0; 3], &[0; 9], &mut [0; 6]).is_err());
     }
 
     #[test]

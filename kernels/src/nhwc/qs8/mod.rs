@@ -83,7 +83,7 @@ pub mod reference;
 
 pub use conv::{ConvQs8, FullyConnectedQs8};
 pub use dwconv::DepthwiseQs8;
-pub use elementwise::{dequantize_f32, global_avg_pool_qs8, quantize_f32, AddQs8, MulQs8};
+pub use elementwise::{dequantize_f32, global_avg_pool_qs8, lookup_table, quantize_f32, AddQs8, MulQs8};
 
 use alloc::format;
 use alloc::string::String;
