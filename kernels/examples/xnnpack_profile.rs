@@ -28,13 +28,23 @@ fn main() {
             let mut p = rbuild_kernels::xnnpack::compile_payload(blob, &named, rbuild_kernels::xnnpack::DEFAULT_ACTIVATION_LIMIT).expect("compile");
             let names = p.step_names();
             let mut total = vec![f64::INFINITY; names.len()];
+            let mut whole = Vec::with_capacity(runs);
             for _ in 0..runs {
+                let t0 = now();
                 for (k, (_, t)) in p.run_timed(threads, &now).expect("run").into_iter().enumerate() {
                     total[k] = total[k].min(t);
                 }
+                whole.push(now() - t0);
             }
+            whole.sort_by(f64::total_cmp);
             let sum: f64 = total.iter().sum();
-            println!("{path}: {} steps, sum of per-step minima {:.3} ms, {threads} thread(s)", names.len(), sum * 1e3);
+            println!(
+                "{path}: {} steps, sum of per-step minima {:.3} ms; whole runs: median {:.3} ms, min {:.3} ms; {threads} thread(s)",
+                names.len(),
+                sum * 1e3,
+                whole[whole.len() / 2] * 1e3,
+                whole[0] * 1e3
+            );
             let mut by_kind: BTreeMap<&str, (usize, f64)> = BTreeMap::new();
             for (n, t) in names.iter().zip(&total) {
                 let e = by_kind.entry(n.split(' ').next().unwrap_or("")).or_default();

@@ -194,7 +194,7 @@ pub fn export_with(family: &dyn Family, source: &Source, o: &ExportOptions, dele
             EmbeddingQuant::Int4 { group } => format!("int4-g{group}"),
         });
     }
-    let options = Options { decompose_linear: o.core_aten };
+    let options = Options { decompose_linear: o.core_aten, ..Default::default() };
     let mut plans = Vec::new();
     for m in &mut methods {
         passes::optimize_functional(&mut m.graph, &options)?;

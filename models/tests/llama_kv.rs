@@ -20,7 +20,7 @@ const VOCAB: usize = 512;
 fn emit_kv(c: &LlamaConfig, p: &mut Params, o: &KvExport) -> AlignedBuf {
     let prog = llama::build_kv(c, p, o).unwrap();
     let mut g = prog.graph;
-    passes::optimize_with(&mut g, &Options { decompose_linear: false }).unwrap();
+    passes::optimize_with(&mut g, &Options { decompose_linear: false, ..Default::default() }).unwrap();
     let mem = plan::plan_memory(&g);
     let bytes = emit::emit_program(&[MethodSpec { name: "forward", graph: &g, plan: &mem }], &prog.getters).unwrap();
     AlignedBuf::from_bytes(&bytes)
@@ -164,7 +164,7 @@ fn quantized_variants_stay_close_to_float32() {
         if let Some(q) = embedding {
             quantize::quantize_embeddings(&mut g, q).unwrap();
         }
-        passes::optimize_with(&mut g, &Options { decompose_linear: false }).unwrap();
+        passes::optimize_with(&mut g, &Options { decompose_linear: false, ..Default::default() }).unwrap();
         let mem = plan::plan_memory(&g);
         let bytes = emit::emit_program(&[MethodSpec { name: "forward", graph: &g, plan: &mem }], &prog.getters).unwrap();
         let buf = AlignedBuf::from_bytes(&bytes);

@@ -166,7 +166,7 @@ fn encoder_states_match_hf_and_chunks_are_independent() {
     let config = VoxtralConfig::load(&dir()).unwrap();
     let w = Weights::open(&dir().join("model.safetensors")).unwrap();
     let mut g = graph::audio_encoder_states(&config, &mut Params::new(&w), 2).unwrap();
-    passes::optimize_with(&mut g, &passes::Options { decompose_linear: false }).unwrap();
+    passes::optimize_with(&mut g, &passes::Options { decompose_linear: false, ..Default::default() }).unwrap();
     let features = features(&meta);
     let one = features.len();
     let io = Weights::open(&dir().join("forward.io.safetensors")).unwrap();

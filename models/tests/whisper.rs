@@ -182,7 +182,7 @@ fn llama_programs_are_unchanged_by_the_family_interface() {
     let (c, w) = rbuild_models::llama::open_checkpoint(&model_dir("llama_tiny")).unwrap();
     let p = rbuild_models::llama::build_kv(&c, &mut rbuild_models::Params::new(&w), &rbuild_models::llama::KvExport { max_seq_len: 32, full_logits: false }).unwrap();
     let mut g = p.graph;
-    rbuild_export::passes::optimize_with(&mut g, &rbuild_export::passes::Options { decompose_linear: false }).unwrap();
+    rbuild_export::passes::optimize_with(&mut g, &rbuild_export::passes::Options { decompose_linear: false, ..Default::default() }).unwrap();
     let mem = rbuild_export::plan::plan_memory(&g);
     let direct = rbuild_export::emit::emit_program(&[rbuild_export::emit::MethodSpec { name: "forward", graph: &g, plan: &mem }], &p.getters).unwrap();
     assert!(bytes == direct, "llama program bytes differ between the family export and the direct path");

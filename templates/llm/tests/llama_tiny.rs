@@ -23,7 +23,7 @@ fn export(dir: &Path, name: &str, o: &KvExport) -> PathBuf {
     let (c, w) = llama::open_checkpoint(Path::new(&testdata("models/llama_tiny"))).unwrap();
     let prog = llama::build_kv(&c, &mut Params::new(&w), o).unwrap();
     let mut g = prog.graph;
-    passes::optimize_with(&mut g, &Options { decompose_linear: false }).unwrap();
+    passes::optimize_with(&mut g, &Options { decompose_linear: false, ..Default::default() }).unwrap();
     let mem = plan::plan_memory(&g);
     let bytes = emit::emit_program(&[MethodSpec { name: "forward", graph: &g, plan: &mem }], &prog.getters).unwrap();
     let p = dir.join(name);
@@ -91,7 +91,7 @@ fn core_aten_fixed_length_program_gives_the_same_tokens() {
     let (c, w) = llama::open_checkpoint(Path::new(&testdata("models/llama_tiny"))).unwrap();
     let n = 40;
     let mut g = llama::build(&c, &w, n).unwrap();
-    passes::optimize_with(&mut g, &Options { decompose_linear: true }).unwrap();
+    passes::optimize_with(&mut g, &Options { decompose_linear: true, ..Default::default() }).unwrap();
     let mem = plan::plan_memory(&g);
     let getters = vec![
         Getter::int("get_max_seq_len", n as i64),

@@ -562,8 +562,10 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
                 super::int8_quality::write(&program_out, q)?;
             }
         } else if let Some(fallback) = xnnpack {
-            passes::optimize_functional(&mut g, &passes::Options::default()).map_err(step_err)?;
+            passes::optimize_functional(&mut g, &passes::Options::for_xnnpack()).map_err(step_err)?;
             super::xnnpack::delegate(&mut g, fallback, &rbuild_xnnpack::XnnpackOptions::default()).map_err(|e| format!("{model}: {e}"))?;
+            // What stayed on the CPU runs on portable kernels, which have no hardswish.
+            passes::decompose::decompose(&mut g, &passes::Options::default()).map_err(step_err)?;
             passes::to_out::to_out_variants(&mut g).map_err(step_err)?;
         } else {
             passes::optimize(&mut g).map_err(step_err)?;

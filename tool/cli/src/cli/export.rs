@@ -230,12 +230,14 @@ pub(super) fn finish_int8(model: &str, mut graph: rbuild_export::Graph, a: &Expo
 pub(super) fn finish(model: &str, mut graph: rbuild_export::Graph, a: &ExportArgs, t0: Instant, t_load: std::time::Duration, t_build: std::time::Duration) -> CliResult {
     let out = a.out.as_ref().expect("checked by the caller");
     let report = if a.backend == "xnnpack" {
-        let mut r = passes::optimize_functional(&mut graph, &passes::Options::default()).map_err(|e| CliError(format!("{model}: {e}")))?;
+        let mut r = passes::optimize_functional(&mut graph, &passes::Options::for_xnnpack()).map_err(|e| CliError(format!("{model}: {e}")))?;
         let options = crate::build::xnnpack::options_for(&a.quant, a.group_size).ok_or_else(|| CliError(format!("--backend xnnpack: --quant {} is not known (fp32, 8da8w, 8da4w)", a.quant)))?;
         if matches!(options.linear, rbuild_xnnpack::LinearMode::DynamicInt4 { .. }) && a.group_size != 0 && ![32, 64, 128, 256].contains(&a.group_size) {
             bail!("--group-size {}: 8da4w takes 32, 64, 128, 256, or 0 (one scale per output channel)", a.group_size);
         }
         crate::build::xnnpack::delegate(&mut graph, rbuild_recipe::Fallback::Allow, &options).map_err(|e| CliError(format!("{model}: {e}")))?;
+        // What stayed on the CPU runs on portable kernels, which have no hardswish.
+        passes::decompose::decompose(&mut graph, &passes::Options::default()).map_err(|e| CliError(format!("{model}: {e}")))?;
         passes::to_out::to_out_variants(&mut graph).map_err(|e| CliError(format!("{model}: {e}")))?;
         r.nodes_after = graph.nodes.len();
         r

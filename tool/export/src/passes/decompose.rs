@@ -18,7 +18,7 @@ pub fn decompose(g: &mut Graph, options: &super::Options) -> Result<usize> {
     for n in old {
         let rewritten = match n.op.as_str() {
             "aten::linear" if options.decompose_linear => linear(g, &n)?,
-            "aten::hardswish" => hardswish(g, &n)?,
+            "aten::hardswish" if !options.keep_hardswish => hardswish(g, &n)?,
             "aten::hardsigmoid" => hardsigmoid(g, &n)?,
             "aten::adaptive_avg_pool2d" => adaptive_avg_pool2d(g, &n, &mut renames)?,
             "aten::flatten.using_ints" => flatten(g, &n)?,

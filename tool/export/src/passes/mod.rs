@@ -53,11 +53,22 @@ pub struct Options {
     /// Rewrite `aten::linear` into Core ATen (`permute_copy` + `mm`/`addmm`). Off keeps
     /// `aten::linear.out`, which ExecuTorch also runs and our GEMV kernels take directly.
     pub decompose_linear: bool,
+    /// Keep `aten::hardswish` whole for a delegate that has it as one op (XNNPACK); what the
+    /// delegate does not take is decomposed afterwards ([`decompose::decompose`] again).
+    pub keep_hardswish: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { decompose_linear: true }
+        Options { decompose_linear: true, keep_hardswish: false }
+    }
+}
+
+impl Options {
+    /// The functional passes for the XNNPACK delegate: its Hardswish node replaces the
+    /// four-op decomposition.
+    pub fn for_xnnpack() -> Options {
+        Options { keep_hardswish: true, ..Options::default() }
     }
 }
 
