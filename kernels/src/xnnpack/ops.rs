@@ -205,9 +205,10 @@ impl Broadcast {
     }
 }
 
-/// Runs `$body` (a call of an `#[inline(always)]` function) compiled for AVX2+FMA when the CPU
-/// has them (the crate's baseline is SSE2; these loops are memory-light and vectorize 2× wider),
-/// else as is.
+/// Runs `$body` (a call of an `#[inline(always)]` function) compiled for AVX-512F or AVX2+FMA
+/// when the CPU has them (the crate's baseline is SSE2; these loops are memory-light and
+/// vectorize wider), else as is. Single IEEE operations only, so every variant gives the same
+/// bits.
 macro_rules! with_avx2 {
     ($body:expr) => {{
         #[cfg(target_arch = "x86_64")]
@@ -215,6 +216,15 @@ macro_rules! with_avx2 {
             #[target_feature(enable = "avx2,fma")]
             unsafe fn wide<R>(f: impl FnOnce() -> R) -> R {
                 f()
+            }
+            #[target_feature(enable = "avx512f,avx2,fma")]
+            unsafe fn wide512<R>(f: impl FnOnce() -> R) -> R {
+                f()
+            }
+            if crate::nhwc::gemm_f32::has_avx512() {
+                // SAFETY: the CPU has AVX-512F, AVX2 and FMA (has_avx512 checks all three);
+                // `wide512` only runs safe code.
+                return unsafe { wide512(#[inline(always)] || $body) };
             }
             if crate::nhwc::gemm_f32::has_avx2_fma() {
                 // SAFETY: the CPU has AVX2 and FMA (just checked); `wide` only runs safe code.

@@ -240,6 +240,33 @@ unsafe fn pixels<const T: usize>(a: &Args, n: usize) {
     let zp = _mm512_set1_epi32(a.o.zp);
     let mask: __mmask32 = if a.nvalid >= 32 { u32::MAX } else { (1u32 << a.nvalid) - 1 };
     let wq = w.add(G) as *const __m512i;
+    // A fixed tap count of at most 9 keeps the weights and tap pointers in registers.
+    if T > 0 && T <= 9 {
+        let mut wr = [_mm512_setzero_si512(); 10];
+        let mut tp = [core::ptr::null::<i16>(); 10];
+        for p in 0..pairs {
+            wr[2 * p] = _mm512_loadu_si512(wq.add(2 * p) as *const _);
+            wr[2 * p + 1] = _mm512_loadu_si512(wq.add(2 * p + 1) as *const _);
+        }
+        for t in 0..taps {
+            tp[t] = (*a.taps.add(t)).add(a.off);
+        }
+        for px in 0..n {
+            let at = px * a.step;
+            let mut acc0 = b0;
+            let mut acc1 = b1;
+            for p in 0..pairs {
+                let xa = _mm512_loadu_si512(tp[2 * p].add(at) as *const _);
+                let xb = if 2 * p + 1 < taps { _mm512_loadu_si512(tp[2 * p + 1].add(at) as *const _) } else { _mm512_setzero_si512() };
+                acc0 = _mm512_dpwssd_epi32(acc0, _mm512_unpacklo_epi16(xa, xb), wr[2 * p]);
+                acc1 = _mm512_dpwssd_epi32(acc1, _mm512_unpackhi_epi16(xa, xb), wr[2 * p + 1]);
+            }
+            let q0 = requant16(acc0, s0, lo, hi, zp);
+            let q1 = requant16(acc1, s1, lo, hi, zp);
+            _mm256_mask_storeu_epi8(a.y.add(px * a.ystride), mask, _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(q0), q1));
+        }
+        return;
+    }
     for px in 0..n {
         let base = a.off + px * a.step;
         let mut acc0 = b0;
