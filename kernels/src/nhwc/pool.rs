@@ -1,18 +1,28 @@
 //! A persistent thread pool implementing [`Parallel`] (std only).
 //!
 //! `ThreadPool::new(t)` starts `t - 1` worker threads; the caller of `for_each` is the t-th.
-//! Idle workers block on a `Condvar` (they never spin: on a shared 2-vCPU VM a spinning thread
-//! steals the time the working one needs). A `for_each` publishes the job, wakes the workers,
-//! and everyone (caller included) claims task indices from an atomic counter until none are left;
-//! the caller then waits until every worker has let go of the job before returning. One
-//! `for_each` runs at a time (concurrent callers queue on a mutex). A panic in a task is caught,
-//! the job is finished, and the panic resumes on the caller. Dropping the pool joins the workers.
+//! A `for_each` publishes the job, and everyone (caller included) claims task indices from an
+//! atomic counter until none are left; the caller then waits until every worker has let go of
+//! the job before returning. One `for_each` runs at a time (concurrent callers queue on a
+//! mutex). A panic in a task is caught, the job is finished, and the panic resumes on the
+//! caller. Dropping the pool joins the workers.
+//!
+//! Waiting is spin-then-block: a network runs dozens of parallel steps a few tens of
+//! microseconds apart, and waking a thread blocked on a futex takes about as long on a VM, so a
+//! worker that finished a job watches for the next one for [`SPIN`] before it blocks on a
+//! `Condvar`, and the caller watches for the workers' completion the same way. The spin is
+//! bounded (and yields the core between checks when the threads outnumber the cores), so an
+//! idle pool costs nothing and a busy neighbour on a shared 2-vCPU machine is not starved.
 
 use super::Parallel;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long a thread watches for work (or for the workers to finish) before blocking.
+const SPIN: Duration = Duration::from_micros(200);
 
 /// The job workers see: the task closure with its lifetime erased (see `for_each`'s SAFETY).
 #[derive(Clone, Copy)]
@@ -27,12 +37,11 @@ unsafe impl Send for Job {}
 
 struct State {
     job: Option<Job>,
-    /// Bumped for every job, so a worker runs each job at most once.
-    generation: u64,
-    /// Workers that have not yet finished the current job.
-    busy: usize,
     panic: Option<Box<dyn std::any::Any + Send>>,
-    shutdown: bool,
+    /// Workers blocked on `work`.
+    sleepers: usize,
+    /// The caller is blocked on `done`.
+    caller_sleeping: bool,
 }
 
 struct Shared {
@@ -40,9 +49,16 @@ struct Shared {
     work: Condvar,
     done: Condvar,
     next: AtomicUsize,
+    /// Bumped (under the lock) for every job, so a worker runs each job at most once.
+    generation: AtomicU64,
+    /// Workers that have not yet finished the current job.
+    busy: AtomicUsize,
+    shutdown: AtomicBool,
+    /// More threads than cores: yield the core while spinning.
+    oversubscribed: bool,
 }
 
-/// Persistent worker threads; idle ones block (no spinning). See the module docs.
+/// Persistent worker threads; see the module docs.
 pub struct ThreadPool {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
@@ -53,11 +69,16 @@ pub struct ThreadPool {
 impl ThreadPool {
     /// A pool using `threads` threads in all: `threads - 1` workers plus the caller (0 acts as 1).
     pub fn new(threads: usize) -> ThreadPool {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let shared = Arc::new(Shared {
-            state: Mutex::new(State { job: None, generation: 0, busy: 0, panic: None, shutdown: false }),
+            state: Mutex::new(State { job: None, panic: None, sleepers: 0, caller_sleeping: false }),
             work: Condvar::new(),
             done: Condvar::new(),
             next: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
+            busy: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+            oversubscribed: threads > cores,
         });
         let workers = (1..threads.max(1))
             .map(|i| {
@@ -69,6 +90,27 @@ impl ThreadPool {
             })
             .collect();
         ThreadPool { shared, workers, run: Mutex::new(()) }
+    }
+}
+
+/// Spins (bounded by [`SPIN`]) until `ready()`; returns whether it became ready.
+fn spin_until(s: &Shared, ready: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    let mut n = 0u32;
+    loop {
+        if ready() {
+            return true;
+        }
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(64) {
+            if start.elapsed() >= SPIN {
+                return false;
+            }
+            if s.oversubscribed {
+                std::thread::yield_now();
+            }
+        }
+        std::hint::spin_loop();
     }
 }
 
@@ -90,29 +132,40 @@ fn drain(next: &AtomicUsize, job: Job) -> Option<Box<dyn std::any::Any + Send>> 
 fn worker(s: &Shared) {
     let mut seen = 0u64;
     loop {
+        let fresh = |s: &Shared| s.generation.load(Ordering::Acquire) != seen || s.shutdown.load(Ordering::Acquire);
+        spin_until(s, || fresh(s));
         let job = {
             let mut st = s.state.lock().unwrap_or_else(|e| e.into_inner());
             loop {
-                if st.shutdown {
+                if s.shutdown.load(Ordering::Acquire) {
                     return;
                 }
-                if st.generation != seen {
-                    seen = st.generation;
+                let g = s.generation.load(Ordering::Acquire);
+                if g != seen {
+                    seen = g;
                     if let Some(job) = st.job {
                         break job;
                     }
                 }
+                st.sleepers += 1;
                 st = s.work.wait(st).unwrap_or_else(|e| e.into_inner());
+                st.sleepers -= 1;
             }
         };
         let panic = drain(&s.next, job);
-        let mut st = s.state.lock().unwrap_or_else(|e| e.into_inner());
-        if panic.is_some() && st.panic.is_none() {
-            st.panic = panic;
+        if panic.is_some() {
+            let mut st = s.state.lock().unwrap_or_else(|e| e.into_inner());
+            if st.panic.is_none() {
+                st.panic = panic;
+            }
         }
-        st.busy -= 1;
-        if st.busy == 0 {
-            s.done.notify_one();
+        if s.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // The last one out: wake the caller if it stopped spinning. Taking the lock orders
+            // this after the caller's check of `busy` (see `for_each`).
+            let st = s.state.lock().unwrap_or_else(|e| e.into_inner());
+            if st.caller_sleeping {
+                s.done.notify_one();
+            }
         }
     }
 }
@@ -144,20 +197,31 @@ impl Parallel for ThreadPool {
             )
         };
         let job = Job { f: f_static, tasks };
-        {
+        let sleepers = {
             let mut st = s.state.lock().unwrap_or_else(|e| e.into_inner());
             s.next.store(0, Ordering::Relaxed);
             st.job = Some(job);
-            st.generation += 1;
-            st.busy = self.workers.len();
             st.panic = None;
+            s.busy.store(self.workers.len(), Ordering::Release);
+            s.generation.fetch_add(1, Ordering::AcqRel);
+            st.sleepers
+        };
+        if sleepers > 0 {
+            s.work.notify_all();
         }
-        s.work.notify_all();
         let mine = drain(&s.next, job);
-        let mut st = s.state.lock().unwrap_or_else(|e| e.into_inner());
-        while st.busy > 0 {
-            st = s.done.wait(st).unwrap_or_else(|e| e.into_inner());
-        }
+        let done = |s: &Shared| s.busy.load(Ordering::Acquire) == 0;
+        let mut st = if spin_until(s, || done(s)) {
+            s.state.lock().unwrap_or_else(|e| e.into_inner())
+        } else {
+            let mut st = s.state.lock().unwrap_or_else(|e| e.into_inner());
+            while !done(s) {
+                st.caller_sleeping = true;
+                st = s.done.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.caller_sleeping = false;
+            st
+        };
         st.job = None;
         let theirs = st.panic.take();
         drop(st);
@@ -170,8 +234,8 @@ impl Parallel for ThreadPool {
 impl Drop for ThreadPool {
     fn drop(&mut self) {
         {
-            let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.shutdown = true;
+            let _st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.shutdown.store(true, Ordering::Release);
         }
         self.shared.work.notify_all();
         for w in self.workers.drain(..) {

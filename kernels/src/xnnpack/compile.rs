@@ -152,6 +152,8 @@ pub struct Step {
 
 /// A compiled payload: what `execute` runs.
 pub struct Plan {
+    /// The threads [`Plan::run_in_place`] / [`Plan::run_timed`] run on (kept across runs).
+    pub(crate) workers: super::exec::Workers,
     pub(crate) bufs: Vec<Buf>,
     pub(crate) steps: Vec<Step>,
     pub(crate) inputs: Vec<Extern>,
@@ -652,7 +654,7 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
         let buf = alloc.slot[usize_of(id)].ok_or_else(|| format!("output value {id} is never written"))?;
         outputs.push(Extern { buf, dims: v.dims.clone(), elem: elem_of(id, v)? });
     }
-    Ok(Plan { bufs: alloc.bufs, steps, inputs, outputs })
+    Ok(Plan { workers: Default::default(), bufs: alloc.bufs, steps, inputs, outputs })
 }
 
 /// Values an op packs at compile time (weights, biases) instead of reading from a buffer.

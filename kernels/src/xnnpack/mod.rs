@@ -106,8 +106,10 @@ impl Plan {
 
     /// [`Plan::run_in_place`], timing each step with `now()` (seconds): (node kind, seconds).
     pub fn run_timed(&mut self, threads: usize, now: &dyn Fn() -> f64) -> Result<alloc::vec::Vec<(&'static str, f64)>, String> {
-        let mut workers = exec::Workers::default();
-        exec::run_steps_timed(self, &mut workers, threads, now).map_err(|e| e.message)
+        let mut workers = core::mem::take(&mut self.workers);
+        let r = exec::run_steps_timed(self, &mut workers, threads, now).map_err(|e| e.message);
+        self.workers = workers;
+        r
     }
 
     /// A description of each step (node kind and the operator's shape), in order.
@@ -121,7 +123,9 @@ impl Plan {
 
     /// Runs every step on whatever the buffers hold (zeros after compile), on `threads` threads.
     pub fn run_in_place(&mut self, threads: usize) -> Result<(), String> {
-        let mut workers = exec::Workers::default();
-        exec::run_steps(self, &mut workers, threads).map_err(|e| e.message)
+        let mut workers = core::mem::take(&mut self.workers);
+        let r = exec::run_steps(self, &mut workers, threads).map_err(|e| e.message);
+        self.workers = workers;
+        r
     }
 }

@@ -68,6 +68,7 @@ static WIDEN_PERM: [i16; 32] = {
 
 /// Runs the whole layer (sizes of `x`/`y` checked by the caller; the CPU has AVX-512
 /// F/BW/VL + VNNI, checked when the caller chose this path).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     g: &Conv2dGeom,
     packed: &[u32],
@@ -112,7 +113,7 @@ pub(super) fn run(
         let mut row_ptrs: Vec<*const i16> = vec![core::ptr::null(); kh];
         for row in r0..r1 {
             let (b, oy) = (row / g.out_h, row % g.out_h);
-            for ky in 0..kh {
+            for (ky, row_ptr) in row_ptrs.iter_mut().enumerate() {
                 let iy = (oy * g.stride_h + ky * g.dilation_h).wrapping_sub(g.pad_top);
                 let p = if iy < g.in_h {
                     let id = b * g.in_h + iy;
@@ -126,7 +127,7 @@ pub(super) fn run(
                 } else {
                     zp_row.as_ptr()
                 };
-                row_ptrs[ky] = p;
+                *row_ptr = p;
             }
             for (ky, &rp) in row_ptrs.iter().enumerate() {
                 for kx in 0..kw {
@@ -248,8 +249,8 @@ unsafe fn pixels<const T: usize>(a: &Args, n: usize) {
             wr[2 * p] = _mm512_loadu_si512(wq.add(2 * p) as *const _);
             wr[2 * p + 1] = _mm512_loadu_si512(wq.add(2 * p + 1) as *const _);
         }
-        for t in 0..taps {
-            tp[t] = (*a.taps.add(t)).add(a.off);
+        for (t, p) in tp.iter_mut().enumerate().take(taps) {
+            *p = (*a.taps.add(t)).add(a.off);
         }
         for px in 0..n {
             let at = px * a.step;

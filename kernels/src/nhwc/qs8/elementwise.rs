@@ -125,7 +125,7 @@ fn long_row(row: &[i8], full: usize) -> alloc::borrow::Cow<'_, [i8]> {
 }
 
 fn check_repeat(what: &str, full: usize, row: usize, y: usize) -> Result<(), String> {
-    if row == 0 || full % row != 0 || y != full {
+    if row == 0 || !full.is_multiple_of(row) || y != full {
         return Err(format!("{what}: a row of {row} values repeated over {full} into {y}"));
     }
     Ok(())

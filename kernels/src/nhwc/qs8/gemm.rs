@@ -284,6 +284,7 @@ pub(crate) mod vnni {
     /// `vpdpbusd` dependency chains overlap (the sets are summed at the end; wrapping adds, so
     /// the result is the same).
     #[inline]
+    #[allow(clippy::needless_range_loop)] // rows index several arrays in step
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
     unsafe fn rows<const M: usize>(a: *const u8, w: *const u32, kp: usize, o: &OutParams, y: *mut i8, ldy: usize, nc: usize) {
         const { assert!(M >= 1 && M <= MR_QUADS) };
