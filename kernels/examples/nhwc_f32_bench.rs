@@ -126,9 +126,11 @@ fn run(layer: &mut Layer, par: &dyn Parallel) {
     }
 }
 
-/// Peak f32 FLOP/s of one core: a tight loop of independent FMAs (12 chains × 8 lanes).
+/// Peak f32 FLOP/s of one core: a tight loop of independent FMAs (12 chains) on the widest
+/// vectors the kernels use here (16 lanes with AVX-512F, else 8 with AVX2+FMA); with the lane
+/// count.
 #[cfg(target_arch = "x86_64")]
-fn peak_gflops() -> Option<f64> {
+fn peak_gflops() -> Option<(f64, usize)> {
     if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
         return None;
     }
@@ -149,19 +151,39 @@ fn peak_gflops() -> Option<f64> {
         }
         _mm256_cvtss_f32(s)
     }
+    #[target_feature(enable = "avx512f")]
+    unsafe fn fma_loop512(iters: usize) -> f32 {
+        use std::arch::x86_64::*;
+        let mut acc = [_mm512_set1_ps(0.0); 12];
+        let a = _mm512_set1_ps(0.999_999);
+        let b = _mm512_set1_ps(1e-7);
+        for _ in 0..iters {
+            for v in acc.iter_mut() {
+                *v = _mm512_fmadd_ps(*v, a, b);
+            }
+        }
+        let mut s = _mm512_setzero_ps();
+        for v in acc {
+            s = _mm512_add_ps(s, v);
+        }
+        _mm512_reduce_add_ps(s)
+    }
+    // The kernels' own choice (RBUILD_KERNELS_NO_AVX512 set: AVX2).
+    let wide = is_x86_feature_detected!("avx512f") && std::env::var_os("RBUILD_KERNELS_NO_AVX512").is_none();
+    let lanes = if wide { 16 } else { 8 };
     let iters = 2_000_000;
     let mut best = f64::MAX;
     for _ in 0..40 {
         let t = Instant::now();
-        // SAFETY: AVX2 and FMA were detected above.
-        std::hint::black_box(unsafe { fma_loop(iters) });
+        // SAFETY: AVX2 and FMA were detected above, AVX-512F when `wide`.
+        std::hint::black_box(unsafe { if wide { fma_loop512(iters) } else { fma_loop(iters) } });
         best = best.min(t.elapsed().as_secs_f64());
     }
-    Some((iters * 12 * 8 * 2) as f64 / best / 1e9)
+    Some(((iters * 12 * lanes * 2) as f64 / best / 1e9, lanes))
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn peak_gflops() -> Option<f64> {
+fn peak_gflops() -> Option<(f64, usize)> {
     None
 }
 
@@ -225,9 +247,14 @@ fn main() {
         }
         i += 1;
     }
-    let peak = peak_gflops();
-    match peak {
-        Some(p) => println!("peak (one core, measured AVX2 FMA loop, best of 40): {p:.1} GFLOP/s = {:.2} GHz × 2 FMA ports × 8 lanes × 2 flops", p / 32.0),
+    let measured = peak_gflops();
+    let peak = measured.map(|(p, _)| p);
+    match measured {
+        Some((p, lanes)) => println!(
+            "peak (one core, measured {}-lane FMA loop, best of 40): {p:.1} GFLOP/s = {:.2} GHz × 2 FMA ports × {lanes} lanes × 2 flops",
+            lanes,
+            p / (4 * lanes) as f64
+        ),
         None => println!("peak: not measured on this target"),
     }
     if peak_only {

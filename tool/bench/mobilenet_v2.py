@@ -99,12 +99,15 @@ def main():
                     rows.append((f"rbuild own export        --backend {backend}", ms, out))
             for name, ms, out in rows:
                 gflops = 2 * macs / (ms * 1e6)
-                peak = f"  {100 * gflops / a.peak_gflops:6.1f}%" if a.peak_gflops else ""
+                # The f32 FMA peak means nothing for int8 arithmetic: no % for those rows.
+                peak = (f"  {100 * gflops / a.peak_gflops:6.1f}%" if prec == "fp32" else f"  {'-':>7}") if a.peak_gflops else ""
                 err = float(np.abs(np.asarray(out, dtype=np.float32) - ref).max())
                 print(f"  {name:<58} {ms:8.2f} {ms / anchor:9.2f}x {err:9.2e} {gflops:8.1f}{peak}")
         print()
     print("vs XNNPACK: rbuild's latency / ExecuTorch XNNPACK's on the same network (target <= 0.9x for the XnnpackBackend rows).")
     print("GFLOP/s: 2 x the XNNPACK graph's multiply-accumulates / latency (the same network for every row).")
+    if a.peak_gflops:
+        print(f"% peak: of this machine's f32 FMA peak ({a.peak_gflops:.0f} GFLOP/s for {t} core(s), widest vectors the kernels use); fp32 rows only.")
     print("max|err|: against the PyTorch reference output.0 (int8: the eager quantize/dequantize graph).")
 
 
