@@ -13,7 +13,7 @@
 //! channel's reduction contiguous in im2col order, so each group packs straight into
 //! [`PackedWeightsF32`].
 
-use super::gemm_f32::{gemm_block, gemm_f32_with, split, PackedWeightsF32, SyncPtr, Ukernel, MIN_TASK_MACS, MR};
+use super::gemm_f32::{gemm_block, gemm_f32, gemm_f32_with, split, PackedWeightsF32, SyncPtr, Ukernel, MIN_TASK_MACS, MR};
 use super::{Conv2dGeom, Parallel};
 use alloc::format;
 use alloc::string::String;
@@ -117,6 +117,31 @@ impl ConvF32 {
     /// `x` has `g.in_len()` elements, `y` `g.out_len()`; the output is clamped to `[min, max]`.
     pub fn run(&self, par: &dyn Parallel, x: &[f32], y: &mut [f32], min: f32, max: f32) -> Result<(), String> {
         self.run_with(Ukernel::best(), par, x, y, min, max)
+    }
+
+    /// Whether this is a 1×1, stride-1, unpadded convolution: a GEMM over pixels.
+    pub fn is_pointwise(&self) -> bool {
+        self.direct
+    }
+
+    /// For a pointwise convolution ([`Self::is_pointwise`]): `pixels` pixels of `x` (each
+    /// `in_channels` values) into `y` (each `out_channels`), the same arithmetic per pixel as
+    /// [`Self::run`] (so a run split into pixel ranges gives the same bits).
+    pub fn run_pixels(&self, par: &dyn Parallel, pixels: usize, x: &[f32], y: &mut [f32], min: f32, max: f32) -> Result<(), String> {
+        let g = &self.g;
+        if !self.direct {
+            return Err(String::from("conv2d: run_pixels needs a 1x1, stride-1, unpadded convolution"));
+        }
+        let (ci, co) = (g.in_channels(), g.out_channels());
+        if x.len() < pixels * ci || y.len() < pixels * co {
+            return Err(format!("conv2d: {pixels} pixels need {} / {} values, got {} / {}", pixels * ci, pixels * co, x.len(), y.len()));
+        }
+        let (x, y) = (&x[..pixels * ci], &mut y[..pixels * co]);
+        for (gr, w) in self.w.iter().enumerate() {
+            let (i0, o0) = (gr * g.group_in, gr * g.group_out);
+            gemm_f32(par, pixels, &x[i0..], ci, w, &mut y[o0..], co, min, max)?;
+        }
+        Ok(())
     }
 
     pub(crate) fn run_with(

@@ -118,6 +118,29 @@ impl DepthwiseF32 {
         self.run_with(Ukernel::best(), par, x, y, min, max)
     }
 
+    /// Output rows `o0..o1` (batch 1) from `x_rows`: input rows `a..a + x_rows.len() / (in_w·C)`
+    /// of the whole input, where `a = max(0, o0·stride − pad_top)` and the rows reach every row
+    /// those outputs read (or the input's end). `y_rows` gets `o1 − o0` output rows. The same
+    /// arithmetic per output pixel as [`Self::run`].
+    pub fn run_rows(&self, par: &dyn Parallel, o0: usize, o1: usize, x_rows: &[f32], y_rows: &mut [f32], min: f32, max: f32) -> Result<(), String> {
+        let g = &self.g;
+        let row_in = g.in_w * g.groups;
+        if g.batch != 1 || o0 >= o1 || o1 > g.out_h || row_in == 0 || x_rows.len() % row_in != 0 {
+            return Err(format!("depthwise conv2d: rows {o0}..{o1} of {} (batch {}) from {} values", g.out_h, g.batch, x_rows.len()));
+        }
+        let a = (o0 * g.stride_h).saturating_sub(g.pad_top);
+        let in_rows = x_rows.len() / row_in;
+        let need = ((o1 - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1).saturating_sub(g.pad_top).min(g.in_h);
+        if a + in_rows < need || a + in_rows > g.in_h {
+            return Err(format!("depthwise conv2d: rows {o0}..{o1} read input rows {a}..{need}, given {in_rows} from {a}"));
+        }
+        // The band as a convolution of its own: output row o' = o − o0 reads input row
+        // o'·s + ky·d − pad' of the band, pad' = pad_top + a − o0·s (≥ 0 by the choice of a);
+        // rows past the band's end are past the input's end (or never read).
+        let band = Conv2dGeom { in_h: in_rows, out_h: o1 - o0, pad_top: g.pad_top + a - o0 * g.stride_h, ..*g };
+        self.run_geom(Ukernel::best(), &band, par, x_rows, y_rows, min, max)
+    }
+
     pub(crate) fn run_with(
         &self,
         uk: Ukernel,
@@ -127,7 +150,22 @@ impl DepthwiseF32 {
         min: f32,
         max: f32,
     ) -> Result<(), String> {
-        let g = &self.g;
+        self.run_geom(uk, &self.g, par, x, y, min, max)
+    }
+
+    /// [`Self::run_with`] on geometry `g` (this one's, or a band of it: same channels, kernel,
+    /// strides and widths).
+    #[allow(clippy::too_many_arguments)]
+    fn run_geom(
+        &self,
+        uk: Ukernel,
+        g: &Conv2dGeom,
+        par: &dyn Parallel,
+        x: &[f32],
+        y: &mut [f32],
+        min: f32,
+        max: f32,
+    ) -> Result<(), String> {
         if x.len() != g.in_len() || y.len() != g.out_len() {
             return Err(format!(
                 "depthwise conv2d: x has {} elements and y {}, expected {} and {}",

@@ -91,6 +91,9 @@ pub struct Extern {
 pub enum Op {
     ConvF32 { op: ConvF32, min: f32, max: f32 },
     DepthwiseF32 { op: DepthwiseF32, min: f32, max: f32 },
+    /// A pointwise convolution whose output only a depthwise one reads, run together in bands
+    /// of rows so the expanded tensor stays in cache ([`fuse_expand_depthwise`]).
+    ExpandDwF32 { expand: ConvF32, e_min: f32, e_max: f32, dw: DepthwiseF32, min: f32, max: f32 },
     FullyConnectedF32 { op: FullyConnectedF32, m: usize, min: f32, max: f32 },
     ConvQs8(ConvQs8),
     DepthwiseQs8(DepthwiseQs8),
@@ -127,6 +130,7 @@ impl Op {
         match self {
             Op::ConvF32 { op, .. } => g(op.geom()),
             Op::DepthwiseF32 { op, .. } => g(op.geom()),
+            Op::ExpandDwF32 { expand, dw, .. } => format!("{} then {}", g(expand.geom()), g(dw.geom())),
             Op::ConvQs8(op) => g(op.geom()),
             Op::DepthwiseQs8(op) => g(op.geom()),
             Op::FullyConnectedF32 { op, m, .. } => format!("{m}x{}->{}", op.k(), op.n()),
@@ -148,6 +152,8 @@ pub struct Step {
     /// (buffer, element count) of each activation input, in the node's order.
     pub inputs: Vec<(usize, usize)>,
     pub output: (usize, usize),
+    /// A buffer the step may use as scratch (a fused step's former intermediate value).
+    pub scratch: Option<usize>,
 }
 
 /// A compiled payload: what `execute` runs.
@@ -577,6 +583,18 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
             last_read[usize_of(v)] = Some(i);
         }
     }
+    // A pointwise f32 convolution that [`fuse_expand_depthwise`] may run together with the
+    // depthwise one after it keeps its input alive through that node, so the depthwise output
+    // never takes the input's buffer (the fused step reads one while writing the other).
+    for i in 0..nodes.len().saturating_sub(1) {
+        if let (NodeParams::Conv(c), NodeKind::Conv2d, NodeKind::DepthwiseConv2d) = (&nodes[i].params, nodes[i].kind, nodes[i + 1].kind) {
+            let pointwise = c.kernel_height == 1 && c.kernel_width == 1 && c.subsampling_height == 1 && c.subsampling_width == 1;
+            let f32_out = graph.values.get(usize_of(c.output)).is_some_and(|v| v.datatype == XnnDatatype::Fp32);
+            if pointwise && f32_out && nodes[i + 1].params.inputs().contains(&c.output) && last_read[usize_of(c.input)] == Some(i) {
+                last_read[usize_of(c.input)] = Some(i + 1);
+            }
+        }
+    }
     let mut alloc = Alloc { bufs: Vec::new(), free: Vec::new(), slot: vec![None; n_values], bytes: 0, limit: activation_limit };
     let mut pinned = vec![false; n_values];
     for &id in &graph.output_ids {
@@ -645,7 +663,7 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
         if last_read[usize_of(out_id)].is_none() && !pinned[usize_of(out_id)] {
             alloc.free.push(out_buf);
         }
-        steps.push(Step { kind: node.kind, op, inputs: in_bufs, output: (out_buf, out_v.numel()) });
+        steps.push(Step { kind: node.kind, op, inputs: in_bufs, output: (out_buf, out_v.numel()), scratch: None });
     }
 
     let mut outputs = Vec::new();
@@ -654,7 +672,73 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
         let buf = alloc.slot[usize_of(id)].ok_or_else(|| format!("output value {id} is never written"))?;
         outputs.push(Extern { buf, dims: v.dims.clone(), elem: elem_of(id, v)? });
     }
+    let steps = fuse_expand_depthwise(steps, &outputs);
     Ok(Plan { workers: Default::default(), bufs: alloc.bufs, steps, inputs, outputs })
+}
+
+/// A pointwise f32 convolution (batch 1) followed by a multiplier-1 depthwise convolution that
+/// is the only reader of its output becomes one [`Op::ExpandDwF32`] step: the expanded tensor
+/// (MobileNetV2's 112×112×96 is 4.8 MB) is then produced and consumed a band of rows at a time
+/// instead of going through memory. Same kernels, same arithmetic per element: same bits.
+fn fuse_expand_depthwise(steps: Vec<Step>, outputs: &[Extern]) -> Vec<Step> {
+    // `RBUILD_XNNPACK_NO_FUSE` set: run the two steps apart (A/B timing).
+    #[cfg(feature = "std")]
+    if std::env::var_os("RBUILD_XNNPACK_NO_FUSE").is_some() {
+        return steps;
+    }
+    let fusible = |steps: &[Step], i: usize| -> bool {
+        let (Some(a), Some(b)) = (steps.get(i), steps.get(i + 1)) else { return false };
+        let (Op::ConvF32 { op: e, .. }, Op::DepthwiseF32 { op: d, .. }) = (&a.op, &b.op) else { return false };
+        let (ge, gd) = (e.geom(), d.geom());
+        let mid = a.output.0;
+        let shapes = e.is_pointwise()
+            && ge.batch == 1
+            && gd.batch == 1
+            && gd.group_out == 1
+            && (ge.out_h, ge.out_w, ge.out_channels()) == (gd.in_h, gd.in_w, gd.groups)
+            && b.inputs.len() == 1
+            && b.inputs[0].0 == mid;
+        // The fused step writes its output while it still reads its input: they must not share
+        // a buffer (the allocator may have given the depthwise output the freed input's).
+        if !shapes || outputs.iter().any(|o| o.buf == mid) || a.inputs.iter().any(|&(buf, _)| buf == b.output.0) {
+            return false;
+        }
+        // Nothing after the depthwise step may read the expanded value (until the buffer is
+        // written again by another value).
+        for s in &steps[i + 2..] {
+            if s.inputs.iter().any(|&(buf, _)| buf == mid) {
+                return false;
+            }
+            if s.output.0 == mid {
+                break;
+            }
+        }
+        true
+    };
+    let mut out = Vec::with_capacity(steps.len());
+    let mut i = 0;
+    let flags: Vec<bool> = (0..steps.len()).map(|i| fusible(&steps, i)).collect();
+    let mut it = steps.into_iter();
+    while let Some(a) = it.next() {
+        if flags[i] {
+            if let Some(b) = it.next() {
+                if let (Op::ConvF32 { op: expand, min: e_min, max: e_max }, Op::DepthwiseF32 { op: dw, min, max }) = (a.op, b.op) {
+                    out.push(Step {
+                        kind: b.kind,
+                        op: Op::ExpandDwF32 { expand, e_min, e_max, dw, min, max },
+                        inputs: a.inputs,
+                        output: b.output,
+                        scratch: Some(a.output.0),
+                    });
+                }
+                i += 2;
+                continue;
+            }
+        }
+        out.push(a);
+        i += 1;
+    }
+    out
 }
 
 /// Values an op packs at compile time (weights, biases) instead of reading from a buffer.

@@ -119,12 +119,16 @@ fn msg(e: alloc::string::String) -> KernelError {
 fn run_step(par: &dyn Parallel, bufs: &mut [Buf], step: &Step) -> KernelResult {
     let (ob, on) = step.output;
     let mut out = core::mem::replace(&mut bufs[ob], Buf::F32(Vec::new()));
-    let result = run_into(par, bufs, step, &mut out, on);
+    let mut scratch = step.scratch.map(|b| core::mem::replace(&mut bufs[b], Buf::F32(Vec::new())));
+    let result = run_into(par, bufs, step, &mut out, on, scratch.as_mut());
     bufs[ob] = out;
+    if let (Some(b), Some(buf)) = (step.scratch, scratch) {
+        bufs[b] = buf;
+    }
     result
 }
 
-fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: usize) -> KernelResult {
+fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: usize, scratch: Option<&mut Buf>) -> KernelResult {
     let input = |k: usize| -> KernelResult<&Buf> {
         let (b, _) = step.inputs.get(k).ok_or_else(|| kerr!("missing input {k}"))?;
         Ok(&bufs[*b])
@@ -135,6 +139,12 @@ fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: us
     match (&step.op, out) {
         (Op::ConvF32 { op, min, max }, Buf::F32(y)) => op.run(par, in_f32(0)?, &mut y[..on], *min, *max).map_err(msg),
         (Op::DepthwiseF32 { op, min, max }, Buf::F32(y)) => op.run(par, in_f32(0)?, &mut y[..on], *min, *max).map_err(msg),
+        (Op::ExpandDwF32 { expand, e_min, e_max, dw, min, max }, Buf::F32(y)) => match scratch {
+            Some(Buf::F32(band)) => {
+                ops::expand_depthwise_f32(par, expand, (*e_min, *e_max), dw, (*min, *max), in_f32(0)?, band, &mut y[..on]).map_err(msg)
+            }
+            _ => Err(kerr!("fused expand/depthwise step without its f32 scratch buffer")),
+        },
         (Op::FullyConnectedF32 { op, m, min, max }, Buf::F32(y)) => op.run(par, *m, in_f32(0)?, &mut y[..on], *min, *max).map_err(msg),
         (Op::ConvQs8(op), Buf::I8(y)) => op.run(par, in_i8(0)?, &mut y[..on]).map_err(msg),
         (Op::DepthwiseQs8(op), Buf::I8(y)) => op.run(par, in_i8(0)?, &mut y[..on]).map_err(msg),

@@ -318,6 +318,53 @@ fn binary_rows(bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32], f: impl Fn(f
     });
 }
 
+/// [`crate::xnnpack`]'s fused pointwise → depthwise step: for each band of output rows, the
+/// input rows it reads are expanded into `band` (rows the previous band already expanded are
+/// moved, not recomputed), then the depthwise convolution runs on them. `band` must hold the
+/// whole expanded tensor (it is the unfused plan's buffer for it); about 512 KiB of it is used.
+#[allow(clippy::too_many_arguments)]
+pub fn expand_depthwise_f32(
+    par: &dyn crate::nhwc::Parallel,
+    expand: &crate::nhwc::conv_f32::ConvF32,
+    (e_min, e_max): (f32, f32),
+    dw: &crate::nhwc::dwconv_f32::DepthwiseF32,
+    (min, max): (f32, f32),
+    x: &[f32],
+    band: &mut [f32],
+    y: &mut [f32],
+) -> Result<(), String> {
+    let g = *dw.geom();
+    let (w, c) = (g.in_w, g.groups);
+    let (row, x_row, y_row) = (w * c, w * expand.geom().in_channels(), g.out_w * g.out_channels());
+    if band.len() < g.in_h * row || x.len() < g.in_h * x_row || y.len() < g.out_h * y_row {
+        return Err(format!("expand/depthwise: buffers of {} / {} / {} values are too small", x.len(), band.len(), y.len()));
+    }
+    let span = (g.kernel_h - 1) * g.dilation_h + 1;
+    let budget = ((512 * 1024 / 4) / row.max(1)).max(span);
+    let per_band = if budget >= span { (budget - span) / g.stride_h + 1 } else { 1 };
+    // Input rows [held.0, held.1) are expanded at the start of `band`.
+    let mut held = (0usize, 0usize);
+    let mut o0 = 0;
+    while o0 < g.out_h {
+        let o1 = (o0 + per_band).min(g.out_h);
+        let a = (o0 * g.stride_h).saturating_sub(g.pad_top);
+        let b = ((o1 - 1) * g.stride_h + span).saturating_sub(g.pad_top).min(g.in_h).max(a);
+        let start = if held.0 <= a && a < held.1 {
+            band.copy_within((a - held.0) * row..(held.1 - held.0) * row, 0);
+            held.1.min(b)
+        } else {
+            a
+        };
+        if b > start {
+            expand.run_pixels(par, (b - start) * w, &x[start * x_row..b * x_row], &mut band[(start - a) * row..(b - a) * row], e_min, e_max)?;
+        }
+        held = (a, b);
+        dw.run_rows(par, o0, o1, &band[..(b - a) * row], &mut y[o0 * y_row..o1 * y_row], min, max)?;
+        o0 = o1;
+    }
+    Ok(())
+}
+
 pub fn unary_f32(op: UnOp, x: &[f32], y: &mut [f32], min: f32, max: f32) {
     with_avx2!(unary_f32_body(op, x, y, min, max))
 }
@@ -640,6 +687,40 @@ pub fn concat<T: Copy>(outer: usize, inner_sizes: &[usize], inputs: &[&[T]], y: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fused_expand_depthwise_equals_the_two_steps() {
+        use crate::nhwc::conv_f32::ConvF32;
+        use crate::nhwc::dwconv_f32::DepthwiseF32;
+        use crate::nhwc::{Conv2dGeom, Serial};
+        use crate::optimized::test_util::Lcg;
+        let mut r = Lcg::new(31);
+        // (h, w, cin, cexp, k, stride, pad): MobileNet-like shapes, big enough for several
+        // bands, odd sizes, stride 2, 5×5, no padding.
+        for &(h, w, cin, ce, k, s, p) in &[
+            (112usize, 112usize, 16usize, 96usize, 3usize, 2usize, 1usize),
+            (57, 23, 24, 144, 3, 1, 1),
+            (30, 31, 8, 40, 5, 2, 2),
+            (40, 40, 16, 600, 3, 1, 0),
+            (9, 9, 4, 16, 3, 2, 1),
+        ] {
+            let pw = Conv2dGeom { batch: 1, in_h: h, in_w: w, out_h: h, out_w: w, kernel_h: 1, kernel_w: 1, stride_h: 1, stride_w: 1, dilation_h: 1, dilation_w: 1, pad_top: 0, pad_left: 0, groups: 1, group_in: cin, group_out: ce };
+            let (oh, ow) = ((h + 2 * p - k) / s + 1, (w + 2 * p - k) / s + 1);
+            let dg = Conv2dGeom { batch: 1, in_h: h, in_w: w, out_h: oh, out_w: ow, kernel_h: k, kernel_w: k, stride_h: s, stride_w: s, dilation_h: 1, dilation_w: 1, pad_top: p, pad_left: p, groups: ce, group_in: 1, group_out: 1 };
+            let expand = ConvF32::new(&pw, &r.vec(ce * cin), Some(&r.vec(ce))).unwrap();
+            let dw = DepthwiseF32::new(&dg, &r.vec(k * k * ce), Some(&r.vec(ce))).unwrap();
+            let x = r.vec(h * w * cin);
+            let mut mid = vec![0.0f32; h * w * ce];
+            let mut want = vec![0.0f32; dg.out_len()];
+            expand.run(&Serial, &x, &mut mid, 0.0, 6.0).unwrap();
+            dw.run(&Serial, &mid, &mut want, 0.0, 6.0).unwrap();
+            let mut band = vec![f32::NAN; h * w * ce];
+            let mut got = vec![f32::NAN; dg.out_len()];
+            expand_depthwise_f32(&Serial, &expand, (0.0, 6.0), &dw, (0.0, 6.0), &x, &mut band, &mut got).unwrap();
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert!(bits(&got) == bits(&want), "{h}x{w}x{cin}->{ce} k{k} s{s} p{p}");
+        }
+    }
 
     /// Plain index arithmetic, the twin of [`transpose`].
     fn transpose_naive(dims: &[usize], perm: &[usize], x: &[u32]) -> Vec<u32> {
