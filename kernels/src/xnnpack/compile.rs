@@ -93,7 +93,8 @@ pub enum Op {
     DepthwiseF32 { op: DepthwiseF32, min: f32, max: f32 },
     /// A pointwise convolution whose output only a depthwise one reads, run together in bands
     /// of rows so the expanded tensor stays in cache ([`fuse_expand_depthwise`]).
-    ExpandDwF32 { expand: ConvF32, e_min: f32, e_max: f32, dw: DepthwiseF32, min: f32, max: f32 },
+    /// With `project`, the pointwise convolution reading the depthwise output joins too.
+    ExpandDwF32 { expand: ConvF32, e_min: f32, e_max: f32, dw: DepthwiseF32, min: f32, max: f32, project: Option<(ConvF32, f32, f32)> },
     FullyConnectedF32 { op: FullyConnectedF32, m: usize, min: f32, max: f32 },
     ConvQs8(ConvQs8),
     DepthwiseQs8(DepthwiseQs8),
@@ -130,7 +131,10 @@ impl Op {
         match self {
             Op::ConvF32 { op, .. } => g(op.geom()),
             Op::DepthwiseF32 { op, .. } => g(op.geom()),
-            Op::ExpandDwF32 { expand, dw, .. } => format!("{} then {}", g(expand.geom()), g(dw.geom())),
+            Op::ExpandDwF32 { expand, dw, project, .. } => match project {
+                Some((p, _, _)) => format!("{} then {} then {}", g(expand.geom()), g(dw.geom()), g(p.geom())),
+                None => format!("{} then {}", g(expand.geom()), g(dw.geom())),
+            },
             Op::ConvQs8(op) => g(op.geom()),
             Op::DepthwiseQs8(op) => g(op.geom()),
             Op::FullyConnectedF32 { op, m, .. } => format!("{m}x{}->{}", op.k(), op.n()),
@@ -152,8 +156,8 @@ pub struct Step {
     /// (buffer, element count) of each activation input, in the node's order.
     pub inputs: Vec<(usize, usize)>,
     pub output: (usize, usize),
-    /// A buffer the step may use as scratch (a fused step's former intermediate value).
-    pub scratch: Option<usize>,
+    /// Buffers the step may use as scratch (a fused step's former intermediate values).
+    pub scratch: Vec<usize>,
 }
 
 /// A compiled payload: what `execute` runs.
@@ -584,14 +588,32 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
         }
     }
     // A pointwise f32 convolution that [`fuse_expand_depthwise`] may run together with the
-    // depthwise one after it keeps its input alive through that node, so the depthwise output
-    // never takes the input's buffer (the fused step reads one while writing the other).
-    for i in 0..nodes.len().saturating_sub(1) {
-        if let (NodeParams::Conv(c), NodeKind::Conv2d, NodeKind::DepthwiseConv2d) = (&nodes[i].params, nodes[i].kind, nodes[i + 1].kind) {
-            let pointwise = c.kernel_height == 1 && c.kernel_width == 1 && c.subsampling_height == 1 && c.subsampling_width == 1;
+    // depthwise one after it (and the pointwise one after that) keeps its input, and the
+    // expanded value, alive through the group's last node, so the group's output never takes
+    // a buffer the fused step still reads or uses as scratch.
+    let pointwise_f32 = |n: &Node| match (&n.params, n.kind) {
+        (NodeParams::Conv(c), NodeKind::Conv2d) => {
+            let shape = c.kernel_height == 1 && c.kernel_width == 1 && c.subsampling_height == 1 && c.subsampling_width == 1;
             let f32_out = graph.values.get(usize_of(c.output)).is_some_and(|v| v.datatype == XnnDatatype::Fp32);
-            if pointwise && f32_out && nodes[i + 1].params.inputs().contains(&c.output) && last_read[usize_of(c.input)] == Some(i) {
-                last_read[usize_of(c.input)] = Some(i + 1);
+            (shape && f32_out).then_some((c.input, c.output))
+        }
+        _ => None,
+    };
+    for i in 0..nodes.len().saturating_sub(1) {
+        let Some((x, mid)) = pointwise_f32(&nodes[i]) else { continue };
+        let dw = &nodes[i + 1];
+        if dw.kind != NodeKind::DepthwiseConv2d || !dw.params.inputs().contains(&mid) {
+            continue;
+        }
+        let dw_out = dw.params.outputs().first().copied();
+        let last = match nodes.get(i + 2).and_then(pointwise_f32) {
+            Some((p_in, _)) if Some(p_in) == dw_out => i + 2,
+            _ => i + 1,
+        };
+        for v in [x, mid] {
+            let r = &mut last_read[usize_of(v)];
+            if r.is_some_and(|r| r >= i && r < last) {
+                *r = Some(last);
             }
         }
     }
@@ -663,7 +685,7 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
         if last_read[usize_of(out_id)].is_none() && !pinned[usize_of(out_id)] {
             alloc.free.push(out_buf);
         }
-        steps.push(Step { kind: node.kind, op, inputs: in_bufs, output: (out_buf, out_v.numel()), scratch: None });
+        steps.push(Step { kind: node.kind, op, inputs: in_bufs, output: (out_buf, out_v.numel()), scratch: Vec::new() });
     }
 
     let mut outputs = Vec::new();
@@ -681,59 +703,84 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
 /// (MobileNetV2's 112×112×96 is 4.8 MB) is then produced and consumed a band of rows at a time
 /// instead of going through memory. Same kernels, same arithmetic per element: same bits.
 fn fuse_expand_depthwise(steps: Vec<Step>, outputs: &[Extern]) -> Vec<Step> {
-    // `RBUILD_XNNPACK_NO_FUSE` set: run the two steps apart (A/B timing).
+    // `RBUILD_XNNPACK_NO_FUSE` set: run the steps apart (A/B timing).
     #[cfg(feature = "std")]
     if std::env::var_os("RBUILD_XNNPACK_NO_FUSE").is_some() {
         return steps;
     }
-    let fusible = |steps: &[Step], i: usize| -> bool {
-        let (Some(a), Some(b)) = (steps.get(i), steps.get(i + 1)) else { return false };
-        let (Op::ConvF32 { op: e, .. }, Op::DepthwiseF32 { op: d, .. }) = (&a.op, &b.op) else { return false };
-        let (ge, gd) = (e.geom(), d.geom());
-        let mid = a.output.0;
-        let shapes = e.is_pointwise()
-            && ge.batch == 1
-            && gd.batch == 1
-            && gd.group_out == 1
-            && (ge.out_h, ge.out_w, ge.out_channels()) == (gd.in_h, gd.in_w, gd.groups)
-            && b.inputs.len() == 1
-            && b.inputs[0].0 == mid;
-        // The fused step writes its output while it still reads its input: they must not share
-        // a buffer (the allocator may have given the depthwise output the freed input's).
-        if !shapes || outputs.iter().any(|o| o.buf == mid) || a.inputs.iter().any(|&(buf, _)| buf == b.output.0) {
+    // Whether value buffer `buf`, written by step `i`, is read only by step `i + 1` (up to the
+    // next step that writes the buffer again) and is not a delegate output.
+    let private = |steps: &[Step], i: usize, buf: usize| -> bool {
+        if outputs.iter().any(|o| o.buf == buf) {
             return false;
         }
-        // Nothing after the depthwise step may read the expanded value (until the buffer is
-        // written again by another value).
         for s in &steps[i + 2..] {
-            if s.inputs.iter().any(|&(buf, _)| buf == mid) {
+            if s.inputs.iter().any(|&(b, _)| b == buf) {
                 return false;
             }
-            if s.output.0 == mid {
+            if s.output.0 == buf {
                 break;
             }
         }
         true
     };
+    let pointwise = |s: &Step| match &s.op {
+        Op::ConvF32 { op, .. } if op.is_pointwise() && op.geom().batch == 1 => Some(*op.geom()),
+        _ => None,
+    };
+    // 0: no fusion at step i, 2: expand + depthwise, 3: + project.
+    let group = |steps: &[Step], i: usize| -> usize {
+        let (Some(a), Some(b)) = (steps.get(i), steps.get(i + 1)) else { return 0 };
+        let (Some(ge), Op::DepthwiseF32 { op: d, .. }) = (pointwise(a), &b.op) else { return 0 };
+        let gd = d.geom();
+        let mid = a.output.0;
+        let shapes = gd.batch == 1
+            && gd.group_out == 1
+            && (ge.out_h, ge.out_w, ge.out_channels()) == (gd.in_h, gd.in_w, gd.groups)
+            && b.inputs.len() == 1
+            && b.inputs[0].0 == mid;
+        // The fused step writes its output while it still reads its input: they must not share
+        // a buffer (compile keeps the input alive through the group for this).
+        if !shapes || !private(steps, i, mid) || a.inputs.iter().any(|&(buf, _)| buf == b.output.0) {
+            return 0;
+        }
+        if let Some(c) = steps.get(i + 2) {
+            if let Some(gp) = pointwise(c) {
+                let out = b.output.0;
+                let joins = (gp.in_h, gp.in_w, gp.in_channels()) == (gd.out_h, gd.out_w, gd.out_channels())
+                    && c.inputs.len() == 1
+                    && c.inputs[0].0 == out
+                    && private(steps, i + 1, out)
+                    && c.output.0 != mid
+                    && a.inputs.iter().all(|&(buf, _)| buf != c.output.0);
+                if joins {
+                    return 3;
+                }
+            }
+        }
+        2
+    };
+    let sizes: Vec<usize> = (0..steps.len()).map(|i| group(&steps, i)).collect();
     let mut out = Vec::with_capacity(steps.len());
     let mut i = 0;
-    let flags: Vec<bool> = (0..steps.len()).map(|i| fusible(&steps, i)).collect();
     let mut it = steps.into_iter();
     while let Some(a) = it.next() {
-        if flags[i] {
-            if let Some(b) = it.next() {
-                if let (Op::ConvF32 { op: expand, min: e_min, max: e_max }, Op::DepthwiseF32 { op: dw, min, max }) = (a.op, b.op) {
-                    out.push(Step {
-                        kind: b.kind,
-                        op: Op::ExpandDwF32 { expand, e_min, e_max, dw, min, max },
-                        inputs: a.inputs,
-                        output: b.output,
-                        scratch: Some(a.output.0),
-                    });
-                }
-                i += 2;
-                continue;
+        let n = sizes[i];
+        if n >= 2 {
+            let (Some(b), c) = (it.next(), if n == 3 { it.next() } else { None }) else { break };
+            if let (Op::ConvF32 { op: expand, min: e_min, max: e_max }, Op::DepthwiseF32 { op: dw, min, max }) = (a.op, b.op) {
+                let mut scratch = vec![a.output.0];
+                let (project, output, kind) = match c {
+                    Some(Step { op: Op::ConvF32 { op, min, max }, output, kind, .. }) => {
+                        scratch.push(b.output.0);
+                        (Some((op, min, max)), output, kind)
+                    }
+                    _ => (None, b.output, b.kind),
+                };
+                out.push(Step { kind, op: Op::ExpandDwF32 { expand, e_min, e_max, dw, min, max, project }, inputs: a.inputs, output, scratch });
             }
+            i += n;
+            continue;
         }
         out.push(a);
         i += 1;

@@ -119,16 +119,16 @@ fn msg(e: alloc::string::String) -> KernelError {
 fn run_step(par: &dyn Parallel, bufs: &mut [Buf], step: &Step) -> KernelResult {
     let (ob, on) = step.output;
     let mut out = core::mem::replace(&mut bufs[ob], Buf::F32(Vec::new()));
-    let mut scratch = step.scratch.map(|b| core::mem::replace(&mut bufs[b], Buf::F32(Vec::new())));
-    let result = run_into(par, bufs, step, &mut out, on, scratch.as_mut());
+    let mut scratch: Vec<Buf> = step.scratch.iter().map(|&b| core::mem::replace(&mut bufs[b], Buf::F32(Vec::new()))).collect();
+    let result = run_into(par, bufs, step, &mut out, on, &mut scratch);
     bufs[ob] = out;
-    if let (Some(b), Some(buf)) = (step.scratch, scratch) {
+    for (&b, buf) in step.scratch.iter().zip(scratch) {
         bufs[b] = buf;
     }
     result
 }
 
-fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: usize, scratch: Option<&mut Buf>) -> KernelResult {
+fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: usize, scratch: &mut [Buf]) -> KernelResult {
     let input = |k: usize| -> KernelResult<&Buf> {
         let (b, _) = step.inputs.get(k).ok_or_else(|| kerr!("missing input {k}"))?;
         Ok(&bufs[*b])
@@ -139,11 +139,15 @@ fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: us
     match (&step.op, out) {
         (Op::ConvF32 { op, min, max }, Buf::F32(y)) => op.run(par, in_f32(0)?, &mut y[..on], *min, *max).map_err(msg),
         (Op::DepthwiseF32 { op, min, max }, Buf::F32(y)) => op.run(par, in_f32(0)?, &mut y[..on], *min, *max).map_err(msg),
-        (Op::ExpandDwF32 { expand, e_min, e_max, dw, min, max }, Buf::F32(y)) => match scratch {
-            Some(Buf::F32(band)) => {
-                ops::expand_depthwise_f32(par, expand, (*e_min, *e_max), dw, (*min, *max), in_f32(0)?, band, &mut y[..on]).map_err(msg)
+        (Op::ExpandDwF32 { expand, e_min, e_max, dw, min, max, project }, Buf::F32(y)) => match scratch {
+            [Buf::F32(band)] if project.is_none() => {
+                ops::expand_depthwise_f32(par, expand, (*e_min, *e_max), dw, (*min, *max), None, in_f32(0)?, band, &mut y[..on]).map_err(msg)
             }
-            _ => Err(kerr!("fused expand/depthwise step without its f32 scratch buffer")),
+            [Buf::F32(band), Buf::F32(band2)] => {
+                let project = project.as_ref().map(|(p, lo, hi)| (p, *lo, *hi, &mut band2[..]));
+                ops::expand_depthwise_f32(par, expand, (*e_min, *e_max), dw, (*min, *max), project, in_f32(0)?, band, &mut y[..on]).map_err(msg)
+            }
+            _ => Err(kerr!("fused expand/depthwise step without its f32 scratch buffers")),
         },
         (Op::FullyConnectedF32 { op, m, min, max }, Buf::F32(y)) => op.run(par, *m, in_f32(0)?, &mut y[..on], *min, *max).map_err(msg),
         (Op::ConvQs8(op), Buf::I8(y)) => op.run(par, in_i8(0)?, &mut y[..on]).map_err(msg),

@@ -322,6 +322,8 @@ fn binary_rows(bc: &Broadcast, a: &[f32], b: &[f32], y: &mut [f32], f: impl Fn(f
 /// input rows it reads are expanded into `band` (rows the previous band already expanded are
 /// moved, not recomputed), then the depthwise convolution runs on them. `band` must hold the
 /// whole expanded tensor (it is the unfused plan's buffer for it); about 512 KiB of it is used.
+/// With `project` (convolution, bounds, and a scratch the size of the depthwise output), each
+/// band's depthwise rows go through that pointwise convolution into `y` as well.
 #[allow(clippy::too_many_arguments)]
 pub fn expand_depthwise_f32(
     par: &dyn crate::nhwc::Parallel,
@@ -329,14 +331,17 @@ pub fn expand_depthwise_f32(
     (e_min, e_max): (f32, f32),
     dw: &crate::nhwc::dwconv_f32::DepthwiseF32,
     (min, max): (f32, f32),
+    mut project: Option<(&crate::nhwc::conv_f32::ConvF32, f32, f32, &mut [f32])>,
     x: &[f32],
     band: &mut [f32],
     y: &mut [f32],
 ) -> Result<(), String> {
     let g = *dw.geom();
     let (w, c) = (g.in_w, g.groups);
-    let (row, x_row, y_row) = (w * c, w * expand.geom().in_channels(), g.out_w * g.out_channels());
-    if band.len() < g.in_h * row || x.len() < g.in_h * x_row || y.len() < g.out_h * y_row {
+    let (row, x_row, dw_row) = (w * c, w * expand.geom().in_channels(), g.out_w * g.out_channels());
+    let y_row = project.as_ref().map_or(dw_row, |(p, ..)| g.out_w * p.geom().out_channels());
+    let scratch_ok = project.as_ref().is_none_or(|(.., s)| s.len() >= g.out_h * dw_row);
+    if band.len() < g.in_h * row || x.len() < g.in_h * x_row || y.len() < g.out_h * y_row || !scratch_ok {
         return Err(format!("expand/depthwise: buffers of {} / {} / {} values are too small", x.len(), band.len(), y.len()));
     }
     let span = (g.kernel_h - 1) * g.dilation_h + 1;
@@ -359,7 +364,14 @@ pub fn expand_depthwise_f32(
             expand.run_pixels(par, (b - start) * w, &x[start * x_row..b * x_row], &mut band[(start - a) * row..(b - a) * row], e_min, e_max)?;
         }
         held = (a, b);
-        dw.run_rows(par, o0, o1, &band[..(b - a) * row], &mut y[o0 * y_row..o1 * y_row], min, max)?;
+        match project.as_mut() {
+            None => dw.run_rows(par, o0, o1, &band[..(b - a) * row], &mut y[o0 * y_row..o1 * y_row], min, max)?,
+            Some((p, p_min, p_max, mid)) => {
+                let mid = &mut mid[..(o1 - o0) * dw_row];
+                dw.run_rows(par, o0, o1, &band[..(b - a) * row], mid, min, max)?;
+                p.run_pixels(par, (o1 - o0) * g.out_w, mid, &mut y[o0 * y_row..o1 * y_row], *p_min, *p_max)?;
+            }
+        }
         o0 = o1;
     }
     Ok(())
@@ -716,9 +728,20 @@ mod tests {
             dw.run(&Serial, &mid, &mut want, 0.0, 6.0).unwrap();
             let mut band = vec![f32::NAN; h * w * ce];
             let mut got = vec![f32::NAN; dg.out_len()];
-            expand_depthwise_f32(&Serial, &expand, (0.0, 6.0), &dw, (0.0, 6.0), &x, &mut band, &mut got).unwrap();
+            expand_depthwise_f32(&Serial, &expand, (0.0, 6.0), &dw, (0.0, 6.0), None, &x, &mut band, &mut got).unwrap();
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert!(bits(&got) == bits(&want), "{h}x{w}x{cin}->{ce} k{k} s{s} p{p}");
+            // With the projection joined.
+            let cp = 1 + cin * 3 / 2;
+            let pg = Conv2dGeom { in_h: oh, in_w: ow, out_h: oh, out_w: ow, group_in: ce, group_out: cp, ..pw };
+            let project = ConvF32::new(&pg, &r.vec(cp * ce), Some(&r.vec(cp))).unwrap();
+            let mut want_p = vec![0.0f32; pg.out_len()];
+            project.run(&Serial, &want, &mut want_p, f32::NEG_INFINITY, f32::INFINITY).unwrap();
+            let mut mid = vec![f32::NAN; dg.out_len()];
+            let mut got_p = vec![f32::NAN; pg.out_len()];
+            let proj = Some((&project, f32::NEG_INFINITY, f32::INFINITY, &mut mid[..]));
+            expand_depthwise_f32(&Serial, &expand, (0.0, 6.0), &dw, (0.0, 6.0), proj, &x, &mut band, &mut got_p).unwrap();
+            assert!(bits(&got_p) == bits(&want_p), "projected {h}x{w}x{cin}->{ce}->{cp} k{k} s{s} p{p}");
         }
     }
 
