@@ -122,10 +122,11 @@ impl DepthwiseF32 {
     /// of the whole input, where `a = max(0, o0·stride − pad_top)` and the rows reach every row
     /// those outputs read (or the input's end). `y_rows` gets `o1 − o0` output rows. The same
     /// arithmetic per output pixel as [`Self::run`].
+    #[allow(clippy::too_many_arguments)]
     pub fn run_rows(&self, par: &dyn Parallel, o0: usize, o1: usize, x_rows: &[f32], y_rows: &mut [f32], min: f32, max: f32) -> Result<(), String> {
         let g = &self.g;
         let row_in = g.in_w * g.groups;
-        if g.batch != 1 || o0 >= o1 || o1 > g.out_h || row_in == 0 || x_rows.len() % row_in != 0 {
+        if g.batch != 1 || o0 >= o1 || o1 > g.out_h || row_in == 0 || !x_rows.len().is_multiple_of(row_in) {
             return Err(format!("depthwise conv2d: rows {o0}..{o1} of {} (batch {}) from {} values", g.out_h, g.batch, x_rows.len()));
         }
         let a = (o0 * g.stride_h).saturating_sub(g.pad_top);

@@ -345,13 +345,107 @@ pub fn expand_depthwise_f32(
         return Err(format!("expand/depthwise: buffers of {} / {} / {} values are too small", x.len(), band.len(), y.len()));
     }
     let span = (g.kernel_h - 1) * g.dilation_h + 1;
-    let budget = ((512 * 1024 / 4) / row.max(1)).max(span);
-    let per_band = if budget >= span { (budget - span) / g.stride_h + 1 } else { 1 };
+    let dims = BandDims { row, x_row, dw_row, y_row, span };
+    // Several threads: each takes a contiguous run of output rows with its own share of the
+    // scratch and runs its bands on one thread (a band's kernels are too small to split well);
+    // rows at the runs' seams are expanded twice.
+    let threads = par.threads();
+    let tasks = threads.min(g.out_h);
+    let band_share = band.len() / tasks.max(1) / row.max(1);
+    let mid_share = project.as_ref().map_or(usize::MAX, |(.., m)| m.len() / tasks.max(1) / dw_row.max(1));
+    if tasks > 1 && band_share >= span && mid_share >= 1 {
+        let per = g.out_h.div_ceil(tasks);
+        let (bp, yp) = (SyncF32(band.as_mut_ptr()), SyncF32(y.as_mut_ptr()));
+        let mp = project.as_mut().map(|(.., m)| SyncF32(m.as_mut_ptr()));
+        let proj = project.as_ref().map(|(p, lo, hi, _)| (*p, *lo, *hi));
+        let results: alloc::vec::Vec<core::cell::Cell<Option<String>>> = (0..tasks).map(|_| core::cell::Cell::new(None)).collect();
+        let results = SyncCells(&results);
+        par.for_each(tasks, &|t| {
+            let (bp, yp, mp, results) = (&bp, &yp, &mp, &results);
+            let (o0, o1) = (t * per, ((t + 1) * per).min(g.out_h));
+            if o0 >= o1 {
+                return;
+            }
+            // SAFETY: task t alone uses band[t·S..(t+1)·S] (S = band_share·row), the mid
+            // scratch's share t likewise, and output rows o0..o1 of `y` (per·t.. ranges are
+            // disjoint; all inside the lengths checked above); the slices die with the task.
+            let (band_t, mid_t, y_t) = unsafe {
+                (
+                    core::slice::from_raw_parts_mut(bp.0.add(t * band_share * row), band_share * row),
+                    mp.as_ref().map(|m| core::slice::from_raw_parts_mut(m.0.add(t * mid_share * dw_row), mid_share * dw_row)),
+                    core::slice::from_raw_parts_mut(yp.0.add(o0 * y_row), (o1 - o0) * y_row),
+                )
+            };
+            let project = proj.map(|(p, lo, hi)| (p, lo, hi, mid_t.unwrap_or(&mut [])));
+            if let Err(e) = bands(&crate::nhwc::Serial, expand, (e_min, e_max), dw, (min, max), project, x, band_t, y_t, o0..o1, &dims) {
+                // SAFETY: cell t is only touched by task t.
+                unsafe { results.set(t, e) };
+            }
+        });
+        return match results.0.iter().find_map(|c| c.take()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        };
+    }
+    bands(par, expand, (e_min, e_max), dw, (min, max), project, x, band, y, 0..g.out_h, &dims)
+}
+
+/// Row sizes of a fused step: expanded row, input row, depthwise output row, output row; rows a
+/// depthwise output row reads.
+struct BandDims {
+    row: usize,
+    x_row: usize,
+    dw_row: usize,
+    y_row: usize,
+    span: usize,
+}
+
+/// A raw pointer handed to parallel tasks that use disjoint parts of its slice.
+struct SyncF32(*mut f32);
+// SAFETY: only used to give tasks disjoint sub-slices (see `expand_depthwise_f32`).
+unsafe impl Sync for SyncF32 {}
+
+/// Per-task error slots (each task writes only its own).
+struct SyncCells<'a>(&'a [core::cell::Cell<Option<String>>]);
+// SAFETY: task t only touches cell t.
+unsafe impl Sync for SyncCells<'_> {}
+impl SyncCells<'_> {
+    /// # Safety
+    /// Only task `t` may call this with `t`.
+    unsafe fn set(&self, t: usize, e: String) {
+        self.0[t].set(Some(e));
+    }
+}
+
+/// The band loop of [`expand_depthwise_f32`] over output rows `rows` (`y` holds just those rows;
+/// `band`, and the projection's scratch, hold at least `span` expanded rows / one output row).
+#[allow(clippy::too_many_arguments)]
+fn bands(
+    par: &dyn crate::nhwc::Parallel,
+    expand: &crate::nhwc::conv_f32::ConvF32,
+    (e_min, e_max): (f32, f32),
+    dw: &crate::nhwc::dwconv_f32::DepthwiseF32,
+    (min, max): (f32, f32),
+    mut project: Option<(&crate::nhwc::conv_f32::ConvF32, f32, f32, &mut [f32])>,
+    x: &[f32],
+    band: &mut [f32],
+    y: &mut [f32],
+    rows: core::ops::Range<usize>,
+    d: &BandDims,
+) -> Result<(), String> {
+    let g = *dw.geom();
+    let (w, row, x_row, dw_row, y_row, span) = (g.in_w, d.row, d.x_row, d.dw_row, d.y_row, d.span);
+    // Expanded rows held at once: about 512 KiB, at most what `band` holds.
+    let budget = ((512 * 1024 / 4) / row.max(1)).min(band.len() / row.max(1)).max(span);
+    let mut per_band = (budget - span) / g.stride_h + 1;
+    if let Some((.., mid)) = project.as_ref() {
+        per_band = per_band.min(mid.len() / dw_row.max(1)).max(1);
+    }
     // Input rows [held.0, held.1) are expanded at the start of `band`.
     let mut held = (0usize, 0usize);
-    let mut o0 = 0;
-    while o0 < g.out_h {
-        let o1 = (o0 + per_band).min(g.out_h);
+    let mut o0 = rows.start;
+    while o0 < rows.end {
+        let o1 = (o0 + per_band).min(rows.end);
         let a = (o0 * g.stride_h).saturating_sub(g.pad_top);
         let b = ((o1 - 1) * g.stride_h + span).saturating_sub(g.pad_top).min(g.in_h).max(a);
         let start = if held.0 <= a && a < held.1 {
@@ -364,12 +458,13 @@ pub fn expand_depthwise_f32(
             expand.run_pixels(par, (b - start) * w, &x[start * x_row..b * x_row], &mut band[(start - a) * row..(b - a) * row], e_min, e_max)?;
         }
         held = (a, b);
+        let y_band = &mut y[(o0 - rows.start) * y_row..(o1 - rows.start) * y_row];
         match project.as_mut() {
-            None => dw.run_rows(par, o0, o1, &band[..(b - a) * row], &mut y[o0 * y_row..o1 * y_row], min, max)?,
+            None => dw.run_rows(par, o0, o1, &band[..(b - a) * row], y_band, min, max)?,
             Some((p, p_min, p_max, mid)) => {
                 let mid = &mut mid[..(o1 - o0) * dw_row];
                 dw.run_rows(par, o0, o1, &band[..(b - a) * row], mid, min, max)?;
-                p.run_pixels(par, (o1 - o0) * g.out_w, mid, &mut y[o0 * y_row..o1 * y_row], *p_min, *p_max)?;
+                p.run_pixels(par, (o1 - o0) * g.out_w, mid, y_band, *p_min, *p_max)?;
             }
         }
         o0 = o1;
@@ -700,6 +795,19 @@ pub fn concat<T: Copy>(outer: usize, inner_sizes: &[usize], inputs: &[&[T]], y: 
 mod tests {
     use super::*;
 
+    /// Three "threads" that run the tasks one after another, in reverse order.
+    struct ThreeThreads;
+    impl crate::nhwc::Parallel for ThreeThreads {
+        fn threads(&self) -> usize {
+            3
+        }
+        fn for_each(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) {
+            for i in (0..tasks).rev() {
+                f(i);
+            }
+        }
+    }
+
     #[test]
     fn fused_expand_depthwise_equals_the_two_steps() {
         use crate::nhwc::conv_f32::ConvF32;
@@ -727,10 +835,12 @@ mod tests {
             expand.run(&Serial, &x, &mut mid, 0.0, 6.0).unwrap();
             dw.run(&Serial, &mid, &mut want, 0.0, 6.0).unwrap();
             let mut band = vec![f32::NAN; h * w * ce];
-            let mut got = vec![f32::NAN; dg.out_len()];
-            expand_depthwise_f32(&Serial, &expand, (0.0, 6.0), &dw, (0.0, 6.0), None, &x, &mut band, &mut got).unwrap();
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-            assert!(bits(&got) == bits(&want), "{h}x{w}x{cin}->{ce} k{k} s{s} p{p}");
+            for par in [&Serial as &dyn crate::nhwc::Parallel, &ThreeThreads] {
+                let mut got = vec![f32::NAN; dg.out_len()];
+                expand_depthwise_f32(par, &expand, (0.0, 6.0), &dw, (0.0, 6.0), None, &x, &mut band, &mut got).unwrap();
+                assert!(bits(&got) == bits(&want), "{h}x{w}x{cin}->{ce} k{k} s{s} p{p}, {} thread(s)", par.threads());
+            }
             // With the projection joined.
             let cp = 1 + cin * 3 / 2;
             let pg = Conv2dGeom { in_h: oh, in_w: ow, out_h: oh, out_w: ow, group_in: ce, group_out: cp, ..pw };
@@ -738,10 +848,12 @@ mod tests {
             let mut want_p = vec![0.0f32; pg.out_len()];
             project.run(&Serial, &want, &mut want_p, f32::NEG_INFINITY, f32::INFINITY).unwrap();
             let mut mid = vec![f32::NAN; dg.out_len()];
-            let mut got_p = vec![f32::NAN; pg.out_len()];
-            let proj = Some((&project, f32::NEG_INFINITY, f32::INFINITY, &mut mid[..]));
-            expand_depthwise_f32(&Serial, &expand, (0.0, 6.0), &dw, (0.0, 6.0), proj, &x, &mut band, &mut got_p).unwrap();
-            assert!(bits(&got_p) == bits(&want_p), "projected {h}x{w}x{cin}->{ce}->{cp} k{k} s{s} p{p}");
+            for par in [&Serial as &dyn crate::nhwc::Parallel, &ThreeThreads] {
+                let mut got_p = vec![f32::NAN; pg.out_len()];
+                let proj = Some((&project, f32::NEG_INFINITY, f32::INFINITY, &mut mid[..]));
+                expand_depthwise_f32(par, &expand, (0.0, 6.0), &dw, (0.0, 6.0), proj, &x, &mut band, &mut got_p).unwrap();
+                assert!(bits(&got_p) == bits(&want_p), "projected {h}x{w}x{cin}->{ce}->{cp} k{k} s{s} p{p}, {} thread(s)", par.threads());
+            }
         }
     }
 
