@@ -124,6 +124,21 @@ pub(crate) fn has_avx2_fma() -> bool {
     }
 }
 
+/// A CPU probe run once: `state` holds 0 (not probed yet), 1 (no) or 2 (yes).
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+pub(crate) fn probe_once(state: &core::sync::atomic::AtomicU8, probe: impl FnOnce() -> bool) -> bool {
+    use core::sync::atomic::Ordering;
+    match state.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let yes = probe();
+            state.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+            yes
+        }
+    }
+}
+
 /// Whether the AVX-512F kernels may run (run-time detection with `std`, unless the environment
 /// variable `RBUILD_KERNELS_NO_AVX512` is set, for A/B timing; the compile-time target features
 /// without `std`).
@@ -131,20 +146,10 @@ pub(crate) fn has_avx2_fma() -> bool {
 pub(crate) fn has_avx512() -> bool {
     #[cfg(feature = "std")]
     {
-        use core::sync::atomic::{AtomicU8, Ordering};
-        // 0: not probed yet, 1: no, 2: yes.
-        static PROBED: AtomicU8 = AtomicU8::new(0);
-        match PROBED.load(Ordering::Relaxed) {
-            1 => false,
-            2 => true,
-            _ => {
-                let yes = has_avx2_fma()
-                    && std::is_x86_feature_detected!("avx512f")
-                    && std::env::var_os("RBUILD_KERNELS_NO_AVX512").is_none();
-                PROBED.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-                yes
-            }
-        }
+        static PROBED: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
+        probe_once(&PROBED, || {
+            has_avx2_fma() && std::is_x86_feature_detected!("avx512f") && std::env::var_os("RBUILD_KERNELS_NO_AVX512").is_none()
+        })
     }
     #[cfg(not(feature = "std"))]
     {

@@ -114,7 +114,7 @@ impl Plan {
 
     /// A description of each step (node kind and the operator's shape), in order.
     pub fn step_names(&self) -> alloc::vec::Vec<String> {
-        let counts = |s: &compile::Step| s.inputs.iter().map(|(_, n)| n.to_string()).collect::<alloc::vec::Vec<_>>().join(",");
+        let counts = |s: &compile::Step| s.inputs.iter().map(|(_, n)| alloc::format!("{n}")).collect::<alloc::vec::Vec<_>>().join(",");
         self.steps
             .iter()
             .map(|s| format!("{} {} [{} -> {}]", s.kind.name(), s.op.describe(), counts(s), s.output.1))

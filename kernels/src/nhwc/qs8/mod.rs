@@ -257,21 +257,13 @@ impl Isa {
 fn has_avx512_vnni() -> bool {
     #[cfg(feature = "std")]
     {
-        use core::sync::atomic::{AtomicU8, Ordering};
-        // 0: not probed yet, 1: no, 2: yes.
-        static PROBED: AtomicU8 = AtomicU8::new(0);
-        match PROBED.load(Ordering::Relaxed) {
-            1 => false,
-            2 => true,
-            _ => {
-                let yes = crate::nhwc::gemm_f32::has_avx512()
-                    && std::is_x86_feature_detected!("avx512bw")
-                    && std::is_x86_feature_detected!("avx512vl")
-                    && std::is_x86_feature_detected!("avx512vnni");
-                PROBED.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-                yes
-            }
-        }
+        static PROBED: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
+        crate::nhwc::gemm_f32::probe_once(&PROBED, || {
+            crate::nhwc::gemm_f32::has_avx512()
+                && std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("avx512vl")
+                && std::is_x86_feature_detected!("avx512vnni")
+        })
     }
     #[cfg(not(feature = "std"))]
     {
