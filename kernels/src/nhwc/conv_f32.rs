@@ -13,8 +13,8 @@
 //! channel's reduction contiguous in im2col order, so each group packs straight into
 //! [`PackedWeightsF32`].
 
-use super::gemm_f32::{gemm_block, gemm_f32, gemm_f32_with, split, PackedWeightsF32, SyncPtr, Ukernel, MIN_TASK_MACS, MR};
-use super::{Conv2dGeom, Parallel};
+use super::gemm_f32::{gemm_block, gemm_f32_with, split, PackedWeightsF32, SyncPtr, Ukernel, MIN_TASK_MACS, MR};
+use super::{Conv2dGeom, Parallel, PostOp};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
@@ -63,6 +63,8 @@ pub struct ConvF32 {
     /// input, so the AVX-512 path reads them in place (no im2col) inside the image.
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     spans: bool,
+    /// Applied to each output tile after the clamp ([`Self::with_post`]).
+    post: PostOp,
 }
 
 impl ConvF32 {
@@ -107,11 +109,20 @@ impl ConvF32 {
             && g.out_h == g.in_h
             && g.out_w == g.in_w;
         let spans = !direct && g.groups == 1 && g.dilation_w == 1;
-        Ok(ConvF32 { g: *g, w, direct, spans })
+        Ok(ConvF32 { g: *g, w, direct, spans, post: PostOp::None })
     }
 
     pub fn geom(&self) -> &Conv2dGeom {
         &self.g
+    }
+
+    /// This convolution with `post` applied to its outputs (after the clamp), tile by tile.
+    pub fn with_post(self, post: PostOp) -> Self {
+        ConvF32 { post, ..self }
+    }
+
+    pub fn post(&self) -> PostOp {
+        self.post
     }
 
     /// `x` has `g.in_len()` elements, `y` `g.out_len()`; the output is clamped to `[min, max]`.
@@ -139,7 +150,7 @@ impl ConvF32 {
         let (x, y) = (&x[..pixels * ci], &mut y[..pixels * co]);
         for (gr, w) in self.w.iter().enumerate() {
             let (i0, o0) = (gr * g.group_in, gr * g.group_out);
-            gemm_f32(par, pixels, &x[i0..], ci, w, &mut y[o0..], co, min, max)?;
+            gemm_f32_with(Ukernel::best(), par, pixels, &x[i0..], ci, w, &mut y[o0..], co, min, max, self.post)?;
         }
         Ok(())
     }
@@ -168,7 +179,7 @@ impl ConvF32 {
         if self.direct {
             for (gr, w) in self.w.iter().enumerate() {
                 let (i0, o0) = (gr * g.group_in, gr * g.group_out);
-                gemm_f32_with(uk, par, m, &x[i0..], ci, w, &mut y[o0..], co, min, max)?;
+                gemm_f32_with(uk, par, m, &x[i0..], ci, w, &mut y[o0..], co, min, max, self.post)?;
             }
             return Ok(());
         }
@@ -214,6 +225,7 @@ impl ConvF32 {
                         co,
                         min,
                         max,
+                        self.post,
                     )
                 };
             }
@@ -274,7 +286,7 @@ impl ConvF32 {
                         // p0 + a .. p0 + e of `y` (length out_len = pixels · co) have co
                         // floats each; tasks write disjoint rows; the CPU has AVX-512F.
                         unsafe {
-                            gemm_block(Ukernel::Avx512, false, 0..e - a, 0..w.panels(), buf.as_ptr(), kk, w, yp.0.add((p0 + a) * co), co, min, max)
+                            gemm_block(Ukernel::Avx512, false, 0..e - a, 0..w.panels(), buf.as_ptr(), kk, w, yp.0.add((p0 + a) * co), co, min, max, self.post)
                         };
                         a = e;
                     }
@@ -328,6 +340,9 @@ impl ConvF32 {
                         };
                         p = last + 1;
                     }
+                    // SAFETY: the mr pixels just written (co floats each, contiguous rows of
+                    // this task's output).
+                    unsafe { self.post.apply(yp.0.add((r * g.out_w + ilo + i) * co), mr, co, co) };
                     i += mr;
                 }
             }
@@ -469,10 +484,16 @@ pub(crate) mod tests {
         let conv = ConvF32::new(g, &f, bias).unwrap();
         let want = conv2d_f32(g, &x, &f, bias, min, max);
         let tol = 1e-5 * ((g.kernel_h * g.kernel_w * g.group_in) as f32).sqrt();
+        let posted = ConvF32::new(g, &f, bias).unwrap().with_post(PostOp::Hardswish);
         for uk in Ukernel::all_supported() {
             let mut y = vec![f32::NAN; g.out_len()];
             conv.run_with(uk, &Serial, &x, &mut y, min, max).unwrap();
             assert_close(&y, &want, tol, &format!("{uk:?} conv {g:?}"));
+            // The fused activation: the same bits as hardswish over the finished output.
+            let mut z = vec![f32::NAN; g.out_len()];
+            posted.run_with(uk, &Serial, &x, &mut z, min, max).unwrap();
+            crate::nhwc::hardswish_in_place(&mut y);
+            assert!(y.iter().zip(&z).all(|(a, b)| a.to_bits() == b.to_bits()), "{uk:?} conv + hardswish {g:?}");
         }
     }
 

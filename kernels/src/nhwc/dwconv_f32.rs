@@ -16,7 +16,7 @@
 
 use super::conv_f32::check_geom;
 use super::gemm_f32::{Lanes, SyncPtr, Ukernel, MIN_TASK_MACS};
-use super::{Conv2dGeom, Parallel};
+use super::{Conv2dGeom, Parallel, PostOp};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
@@ -39,6 +39,8 @@ pub struct DepthwiseF32 {
     bias: Vec<f32>,
     /// `C` zeros: what taps in the padding read.
     zero: Vec<f32>,
+    /// Applied to each output row after the clamp ([`Self::with_post`]).
+    post: PostOp,
 }
 
 /// What a row of output pixels needs (raw pointers checked by `run`).
@@ -106,11 +108,20 @@ impl DepthwiseF32 {
         } else {
             (Vec::new(), filter.to_vec(), bias_v)
         };
-        Ok(DepthwiseF32 { g: *g, taps, packed, filter, bias, zero: vec![0.0; c] })
+        Ok(DepthwiseF32 { g: *g, taps, packed, filter, bias, zero: vec![0.0; c], post: PostOp::None })
     }
 
     pub fn geom(&self) -> &Conv2dGeom {
         &self.g
+    }
+
+    /// This convolution with `post` applied to its outputs (after the clamp), row by row.
+    pub fn with_post(self, post: PostOp) -> Self {
+        DepthwiseF32 { post, ..self }
+    }
+
+    pub fn post(&self) -> PostOp {
+        self.post
     }
 
     /// `x` has `g.in_len()` elements, `y` `g.out_len()`; the output is clamped to `[min, max]`.
@@ -216,21 +227,30 @@ impl DepthwiseF32 {
             // Capture the whole (Sync) wrapper, not its raw-pointer field.
             let yp = &yp;
             let mut dyn_ptrs = vec![core::ptr::null::<f32>(); self.taps];
-            for r in t * rows_per_task..((t + 1) * rows_per_task).min(rows) {
+            let end = ((t + 1) * rows_per_task).min(rows);
+            let mut r = t * rows_per_task;
+            while r < end {
                 let (b, oy) = (r / g.out_h, r % g.out_h);
+                let n = (end - r).min(g.out_h - oy).min(ROW_GROUP);
                 // SAFETY: `x` and `y` have exactly in_len/out_len elements (checked above), so
-                // every pointer `fill_ptrs` makes (in-bounds taps) and the output row
-                // `r · out_w · co .. + out_w · co` are in bounds; `zero` has C elements; packed
-                // weights have ceil(C/16)·(taps+1) rows (or the generic filter taps·C·M);
-                // tasks write disjoint rows; `uk` was checked to run on this CPU.
+                // every pointer `fill_ptrs` makes (in-bounds taps) and the output rows
+                // `r · out_w · co .. (r + n) · out_w · co` are in bounds; `zero` has C elements;
+                // packed weights have ceil(C/16)·(taps+1) rows (or the generic filter taps·C·M);
+                // tasks write disjoint rows (the post-op too: only these rows); `uk` was checked
+                // to run on this CPU.
                 unsafe {
                     let out = yp.0.add(r * g.out_w * co);
                     if !self.packed.is_empty() {
-                        row_dispatch(uk, ctx, b, oy, &mut dyn_ptrs, out)
+                        rows_dispatch(uk, ctx, b, oy, n, &mut dyn_ptrs, out)
                     } else {
-                        row_generic(ctx, g.group_out, &self.bias, b, oy, &mut dyn_ptrs, out)
+                        for i in 0..n {
+                            row_generic(ctx, g.group_out, &self.bias, b, oy + i, &mut dyn_ptrs, out.add(i * g.out_w * co))
+                        }
                     }
+                    // The rows just written (still in cache).
+                    self.post.apply(out, n, g.out_w * co, g.out_w * co);
                 }
+                r += n;
             }
         };
         if tasks == 1 {
@@ -323,6 +343,33 @@ unsafe fn fill_from_bases(ctx: &Ctx, kh: usize, kw: usize, bases: &[*const f32],
     }
 }
 
+/// Most output rows [`rows_dispatch`] takes at once.
+const ROW_GROUP: usize = 8;
+
+/// Output rows `oy0 .. oy0 + n` (`n <= ROW_GROUP`) of image `b` with the packed kernel of `uk`,
+/// row `i` at `out + i · out_w · C`.
+///
+/// # Safety
+/// As [`row_dispatch`] for each of the rows (all inside image `b`).
+unsafe fn rows_dispatch(uk: Ukernel, ctx: &Ctx, b: usize, oy0: usize, n: usize, ptrs: &mut [*const f32], out: *mut f32) {
+    // SAFETY: forwarded from this function's contract; the const tap counts match ctx.taps.
+    unsafe {
+        #[cfg(target_arch = "x86_64")]
+        if uk == Ukernel::Avx512 {
+            match (ctx.kh, ctx.kw, ctx.sw, ctx.dw) {
+                (3, 3, 1, 1) => return avx512::rows::<3, 1, 4>(ctx, b, oy0, n, out),
+                (3, 3, 2, 1) => return avx512::rows::<3, 2, 4>(ctx, b, oy0, n, out),
+                (5, 5, 1, 1) => return avx512::rows::<5, 1, 2>(ctx, b, oy0, n, out),
+                (5, 5, 2, 1) => return avx512::rows::<5, 2, 2>(ctx, b, oy0, n, out),
+                _ => {}
+            }
+        }
+        for i in 0..n {
+            row_dispatch(uk, ctx, b, oy0 + i, ptrs, out.add(i * ctx.out_w * ctx.c));
+        }
+    }
+}
+
 /// One output row with the packed kernel of `uk`, specialized for 3×3 and 5×5.
 ///
 /// # Safety
@@ -334,10 +381,10 @@ unsafe fn row_dispatch(uk: Ukernel, ctx: &Ctx, b: usize, oy: usize, ptrs: &mut [
         match uk {
             #[cfg(target_arch = "x86_64")]
             Ukernel::Avx512 => match (ctx.kh, ctx.kw, ctx.sw, ctx.dw) {
-                (3, 3, 1, 1) => avx512::row::<3, 1, 4>(ctx, b, oy, out),
-                (3, 3, 2, 1) => avx512::row::<3, 2, 4>(ctx, b, oy, out),
-                (5, 5, 1, 1) => avx512::row::<5, 1, 2>(ctx, b, oy, out),
-                (5, 5, 2, 1) => avx512::row::<5, 2, 2>(ctx, b, oy, out),
+                (3, 3, 1, 1) => avx512::rows::<3, 1, 4>(ctx, b, oy, 1, out),
+                (3, 3, 2, 1) => avx512::rows::<3, 2, 4>(ctx, b, oy, 1, out),
+                (5, 5, 1, 1) => avx512::rows::<5, 1, 2>(ctx, b, oy, 1, out),
+                (5, 5, 2, 1) => avx512::rows::<5, 2, 2>(ctx, b, oy, 1, out),
                 (3, 3, ..) => avx2::row::<3>(ctx, b, oy, ptrs, out),
                 (5, 5, ..) => avx2::row::<5>(ctx, b, oy, ptrs, out),
                 _ => avx2::row::<0>(ctx, b, oy, ptrs, out),
@@ -528,30 +575,36 @@ mod avx512 {
     use super::{row_bases, Ctx, CB};
     use core::arch::x86_64::*;
 
-    /// One output row.
+    /// Output rows `oy0 .. oy0 + n` of image `b`, row `i` at `out + i · out_w · C`: channel block
+    /// by channel block, each block over all the rows, so a block's input lines (one 64-byte
+    /// line per pixel) are still in L1 when the next output row reads them again (row by row,
+    /// with every block in between, a row's lines of all blocks exceed L1 and each input line
+    /// came from L2 `K` times).
     ///
     /// # Safety
-    /// As [`super::row_dispatch`] with `ctx.kh == ctx.kw == K` (3 or 5), `ctx.sw == S`,
+    /// As [`super::rows_dispatch`] with `ctx.kh == ctx.kw == K` (3 or 5), `ctx.sw == S`,
     /// `ctx.dw == 1`, and the CPU has AVX-512F.
     #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn row<const K: usize, const S: usize, const P: usize>(ctx: &Ctx, b: usize, oy: usize, out: *mut f32) {
+    pub(super) unsafe fn rows<const K: usize, const S: usize, const P: usize>(ctx: &Ctx, b: usize, oy0: usize, n: usize, out: *mut f32) {
         let c = ctx.c;
-        let mut bases = [core::ptr::null::<f32>(); 5];
-        // SAFETY: as the caller's contract; `bases` has 5 >= K entries.
-        unsafe { row_bases(ctx, K, b, oy, &mut bases[..K]) };
         // Interior output columns [lo, hi): ox·sw - pl >= 0 and ox·sw + (K-1)·dw - pl < in_w.
         let span = K - 1;
         let lo = ctx.pl.div_ceil(ctx.sw).min(ctx.out_w);
         let hi = if ctx.in_w + ctx.pl > span { ((ctx.in_w + ctx.pl - span - 1) / ctx.sw + 1).min(ctx.out_w) } else { 0 };
         let hi = hi.max(lo);
+        let mut bases = [[core::ptr::null::<f32>(); 5]; super::ROW_GROUP];
+        for (i, rb) in bases.iter_mut().enumerate().take(n) {
+            // SAFETY: as the caller's contract; each entry has 5 >= K bases.
+            unsafe { row_bases(ctx, K, b, oy0 + i, &mut rb[..K]) };
+        }
         for blk in 0..c.div_ceil(CB) {
             let cb = blk * CB;
-            // SAFETY: the caller's contract (see `block`).
+            // SAFETY: the caller's contract (see `block`): rows oy0..oy0 + n are in bounds.
             unsafe {
                 if cb + CB <= c {
-                    block::<K, S, P, false>(ctx, &bases, 0..ctx.out_w, lo, hi, cb, out);
+                    block::<K, S, P, false>(ctx, &bases[..n], lo, hi, cb, out);
                 } else {
-                    block::<K, S, P, true>(ctx, &bases, 0..ctx.out_w, lo, hi, cb, out);
+                    block::<K, S, P, true>(ctx, &bases[..n], lo, hi, cb, out);
                 }
             }
         }
@@ -592,23 +645,23 @@ mod avx512 {
         }
     }
 
-    /// Channels `cb .. min(cb + 16, C)` of output pixels `pixels` (interior: `lo..hi`).
+    /// Channels `cb .. min(cb + 16, C)` of every output pixel of the rows `rows` (their
+    /// `row_bases`), row `i` at `out + i · out_w · C`; interior columns `lo..hi`. The block's
+    /// weights are loaded once for all the rows.
     ///
     /// # Safety
-    /// As [`row`]; `bases` from `row_bases` for this row; `cb < C`, and `cb + 16 <= C` unless
-    /// `MASKED`.
+    /// As [`rows`]; `cb < C`, and `cb + 16 <= C` unless `MASKED`.
     #[allow(clippy::needless_range_loop)]
     #[target_feature(enable = "avx512f,avx2,fma")]
     unsafe fn block<const K: usize, const S: usize, const P: usize, const MASKED: bool>(
         ctx: &Ctx,
-        bases: &[*const f32; 5],
-        pixels: core::ops::Range<usize>,
+        rows: &[[*const f32; 5]],
         lo: usize,
         hi: usize,
         cb: usize,
         out: *mut f32,
     ) {
-        let (c, pl) = (ctx.c, ctx.pl);
+        let (c, pl, out_w) = (ctx.c, ctx.pl, ctx.out_w);
         let taps = K * K;
         let mask: __mmask16 = if MASKED { ((1u32 << (c - cb)) - 1) as __mmask16 } else { 0xffff };
         let vmin = _mm512_set1_ps(ctx.min);
@@ -616,9 +669,10 @@ mod avx512 {
         // SAFETY: the weight block `cb / 16` has taps + 1 aligned rows of 16 floats (lanes past
         // C are zero padding, so reading them is fine); input pointers are formed only for
         // rows with a non-null base (inside the input) and columns checked to lie in
-        // 0..in_w (border pixels) or known to (interior pixels, lo..hi); every load/store
-        // covers channels cb.. of one pixel, masked to C when MASKED; output pixels ox < out_w
-        // have C writable floats at out + ox·C.
+        // 0..in_w (groups reaching the padding, single border pixels) or known to (groups
+        // inside lo..hi); every load/store covers channels cb.. of one pixel, masked to C when
+        // MASKED; output pixels ox < out_w of row i have C writable floats at
+        // out + (i · out_w + ox) · C.
         unsafe {
             let wb = ctx.w.add(cb / CB * (taps + 1) * CB);
             let bias = _mm512_load_ps(wb);
@@ -626,59 +680,56 @@ mod avx512 {
             for t in 0..taps {
                 wv[t] = _mm512_load_ps(wb.add((t + 1) * CB));
             }
-            // Border pixels: each tap's column checked.
-            let border = |ox: usize| {
-                let mut acc = bias;
-                for ky in 0..K {
-                    let base = bases[ky];
-                    if base.is_null() {
-                        continue;
-                    }
-                    for kx in 0..K {
-                        let ix = (ox * S + kx).wrapping_sub(pl);
-                        if ix < ctx.in_w {
-                            acc = _mm512_fmadd_ps(load::<MASKED>(base.add(ix * c + cb), mask), wv[ky * K + kx], acc);
-                        }
-                    }
-                }
-                store::<MASKED>(out.add(ox * c + cb), mask, acc, vmin, vmax);
-            };
-            let (start, end) = (pixels.start, pixels.end);
-            let (ilo, ihi) = (lo.clamp(start, end), hi.clamp(start, end).max(lo.clamp(start, end)));
-            for ox in start..ilo {
-                border(ox);
-            }
-            // Interior: P pixels per step; their taps in kernel row ky are input columns
+            // P pixels per step; their taps in kernel row ky are input columns
             // x0 .. x0 + (P-1)·S + K - 1, each loaded once and used by every (pixel, tap) pair
-            // that reads it.
+            // that reads it. Groups inside [lo, hi) read every column unchecked; groups reaching
+            // into the padding skip the columns outside the row (the same taps in the same
+            // order), so a narrow image's edges keep P independent sums in flight instead of
+            // one pixel's K·K dependent FMAs. The last group of a row ends at the row's end
+            // (overlapping the one before: those pixels get the same bits twice).
             let ncol = (P - 1) * S + K;
-            let mut ox = ilo;
-            while ox + P <= ihi {
-                let x0 = ox * S - pl;
-                let mut acc = [bias; P];
-                for ky in 0..K {
-                    let base = bases[ky];
-                    if base.is_null() {
-                        continue;
-                    }
-                    let p = base.add(x0 * c + cb);
-                    for col in 0..ncol {
-                        let xv = load::<MASKED>(p.add(col * c), mask);
-                        for j in 0..P {
-                            let kx = col.wrapping_sub(j * S);
-                            if kx < K {
-                                acc[j] = _mm512_fmadd_ps(xv, wv[ky * K + kx], acc[j]);
+            for (i, bases) in rows.iter().enumerate() {
+                let out = out.add(i * out_w * c);
+                let group = |ox: usize, n: usize| {
+                    // All P pixels' columns are read (n < P only when the row is narrower).
+                    let checked = ox < lo || ox + P > hi;
+                    let x0 = (ox * S).wrapping_sub(pl);
+                    let mut acc = [bias; P];
+                    for ky in 0..K {
+                        let base = bases[ky];
+                        if base.is_null() {
+                            continue;
+                        }
+                        for col in 0..ncol {
+                            let ix = x0.wrapping_add(col);
+                            if checked && ix >= ctx.in_w {
+                                continue;
+                            }
+                            let xv = load::<MASKED>(base.add(ix * c + cb), mask);
+                            for j in 0..P {
+                                let kx = col.wrapping_sub(j * S);
+                                if kx < K {
+                                    acc[j] = _mm512_fmadd_ps(xv, wv[ky * K + kx], acc[j]);
+                                }
                             }
                         }
                     }
+                    for j in 0..n {
+                        store::<MASKED>(out.add((ox + j) * c + cb), mask, acc[j], vmin, vmax);
+                    }
+                };
+                if out_w < P {
+                    // A row narrower than a group: one group, stores cut to the row (the
+                    // sums of the pixels past it read only checked columns).
+                    group(0, out_w);
+                    continue;
                 }
-                for j in 0..P {
-                    store::<MASKED>(out.add((ox + j) * c + cb), mask, acc[j], vmin, vmax);
+                let mut ox = 0;
+                while ox < out_w {
+                    let at = ox.min(out_w - P);
+                    group(at, P);
+                    ox = at + P;
                 }
-                ox += P;
-            }
-            for ox in ox..end {
-                border(ox);
             }
         }
     }
@@ -795,10 +846,16 @@ mod tests {
         let op = DepthwiseF32::new(g, &f, bias).unwrap();
         let want = depthwise_f32(g, &x, &f, bias, min, max);
         let tol = 1e-5 * ((g.kernel_h * g.kernel_w) as f32).sqrt();
+        let posted = op.clone().with_post(PostOp::Hardswish);
         for uk in Ukernel::all_supported() {
             let mut y = vec![f32::NAN; g.out_len()];
             op.run_with(uk, par, &x, &mut y, min, max).unwrap();
             assert_close(&y, &want, tol, &format!("{uk:?} depthwise {g:?}"));
+            // The fused activation: the same bits as hardswish over the finished output.
+            let mut z = vec![f32::NAN; g.out_len()];
+            posted.run_with(uk, par, &x, &mut z, min, max).unwrap();
+            crate::nhwc::hardswish_in_place(&mut y);
+            assert!(y.iter().zip(&z).all(|(a, b)| a.to_bits() == b.to_bits()), "{uk:?} depthwise + hardswish {g:?}");
         }
     }
 
@@ -836,6 +893,11 @@ mod tests {
             dw(2, (9, 21), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2), 7, 1),
             dw(1, (5, 13), (3, 3), (1, 1), (1, 1), (0, 0, 0, 0), 31, 1),
             dw(1, (5, 14), (5, 5), (1, 1), (1, 1), (0, 0, 0, 0), 16, 1),
+            // Rows narrower than a pixel group without padding (every column checked), and
+            // row groups crossing an image boundary (batch 3, 9 rows).
+            dw(1, (4, 4), (3, 3), (1, 1), (1, 1), (0, 0, 0, 0), 16, 1),
+            dw(1, (6, 6), (5, 5), (1, 1), (1, 1), (0, 0, 0, 0), 20, 1),
+            dw(3, (9, 7), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 17, 1),
         ];
         for (i, g) in cases.iter().enumerate() {
             check(g, i as u64, &Serial);

@@ -14,7 +14,7 @@
 //! how rows or panels were tiled or split over threads (the one-row GEMV kernels, used only when
 //! `m == 1`, split the sum).
 
-use super::Parallel;
+use super::{Parallel, PostOp};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
@@ -954,6 +954,7 @@ pub(crate) unsafe fn gemm_block(
     c_stride: usize,
     min: f32,
     max: f32,
+    post: PostOp,
 ) {
     let k = w.k;
     // Panels per block so that a block of weights stays in L2 (~192 KiB) while the row tiles
@@ -1020,6 +1021,9 @@ pub(crate) unsafe fn gemm_block(
                 }
                 p += 1;
             }
+            // SAFETY: this tile's rows i..i+mr and columns p0·NR..min(p1·NR, n) were just
+            // written by this call (the caller's contract makes them ours).
+            unsafe { post.apply(c.add(i * c_stride + p0 * NR), mr, (p1 * NR).min(w.n) - p0 * NR, c_stride) };
             i += mr;
         }
         p0 = p1;
@@ -1113,7 +1117,7 @@ pub fn gemm_f32(
     min: f32,
     max: f32,
 ) -> Result<(), String> {
-    gemm_f32_with(Ukernel::best(), par, m, a, a_stride, w, c, c_stride, min, max)
+    gemm_f32_with(Ukernel::best(), par, m, a, a_stride, w, c, c_stride, min, max, PostOp::None)
 }
 
 /// [`gemm_f32`] with a chosen micro-kernel (tests run the scalar one through this).
@@ -1129,6 +1133,7 @@ pub(crate) fn gemm_f32_with(
     c_stride: usize,
     min: f32,
     max: f32,
+    post: PostOp,
 ) -> Result<(), String> {
     check_gemm(m, w.k, w.n, a.len(), a_stride, c.len(), c_stride)?;
     if !uk.supported() {
@@ -1151,7 +1156,7 @@ pub(crate) fn gemm_f32_with(
         // SAFETY: bounds were checked by `check_gemm` for all m rows; `uk` was checked to run on
         // this CPU; tasks cover disjoint (rows × panels) blocks of C, so no two write the same
         // element, and `c` is exclusively borrowed for the call.
-        unsafe { gemm_block(uk, m == 1, rows, pans, ap.0, a_stride, w, cp.0, c_stride, min, max) };
+        unsafe { gemm_block(uk, m == 1, rows, pans, ap.0, a_stride, w, cp.0, c_stride, min, max, post) };
     };
     if m_tasks * p_tasks == 1 {
         task(0);
@@ -1178,7 +1183,7 @@ mod tests {
         let pw = PackedWeightsF32::new(n, k, &w, Some(&b)).unwrap();
         let sentinel = 1234.5;
         let mut c = vec![sentinel; m.saturating_sub(1) * c_stride + n];
-        gemm_f32_with(uk, &Serial, m, &a, a_stride, &pw, &mut c, c_stride, min, max).unwrap();
+        gemm_f32_with(uk, &Serial, m, &a, a_stride, &pw, &mut c, c_stride, min, max, PostOp::None).unwrap();
         let dense: Vec<f32> = (0..m).flat_map(|i| a[i * a_stride..i * a_stride + k].to_vec()).collect();
         let want = fully_connected_f32(m, n, k, &dense, &w, Some(&b), min, max);
         let got: Vec<f32> = (0..m).flat_map(|i| c[i * c_stride..i * c_stride + n].to_vec()).collect();

@@ -62,6 +62,77 @@ impl Conv2dGeom {
     }
 }
 
+/// MobileNetV3's activation: `x · min(max(x + 3, 0), 6) / 6`, as XNNPACK computes it (a
+/// multiply by 1/6). The one definition the fused and the standalone paths share, so a
+/// convolution with its hardswish fused gives the same bits as the two run apart.
+#[inline(always)]
+pub fn hardswish(v: f32) -> f32 {
+    v * ((v + 3.0).max(0.0).min(6.0) * (1.0 / 6.0))
+}
+
+/// What a convolution applies to its outputs after the bias and clamp, while they are still in
+/// L1 (the tile or row it just wrote): a float activation the graph had as its own node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PostOp {
+    #[default]
+    None,
+    Hardswish,
+}
+
+impl PostOp {
+    /// Applies the activation to `rows` rows of `cols` values, row `i` at `c + i * stride`.
+    ///
+    /// # Safety
+    /// `c + i * stride + j` is valid for reads and writes for `i < rows`, `j < cols`, and no
+    /// other thread touches those elements during the call.
+    #[inline]
+    pub(crate) unsafe fn apply(self, c: *mut f32, rows: usize, cols: usize, stride: usize) {
+        if self == PostOp::None || rows == 0 {
+            return;
+        }
+        if stride == cols {
+            // SAFETY: rows of `cols` values back to back: one span (caller's contract).
+            return hardswish_in_place(unsafe { core::slice::from_raw_parts_mut(c, rows * cols) });
+        }
+        for i in 0..rows {
+            // SAFETY: row i's `cols` values are valid and exclusively ours (caller's contract).
+            let row = unsafe { core::slice::from_raw_parts_mut(c.add(i * stride), cols) };
+            hardswish_in_place(row);
+        }
+    }
+}
+
+/// [`hardswish`] over a slice, compiled for AVX-512F / AVX2 when the CPU has them (single IEEE
+/// operations only: every variant gives the same bits).
+pub(crate) fn hardswish_in_place(v: &mut [f32]) {
+    #[inline(always)]
+    fn body(v: &mut [f32]) {
+        for x in v.iter_mut() {
+            *x = hardswish(*x);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx2,fma")]
+        unsafe fn wide512(v: &mut [f32]) {
+            body(v)
+        }
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn wide(v: &mut [f32]) {
+            body(v)
+        }
+        if gemm_f32::has_avx512() {
+            // SAFETY: the CPU has AVX-512F, AVX2 and FMA; `wide512` runs only safe code.
+            return unsafe { wide512(v) };
+        }
+        if gemm_f32::has_avx2_fma() {
+            // SAFETY: the CPU has AVX2 and FMA; `wide` runs only safe code.
+            return unsafe { wide(v) };
+        }
+    }
+    body(v)
+}
+
 /// Splits an operator's work into independent tasks and runs them, maybe on several threads.
 pub trait Parallel: Sync {
     /// Threads `for_each` may use (1 = the caller's only).

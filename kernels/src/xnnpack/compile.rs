@@ -15,7 +15,7 @@ use crate::nhwc::dwconv_f32::DepthwiseF32;
 use crate::nhwc::fc_f32::FullyConnectedF32;
 use crate::nhwc::qs8::dynamic::{self as qd8, FullyConnectedQd8, WeightScales};
 use crate::nhwc::qs8::{self, AddQs8, ConvQs8, DepthwiseQs8, FullyConnectedQs8, MulQs8, QParams};
-use crate::nhwc::Conv2dGeom;
+use crate::nhwc::{Conv2dGeom, PostOp};
 
 /// Element type of an activation buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,12 +128,15 @@ impl Op {
     /// Short shape summary for profiles.
     pub fn describe(&self) -> String {
         let g = |g: &Conv2dGeom| format!("{}x{}x{}->{}x{}x{} k{}x{} s{}", g.in_h, g.in_w, g.in_channels(), g.out_h, g.out_w, g.out_channels(), g.kernel_h, g.kernel_w, g.stride_h);
+        let post = |p: PostOp| if p == PostOp::None { "" } else { " +hardswish" };
+        let conv = |op: &ConvF32| format!("{}{}", g(op.geom()), post(op.post()));
+        let dwc = |op: &DepthwiseF32| format!("{}{}", g(op.geom()), post(op.post()));
         match self {
-            Op::ConvF32 { op, .. } => g(op.geom()),
-            Op::DepthwiseF32 { op, .. } => g(op.geom()),
+            Op::ConvF32 { op, .. } => conv(op),
+            Op::DepthwiseF32 { op, .. } => dwc(op),
             Op::ExpandDwF32 { expand, dw, project, .. } => match project {
-                Some((p, _, _)) => format!("{} then {} then {}", g(expand.geom()), g(dw.geom()), g(p.geom())),
-                None => format!("{} then {}", g(expand.geom()), g(dw.geom())),
+                Some((p, _, _)) => format!("{} then {} then {}", conv(expand), dwc(dw), conv(p)),
+                None => format!("{} then {}", conv(expand), dwc(dw)),
             },
             Op::ConvQs8(op) => g(op.geom()),
             Op::DepthwiseQs8(op) => g(op.geom()),
@@ -318,6 +321,8 @@ struct Node {
     /// A FullyConnected whose input is dynamically quantized: it reads the f32 value the
     /// qdint8 `Convert` read and quantizes each row itself.
     dynamic: bool,
+    /// An f32 convolution that absorbed the activation node after it ([`fuse_post_ops`]).
+    post: PostOp,
 }
 
 fn set_output(p: &mut NodeParams, out: u32) {
@@ -412,6 +417,53 @@ fn fuse_clamps(graph: &XnnGraph, mut nodes: Vec<Node>) -> Vec<Node> {
                 if fusable_op {
                     let r = intersect(nodes[i].range, nodes[j].range.or(Some((f32::NEG_INFINITY, f32::INFINITY))));
                     nodes[i].range = r;
+                    set_output(&mut nodes[i].params, output);
+                    producer[usize_of(output)] = Some(i);
+                    dead[j] = true;
+                    continue;
+                }
+            }
+        }
+        for o in nodes[j].params.outputs() {
+            producer[usize_of(o)] = Some(j);
+        }
+    }
+    nodes.into_iter().zip(dead).filter(|(_, d)| !d).map(|(n, _)| n).collect()
+}
+
+/// An f32 `Hardswish` node without an output range whose input comes from a convolution
+/// (regular or depthwise) that nothing else reads joins that convolution as its [`PostOp`]: it
+/// then runs on each tile while the tile is in L1 instead of as a pass over the whole tensor.
+/// Runs after [`fuse_clamps`], so the convolution's range still applies before the activation,
+/// as in the graph.
+fn fuse_post_ops(graph: &XnnGraph, mut nodes: Vec<Node>) -> Vec<Node> {
+    // `RBUILD_XNNPACK_NO_FUSE` set: keep the nodes apart (A/B timing).
+    #[cfg(feature = "std")]
+    if std::env::var_os("RBUILD_XNNPACK_NO_FUSE").is_some() {
+        return nodes;
+    }
+    let mut readers = vec![0usize; graph.values.len()];
+    for n in &nodes {
+        for i in n.params.inputs() {
+            readers[usize_of(i)] += 1;
+        }
+    }
+    let mut producer: Vec<Option<usize>> = vec![None; graph.values.len()];
+    let mut dead = vec![false; nodes.len()];
+    for j in 0..nodes.len() {
+        if let (NodeKind::Hardswish, NodeParams::Unary { input, output, .. }) = (nodes[j].kind, &nodes[j].params) {
+            let (input, output) = (*input, *output);
+            let (vi, vo) = (value(graph, input), value(graph, output));
+            let unbounded = nodes[j].range.is_none_or(|(lo, hi)| lo == f32::NEG_INFINITY && hi == f32::INFINITY);
+            let fusable_value = readers[usize_of(input)] == 1
+                && vi.flags & 2 == 0
+                && vi.datatype == XnnDatatype::Fp32
+                && vo.datatype == XnnDatatype::Fp32
+                && unbounded
+                && nodes[j].lut.is_none();
+            if let Some(i) = producer[usize_of(input)].filter(|_| fusable_value) {
+                if matches!(nodes[i].kind, NodeKind::Conv2d | NodeKind::DepthwiseConv2d) && nodes[i].post == PostOp::None {
+                    nodes[i].post = PostOp::Hardswish;
                     set_output(&mut nodes[i].params, output);
                     producer[usize_of(output)] = Some(i);
                     dead[j] = true;
@@ -574,10 +626,11 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
     // The lookup again, returning slices of the graph's (shorter) lifetime.
     let lookup = move |key: &str| -> Option<&'g [u8]> { named(key) };
     let consts = Constants { graph, region, named: &lookup };
-    let nodes: Vec<Node> = graph.nodes.iter().map(|n| Node { kind: n.kind, params: n.params.clone(), range: n.output_min_max, lut: None, dynamic: false }).collect();
+    let nodes: Vec<Node> = graph.nodes.iter().map(|n| Node { kind: n.kind, params: n.params.clone(), range: n.output_min_max, lut: None, dynamic: false, post: PostOp::None }).collect();
     let nodes = fold_dynamic_quantization(graph, nodes)?;
     let nodes = fuse_clamps(graph, nodes);
     let nodes = fuse_int8_unary(graph, nodes);
+    let nodes = fuse_post_ops(graph, nodes);
 
     // Liveness: the last step reading each value (external outputs live to the end).
     let n_values = graph.values.len();
@@ -907,9 +960,9 @@ fn build_op(graph: &XnnGraph, consts: &Constants<'_, '_>, node: &Node) -> Result
                     let bias = p.bias.map(|b| consts.f32s(b, value(graph, b))).transpose()?;
                     check_len("bias", bias.as_deref(), g.out_channels())?;
                     if depthwise {
-                        Ok(Op::DepthwiseF32 { op: DepthwiseF32::new(&g, &filter, bias.as_deref())?, min, max })
+                        Ok(Op::DepthwiseF32 { op: DepthwiseF32::new(&g, &filter, bias.as_deref())?.with_post(node.post), min, max })
                     } else {
-                        Ok(Op::ConvF32 { op: ConvF32::new(&g, &filter, bias.as_deref())?, min, max })
+                        Ok(Op::ConvF32 { op: ConvF32::new(&g, &filter, bias.as_deref())?.with_post(node.post), min, max })
                     }
                 }
                 (XnnDatatype::QInt8, XnnDatatype::QcInt8 | XnnDatatype::QInt8, XnnDatatype::QInt8) => {

@@ -484,7 +484,7 @@ fn unary_f32_body(op: UnOp, x: &[f32], y: &mut [f32], min: f32, max: f32) {
         // XNNPACK's form: a multiply by 1/6 instead of a division (within a rounding of
         // `UnOp::apply`), and `max(·, 0)` / `min(·, 6)` against constants are single
         // instructions.
-        UnOp::Hardswish => unary_with(x, y, min, max, |v| v * ((v + 3.0).max(0.0).min(6.0) * (1.0 / 6.0))),
+        UnOp::Hardswish => unary_with(x, y, min, max, crate::nhwc::hardswish),
         UnOp::Abs => unary_with(x, y, min, max, f32::abs),
         UnOp::Neg => unary_with(x, y, min, max, |v| -v),
         UnOp::Square => unary_with(x, y, min, max, |v| v * v),
