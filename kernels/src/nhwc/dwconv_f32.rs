@@ -10,9 +10,13 @@
 //! accumulators in registers (AVX2+FMA: 2 ymm per block, NEON: 4 q registers, plain Rust
 //! otherwise). 3×3 and 5×5 kernels get tap loops unrolled at compile time; any other size uses
 //! the same code with a run-time tap count. On AVX-512 CPUs, 3×3 and 5×5 kernels with stride 1
-//! or 2 (no horizontal dilation) run the `avx512` rows instead: weights in registers, several
-//! output pixels per step. Other multipliers use a plain generic loop.
-//! Rows of output pixels are the parallel tasks.
+//! or 2 (no horizontal dilation) run the `avx512` rows instead: weights in registers, P output
+//! pixels per step (P independent sums in flight; groups at the image's edges skip the columns
+//! in the padding), groups of up to 8 rows at a time: channel block by channel block over the
+//! rows when a block's input lines of the group fit in L1 (narrow images), pixel group by
+//! pixel group over all blocks (memory in address order) otherwise. Other multipliers use a
+//! plain generic loop. Rows of output pixels are the parallel tasks; a convolution's
+//! [`PostOp`] runs on each row group just written.
 
 use super::conv_f32::check_geom;
 use super::gemm_f32::{Lanes, SyncPtr, Ukernel, MIN_TASK_MACS};
@@ -355,6 +359,19 @@ unsafe fn rows_dispatch(uk: Ukernel, ctx: &Ctx, b: usize, oy0: usize, n: usize, 
     // SAFETY: forwarded from this function's contract; the const tap counts match ctx.taps.
     unsafe {
         #[cfg(target_arch = "x86_64")]
+        // Block-major keeps a channel block's input lines of the whole row group in L1 (narrow
+        // images, many channels); wider rows would spill it, and pixel-major (walking memory in
+        // address order) is faster there.
+        let block_lines = ctx.in_w * (ROW_GROUP + ctx.kh - 1) * 64;
+        if uk == Ukernel::Avx512 && block_lines > 32 * 1024 {
+            match (ctx.kh, ctx.kw, ctx.sw, ctx.dw) {
+                (3, 3, 1, 1) => return avx512::rows_px::<3, 1, 4>(ctx, b, oy0, n, out),
+                (3, 3, 2, 1) => return avx512::rows_px::<3, 2, 4>(ctx, b, oy0, n, out),
+                (5, 5, 1, 1) => return avx512::rows_px::<5, 1, 2>(ctx, b, oy0, n, out),
+                (5, 5, 2, 1) => return avx512::rows_px::<5, 2, 2>(ctx, b, oy0, n, out),
+                _ => {}
+            }
+        }
         if uk == Ukernel::Avx512 {
             match (ctx.kh, ctx.kw, ctx.sw, ctx.dw) {
                 (3, 3, 1, 1) => return avx512::rows::<3, 1, 4>(ctx, b, oy0, n, out),
@@ -606,6 +623,104 @@ mod avx512 {
                 } else {
                     block::<K, S, P, true>(ctx, &bases[..n], lo, hi, cb, out);
                 }
+            }
+        }
+    }
+
+    /// [`rows`] pixel-major: for each group of P output pixels, every channel block (its
+    /// weights reloaded from L1 per group; the two load ports have room for them under the FMAs),
+    /// so the input and output are walked in address order.
+    ///
+    /// # Safety
+    /// As [`rows`].
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn rows_px<const K: usize, const S: usize, const P: usize>(ctx: &Ctx, b: usize, oy0: usize, n: usize, out: *mut f32) {
+        let (c, out_w) = (ctx.c, ctx.out_w);
+        let span = K - 1;
+        let lo = ctx.pl.div_ceil(ctx.sw).min(out_w);
+        let hi = if ctx.in_w + ctx.pl > span { ((ctx.in_w + ctx.pl - span - 1) / ctx.sw + 1).min(out_w) } else { 0 };
+        let hi = hi.max(lo);
+        for i in 0..n {
+            let mut bases = [core::ptr::null::<f32>(); 5];
+            // SAFETY: as the caller's contract; 5 >= K bases; row i's output is in bounds.
+            unsafe {
+                row_bases(ctx, K, b, oy0 + i, &mut bases[..K]);
+                let o = out.add(i * out_w * c);
+                let mut ox = 0;
+                while ox < out_w {
+                    let (at, np) = if out_w < P { (0, out_w) } else { (ox.min(out_w - P), P) };
+                    let checked = at < lo || at + P > hi;
+                    let mut cb = 0;
+                    while cb + CB <= c {
+                        pixels::<K, S, P, false>(ctx, &bases, at, np, checked, cb, o);
+                        cb += CB;
+                    }
+                    if cb < c {
+                        pixels::<K, S, P, true>(ctx, &bases, at, np, checked, cb, o);
+                    }
+                    ox = at + np;
+                }
+            }
+        }
+    }
+
+    /// Channels `cb .. min(cb + 16, C)` of output pixels `ox .. ox + n` (`n <= P`; the sums of
+    /// all P are formed) of one row; `checked`: some of the P pixels' columns may lie outside
+    /// the input row (those taps are skipped).
+    ///
+    /// # Safety
+    /// As [`block`] for this row; columns are checked unless all P pixels are interior.
+    #[allow(clippy::needless_range_loop, clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    unsafe fn pixels<const K: usize, const S: usize, const P: usize, const MASKED: bool>(
+        ctx: &Ctx,
+        bases: &[*const f32; 5],
+        ox: usize,
+        n: usize,
+        checked: bool,
+        cb: usize,
+        out: *mut f32,
+    ) {
+        let c = ctx.c;
+        let taps = K * K;
+        let ncol = (P - 1) * S + K;
+        let mask: __mmask16 = if MASKED { ((1u32 << (c - cb)) - 1) as __mmask16 } else { 0xffff };
+        // SAFETY: as in `block`: aligned weight rows of block cb / 16, input pointers only for
+        // non-null rows and columns inside the row (checked, or interior), output pixels
+        // ox..ox + n < out_w of this row.
+        unsafe {
+            let wb = ctx.w.add(cb / CB * (taps + 1) * CB);
+            let bias = _mm512_load_ps(wb);
+            let mut wv = [_mm512_setzero_ps(); 25];
+            for t in 0..taps {
+                wv[t] = _mm512_load_ps(wb.add((t + 1) * CB));
+            }
+            let x0 = (ox * S).wrapping_sub(ctx.pl);
+            let mut acc = [bias; P];
+            for ky in 0..K {
+                let base = bases[ky];
+                if base.is_null() {
+                    continue;
+                }
+                for col in 0..ncol {
+                    let ix = x0.wrapping_add(col);
+                    if checked && ix >= ctx.in_w {
+                        continue;
+                    }
+                    let xv = load::<MASKED>(base.add(ix * c + cb), mask);
+                    for j in 0..P {
+                        let kx = col.wrapping_sub(j * S);
+                        if kx < K {
+                            acc[j] = _mm512_fmadd_ps(xv, wv[ky * K + kx], acc[j]);
+                        }
+                    }
+                }
+            }
+            let vmin = _mm512_set1_ps(ctx.min);
+            let vmax = _mm512_set1_ps(ctx.max);
+            for j in 0..n {
+                store::<MASKED>(out.add((ox + j) * c + cb), mask, acc[j], vmin, vmax);
             }
         }
     }
@@ -898,6 +1013,12 @@ mod tests {
             dw(1, (4, 4), (3, 3), (1, 1), (1, 1), (0, 0, 0, 0), 16, 1),
             dw(1, (6, 6), (5, 5), (1, 1), (1, 1), (0, 0, 0, 0), 20, 1),
             dw(3, (9, 7), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 17, 1),
+            // Rows wide enough for the pixel-major AVX-512 order, with channel tails.
+            dw(1, (5, 60), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 40, 1),
+            dw(2, (6, 61), (3, 3), (2, 2), (1, 1), (0, 1, 0, 1), 24, 1),
+            dw(1, (4, 55), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2), 19, 1),
+            dw(1, (5, 53), (5, 5), (2, 2), (1, 1), (2, 2, 2, 2), 33, 1),
+            dw(1, (3, 70), (3, 3), (1, 1), (1, 1), (0, 0, 0, 0), 16, 1),
         ];
         for (i, g) in cases.iter().enumerate() {
             check(g, i as u64, &Serial);
