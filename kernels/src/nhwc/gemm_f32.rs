@@ -965,15 +965,6 @@ pub(crate) unsafe fn gemm_block(
     while p0 < panels.end {
         let p1 = (p0 + block).min(panels.end);
         let row_tiles = (rows.end - rows.start).div_ceil(uk.mr());
-        // While this block runs, pull the next block's weights toward L2 a slice per tile, so
-        // its first row tile does not wait on L3 for every panel (a layer's weights are cold:
-        // the layers before it have evicted them).
-        let next_end = (p1 + block).min(panels.end);
-        let mut prefetch = Prefetch::new(
-            w.panel_ptr(p1) as *const u8,
-            (next_end - p1) * panel_bytes,
-            row_tiles * (p1 - p0).div_ceil(2),
-        );
         let mut i = rows.start;
         // Equal-sized tiles (e.g. 49 rows: 10+10+10+10+9, not 12+12+12+12+1): a thin last tile
         // would run at the FMA latency instead of its throughput.
@@ -1003,7 +994,6 @@ pub(crate) unsafe fn gemm_block(
                             max,
                         )
                     };
-                    prefetch.step();
                     p += 2;
                     continue;
                 }
@@ -1016,9 +1006,6 @@ pub(crate) unsafe fn gemm_block(
                         uk.tile(mr, nr, k, a.add(i * a_stride), a_stride, w.panel_ptr(p), c.add(i * c_stride + p * NR), c_stride, min, max)
                     }
                 };
-                if p % 2 == 1 || p + 1 == p1 {
-                    prefetch.step();
-                }
                 p += 1;
             }
             // SAFETY: this tile's rows i..i+mr and columns p0·NR..min(p1·NR, n) were just
@@ -1027,35 +1014,6 @@ pub(crate) unsafe fn gemm_block(
             i += mr;
         }
         p0 = p1;
-    }
-}
-
-/// Software prefetch of a byte range into L2, spread evenly over a number of steps.
-struct Prefetch {
-    at: *const u8,
-    end: *const u8,
-    per_step: usize,
-}
-
-impl Prefetch {
-    fn new(start: *const u8, bytes: usize, steps: usize) -> Prefetch {
-        let per_step = bytes.div_ceil(steps.max(1)).next_multiple_of(64);
-        Prefetch { at: start, end: start.wrapping_add(bytes), per_step }
-    }
-
-    #[inline]
-    fn step(&mut self) {
-        let stop = self.at.wrapping_add(self.per_step).min(self.end);
-        while self.at < stop {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: a prefetch is a hint: it never faults and does not change memory (the
-            // addresses are inside the packed weights anyway).
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T1 }>(self.at as *const i8)
-            };
-            self.at = self.at.wrapping_add(64);
-        }
-        self.at = stop;
     }
 }
 
