@@ -703,12 +703,17 @@ mod avx512 {
                 if base.is_null() {
                     continue;
                 }
+                // One pointer stepped a pixel per column (an add, not a multiply per load);
+                // it is only dereferenced for columns inside the row.
+                let mut q = base.wrapping_add(x0.wrapping_mul(c).wrapping_add(cb));
                 for col in 0..ncol {
                     let ix = x0.wrapping_add(col);
+                    let here = q;
+                    q = q.wrapping_add(c);
                     if checked && ix >= ctx.in_w {
                         continue;
                     }
-                    let xv = load::<MASKED>(base.add(ix * c + cb), mask);
+                    let xv = load::<MASKED>(here, mask);
                     for j in 0..P {
                         let kx = col.wrapping_sub(j * S);
                         if kx < K {
@@ -815,12 +820,17 @@ mod avx512 {
                         if base.is_null() {
                             continue;
                         }
+                        // One pointer stepped a pixel per column (an add, not a multiply per load);
+                        // it is only dereferenced for columns inside the row.
+                        let mut q = base.wrapping_add(x0.wrapping_mul(c).wrapping_add(cb));
                         for col in 0..ncol {
                             let ix = x0.wrapping_add(col);
+                            let here = q;
+                            q = q.wrapping_add(c);
                             if checked && ix >= ctx.in_w {
                                 continue;
                             }
-                            let xv = load::<MASKED>(base.add(ix * c + cb), mask);
+                            let xv = load::<MASKED>(here, mask);
                             for j in 0..P {
                                 let kx = col.wrapping_sub(j * S);
                                 if kx < K {
