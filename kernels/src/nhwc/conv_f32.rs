@@ -174,9 +174,36 @@ impl ConvF32 {
                 g.out_len()
             ));
         }
+        self.run_range(uk, par, x, y, 0..g.batch * g.out_h, min, max)
+    }
+
+    /// Output rows `o0..o1` (batch 1) into `y_rows` (`(o1 − o0)·out_w·C_out` values) from the
+    /// whole input `x`: the same arithmetic per output pixel as [`Self::run`] (a fused step
+    /// computes a convolution's output a band of rows at a time).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_rows(&self, par: &dyn Parallel, o0: usize, o1: usize, x: &[f32], y_rows: &mut [f32], min: f32, max: f32) -> Result<(), String> {
+        let g = &self.g;
+        let row = g.out_w * g.out_channels();
+        if g.batch != 1 || o0 > o1 || o1 > g.out_h || x.len() != g.in_len() || y_rows.len() < (o1 - o0) * row {
+            return Err(format!("conv2d: rows {o0}..{o1} of {} (batch {}) from {} input values into {}", g.out_h, g.batch, x.len(), y_rows.len()));
+        }
+        self.run_range(Ukernel::best(), par, x, &mut y_rows[..(o1 - o0) * row], o0..o1, min, max)
+    }
+
+    /// Output rows `out_rows` (of all `batch·out_h`) into `y` (exactly those rows); sizes
+    /// checked by the callers.
+    #[allow(clippy::too_many_arguments)]
+    fn run_range(&self, uk: Ukernel, par: &dyn Parallel, x: &[f32], y: &mut [f32], out_rows: core::ops::Range<usize>, min: f32, max: f32) -> Result<(), String> {
+        let g = &self.g;
+        if out_rows.is_empty() {
+            return Ok(());
+        }
         let (ci, co) = (g.in_channels(), g.out_channels());
-        let m = g.batch * g.out_h * g.out_w;
+        // Output pixels p_lo..p_lo + m; `y` starts at pixel p_lo.
+        let p_lo = out_rows.start * g.out_w;
+        let m = out_rows.len() * g.out_w;
         if self.direct {
+            let x = &x[p_lo * ci..];
             for (gr, w) in self.w.iter().enumerate() {
                 let (i0, o0) = (gr * g.group_in, gr * g.group_out);
                 gemm_f32_with(uk, par, m, &x[i0..], ci, w, &mut y[o0..], co, min, max, self.post)?;
@@ -188,7 +215,7 @@ impl ConvF32 {
         }
         #[cfg(target_arch = "x86_64")]
         if uk == Ukernel::Avx512 && self.spans {
-            self.run_spans(par, x, y, min, max);
+            self.run_spans(par, x, y, out_rows, min, max);
             return Ok(());
         }
         // im2col in blocks of output pixels.
@@ -207,9 +234,9 @@ impl ConvF32 {
             let r1 = (r0 + rows).min(m);
             let mut buf = vec![0.0f32; (r1 - r0) * kk];
             for (gr, w) in self.w.iter().enumerate() {
-                im2col(g, x, gr, r0..r1, &mut buf);
+                im2col(g, x, gr, p_lo + r0..p_lo + r1, &mut buf);
                 // SAFETY: `buf` holds r1 - r0 rows of kk = w.k() floats (stride kk); output rows
-                // r0..r1 of `y` (checked length g.out_len() = m · co) hold this group's
+                // r0..r1 of `y` (m · co values, checked by the callers) hold this group's
                 // group_out ≤ co - o0 columns at offset o0; tasks write disjoint row ranges,
                 // and `uk` was checked to run on this CPU.
                 unsafe {
@@ -246,14 +273,15 @@ impl ConvF32 {
     /// through im2col as usual. Both sum in the same order, so results do not depend on which
     /// path a pixel took. Sizes were checked by `run_with`; the CPU has AVX-512F.
     #[cfg(target_arch = "x86_64")]
-    fn run_spans(&self, par: &dyn Parallel, x: &[f32], y: &mut [f32], min: f32, max: f32) {
+    fn run_spans(&self, par: &dyn Parallel, x: &[f32], y: &mut [f32], out_rows: core::ops::Range<usize>, min: f32, max: f32) {
         use super::gemm_f32::{avx512, MR_MAX, NR};
         let g = &self.g;
         let w = &self.w[0];
         let (ci, co) = (g.in_channels(), g.out_channels());
         let seg = g.kernel_w * ci;
         let kk = g.kernel_h * seg;
-        let rows = g.batch * g.out_h;
+        // Rows r0 + 0..rows; `y` starts at row r0.
+        let (r0, rows) = (out_rows.start, out_rows.len());
         let per_task = (MIN_TASK_MACS / (g.out_w * co * kk).max(1)).max(1);
         let tasks = if par.threads() <= 1 { 1 } else { rows.div_ceil(per_task).min(par.threads() * 4).max(1) };
         let rows_per_task = rows.div_ceil(tasks);
@@ -272,7 +300,9 @@ impl ConvF32 {
             let mut buf = vec![0.0f32; CHUNK.min(g.out_w) * kk];
             let mut segs = vec![core::ptr::null::<f32>(); g.kernel_h];
             let mut tsegs = segs.clone();
-            for r in t * rows_per_task..((t + 1) * rows_per_task).min(rows) {
+            for lr in t * rows_per_task..((t + 1) * rows_per_task).min(rows) {
+                // Absolute output row r (input side); `y` row lr.
+                let r = r0 + lr;
                 let (b, oy) = (r / g.out_h, r % g.out_h);
                 let full = (0..g.kernel_h).all(|ky| (oy * g.stride_h + ky * g.dilation_h).wrapping_sub(g.pad_top) < g.in_h);
                 let (ilo, ihi) = if full { (lo, hi) } else { (g.out_w, g.out_w) };
@@ -283,10 +313,11 @@ impl ConvF32 {
                         let p0 = r * g.out_w;
                         im2col(g, x, 0, p0 + a..p0 + e, &mut buf);
                         // SAFETY: `buf` holds e - a rows of kk = w.k() floats; output pixels
-                        // p0 + a .. p0 + e of `y` (length out_len = pixels · co) have co
-                        // floats each; tasks write disjoint rows; the CPU has AVX-512F.
+                        // a .. e of row lr of `y` (rows·out_w pixels of co floats, checked by
+                        // the callers) have co floats each; tasks write disjoint rows; the CPU
+                        // has AVX-512F.
                         unsafe {
-                            gemm_block(Ukernel::Avx512, false, 0..e - a, 0..w.panels(), buf.as_ptr(), kk, w, yp.0.add((p0 + a) * co), co, min, max, self.post)
+                            gemm_block(Ukernel::Avx512, false, 0..e - a, 0..w.panels(), buf.as_ptr(), kk, w, yp.0.add((lr * g.out_w + a) * co), co, min, max, self.post)
                         };
                         a = e;
                     }
@@ -332,7 +363,7 @@ impl ConvF32 {
                                 a_stride,
                                 w.panel_ptr(p),
                                 two.then(|| w.panel_ptr(p + 1)),
-                                yp.0.add((r * g.out_w + ilo + i) * co + p * NR),
+                                yp.0.add((lr * g.out_w + ilo + i) * co + p * NR),
                                 co,
                                 min,
                                 max,
@@ -342,7 +373,7 @@ impl ConvF32 {
                     }
                     // SAFETY: the mr pixels just written (co floats each, contiguous rows of
                     // this task's output).
-                    unsafe { self.post.apply(yp.0.add((r * g.out_w + ilo + i) * co), mr, co, co) };
+                    unsafe { self.post.apply(yp.0.add((lr * g.out_w + ilo + i) * co), mr, co, co) };
                     i += mr;
                 }
             }
@@ -492,6 +523,16 @@ pub(crate) mod tests {
             // The fused activation: the same bits as hardswish over the finished output.
             let mut z = vec![f32::NAN; g.out_len()];
             posted.run_with(uk, &Serial, &x, &mut z, min, max).unwrap();
+            if g.batch == 1 && uk == Ukernel::best() {
+                // Output rows in two bands (what a fused step does): the same bits.
+                let split = g.out_h / 2;
+                let row = g.out_w * g.out_channels();
+                let mut bands = vec![f32::NAN; g.out_len()];
+                let (top, bottom) = bands.split_at_mut(split * row);
+                conv.run_rows(&Serial, 0, split, &x, top, min, max).unwrap();
+                conv.run_rows(&Serial, split, g.out_h, &x, bottom, min, max).unwrap();
+                assert!(y.iter().zip(&bands).all(|(a, b)| a.to_bits() == b.to_bits()), "{uk:?} conv rows {g:?}");
+            }
             crate::nhwc::hardswish_in_place(&mut y);
             assert!(y.iter().zip(&z).all(|(a, b)| a.to_bits() == b.to_bits()), "{uk:?} conv + hardswish {g:?}");
         }

@@ -91,8 +91,9 @@ pub struct Extern {
 pub enum Op {
     ConvF32 { op: ConvF32, min: f32, max: f32 },
     DepthwiseF32 { op: DepthwiseF32, min: f32, max: f32 },
-    /// A pointwise convolution whose output only a depthwise one reads, run together in bands
-    /// of rows so the expanded tensor stays in cache ([`fuse_expand_depthwise`]).
+    /// A convolution (pointwise, or a network's first layer) whose output only a depthwise one
+    /// reads, run together in bands of rows so the expanded tensor stays in cache
+    /// ([`fuse_expand_depthwise`]).
     /// With `project`, the pointwise convolution reading the depthwise output joins too.
     ExpandDwF32 { expand: ConvF32, e_min: f32, e_max: f32, dw: DepthwiseF32, min: f32, max: f32, project: Option<(ConvF32, f32, f32)> },
     FullyConnectedF32 { op: FullyConnectedF32, m: usize, min: f32, max: f32 },
@@ -640,20 +641,21 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
             last_read[usize_of(v)] = Some(i);
         }
     }
-    // A pointwise f32 convolution that [`fuse_expand_depthwise`] may run together with the
+    // An f32 convolution that [`fuse_expand_depthwise`] may run together with the
     // depthwise one after it (and the pointwise one after that) keeps its input, and the
     // expanded value, alive through the group's last node, so the group's output never takes
     // a buffer the fused step still reads or uses as scratch.
-    let pointwise_f32 = |n: &Node| match (&n.params, n.kind) {
+    let conv_f32 = |n: &Node, pointwise: bool| match (&n.params, n.kind) {
         (NodeParams::Conv(c), NodeKind::Conv2d) => {
             let shape = c.kernel_height == 1 && c.kernel_width == 1 && c.subsampling_height == 1 && c.subsampling_width == 1;
             let f32_out = graph.values.get(usize_of(c.output)).is_some_and(|v| v.datatype == XnnDatatype::Fp32);
-            (shape && f32_out).then_some((c.input, c.output))
+            ((shape || !pointwise) && f32_out).then_some((c.input, c.output))
         }
         _ => None,
     };
+    let pointwise_f32 = |n: &Node| conv_f32(n, true);
     for i in 0..nodes.len().saturating_sub(1) {
-        let Some((x, mid)) = pointwise_f32(&nodes[i]) else { continue };
+        let Some((x, mid)) = conv_f32(&nodes[i], false) else { continue };
         let dw = &nodes[i + 1];
         if dw.kind != NodeKind::DepthwiseConv2d || !dw.params.inputs().contains(&mid) {
             continue;
@@ -751,8 +753,9 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
     Ok(Plan { workers: Default::default(), bufs: alloc.bufs, steps, inputs, outputs })
 }
 
-/// A pointwise f32 convolution (batch 1) followed by a multiplier-1 depthwise convolution that
-/// is the only reader of its output becomes one [`Op::ExpandDwF32`] step: the expanded tensor
+/// An f32 convolution (batch 1; pointwise in inverted-residual blocks, any shape for a
+/// network's first layer) followed by a multiplier-1 depthwise convolution that is the only
+/// reader of its output becomes one [`Op::ExpandDwF32`] step: the expanded tensor
 /// (MobileNetV2's 112×112×96 is 4.8 MB) is then produced and consumed a band of rows at a time
 /// instead of going through memory. Same kernels, same arithmetic per element: same bits.
 fn fuse_expand_depthwise(steps: Vec<Step>, outputs: &[Extern]) -> Vec<Step> {
@@ -781,10 +784,16 @@ fn fuse_expand_depthwise(steps: Vec<Step>, outputs: &[Extern]) -> Vec<Step> {
         Op::ConvF32 { op, .. } if op.is_pointwise() && op.geom().batch == 1 => Some(*op.geom()),
         _ => None,
     };
+    // The expansion may be any convolution (a network's first layer feeds its first depthwise
+    // one directly): the band computes its output rows from the whole input.
+    let conv = |s: &Step| match &s.op {
+        Op::ConvF32 { op, .. } if op.geom().batch == 1 => Some(*op.geom()),
+        _ => None,
+    };
     // 0: no fusion at step i, 2: expand + depthwise, 3: + project.
     let group = |steps: &[Step], i: usize| -> usize {
         let (Some(a), Some(b)) = (steps.get(i), steps.get(i + 1)) else { return 0 };
-        let (Some(ge), Op::DepthwiseF32 { op: d, .. }) = (pointwise(a), &b.op) else { return 0 };
+        let (Some(ge), Op::DepthwiseF32 { op: d, .. }) = (conv(a), &b.op) else { return 0 };
         let gd = d.geom();
         let mid = a.output.0;
         let shapes = gd.batch == 1

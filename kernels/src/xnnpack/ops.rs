@@ -338,14 +338,18 @@ pub fn expand_depthwise_f32(
 ) -> Result<(), String> {
     let g = *dw.geom();
     let (w, c) = (g.in_w, g.groups);
-    let (row, x_row, dw_row) = (w * c, w * expand.geom().in_channels(), g.out_w * g.out_channels());
+    let (row, dw_row) = (w * c, g.out_w * g.out_channels());
     let y_row = project.as_ref().map_or(dw_row, |(p, ..)| g.out_w * p.geom().out_channels());
     let scratch_ok = project.as_ref().is_none_or(|(.., s)| s.len() >= g.out_h * dw_row);
-    if band.len() < g.in_h * row || x.len() < g.in_h * x_row || y.len() < g.out_h * y_row || !scratch_ok {
+    let e = expand.geom();
+    if (e.batch, e.out_h, e.out_w, e.out_channels()) != (1, g.in_h, g.in_w, c) {
+        return Err(format!("expand/depthwise: the expansion's output {}x{}x{} is not the depthwise input {}x{}x{c}", e.out_h, e.out_w, e.out_channels(), g.in_h, g.in_w));
+    }
+    if band.len() < g.in_h * row || x.len() != e.in_len() || y.len() < g.out_h * y_row || !scratch_ok {
         return Err(format!("expand/depthwise: buffers of {} / {} / {} values are too small", x.len(), band.len(), y.len()));
     }
     let span = (g.kernel_h - 1) * g.dilation_h + 1;
-    let dims = BandDims { row, x_row, dw_row, y_row, span };
+    let dims = BandDims { row, dw_row, y_row, span };
     // Several threads: each takes a contiguous run of output rows with its own share of the
     // scratch and runs its bands on one thread (a band's kernels are too small to split well);
     // rows at the runs' seams are expanded twice.
@@ -390,11 +394,10 @@ pub fn expand_depthwise_f32(
     bands(par, expand, (e_min, e_max), dw, (min, max), project, x, band, y, 0..g.out_h, &dims)
 }
 
-/// Row sizes of a fused step: expanded row, input row, depthwise output row, output row; rows a
-/// depthwise output row reads.
+/// Row sizes of a fused step: expanded row, depthwise output row, output row; rows a depthwise
+/// output row reads.
 struct BandDims {
     row: usize,
-    x_row: usize,
     dw_row: usize,
     y_row: usize,
     span: usize,
@@ -434,7 +437,7 @@ fn bands(
     d: &BandDims,
 ) -> Result<(), String> {
     let g = *dw.geom();
-    let (w, row, x_row, dw_row, y_row, span) = (g.in_w, d.row, d.x_row, d.dw_row, d.y_row, d.span);
+    let (row, dw_row, y_row, span) = (d.row, d.dw_row, d.y_row, d.span);
     // Expanded rows held at once: about 512 KiB, at most what `band` holds.
     let budget = ((512 * 1024 / 4) / row.max(1)).min(band.len() / row.max(1)).max(span);
     let mut per_band = (budget - span) / g.stride_h + 1;
@@ -455,7 +458,7 @@ fn bands(
             a
         };
         if b > start {
-            expand.run_pixels(par, (b - start) * w, &x[start * x_row..b * x_row], &mut band[(start - a) * row..(b - a) * row], e_min, e_max)?;
+            expand.run_rows(par, start, b, x, &mut band[(start - a) * row..(b - a) * row], e_min, e_max)?;
         }
         held = (a, b);
         let y_band = &mut y[(o0 - rows.start) * y_row..(o1 - rows.start) * y_row];
@@ -815,21 +818,29 @@ mod tests {
         use crate::nhwc::{Conv2dGeom, Serial};
         use crate::optimized::test_util::Lcg;
         let mut r = Lcg::new(31);
-        // (h, w, cin, cexp, k, stride, pad): MobileNet-like shapes, big enough for several
-        // bands, odd sizes, stride 2, 5×5, no padding.
-        for &(h, w, cin, ce, k, s, p) in &[
-            (112usize, 112usize, 16usize, 96usize, 3usize, 2usize, 1usize),
-            (57, 23, 24, 144, 3, 1, 1),
-            (30, 31, 8, 40, 5, 2, 2),
-            (40, 40, 16, 600, 3, 1, 0),
-            (9, 9, 4, 16, 3, 2, 1),
+        // (h, w, cin, cexp, k, stride, pad, stem): MobileNet-like shapes, big enough for several
+        // bands, odd sizes, stride 2, 5×5, no padding; `stem`: the expansion is a 3×3 stride-2
+        // convolution from a 2h×2w image (a network's first layer), with hardswish after it.
+        for &(h, w, cin, ce, k, s, p, stem) in &[
+            (112usize, 112usize, 16usize, 96usize, 3usize, 2usize, 1usize, false),
+            (57, 23, 24, 144, 3, 1, 1, false),
+            (30, 31, 8, 40, 5, 2, 2, false),
+            (40, 40, 16, 600, 3, 1, 0, false),
+            (9, 9, 4, 16, 3, 2, 1, false),
+            (56, 56, 3, 32, 3, 1, 1, true),
+            (29, 21, 3, 16, 3, 2, 1, true),
         ] {
             let pw = Conv2dGeom { batch: 1, in_h: h, in_w: w, out_h: h, out_w: w, kernel_h: 1, kernel_w: 1, stride_h: 1, stride_w: 1, dilation_h: 1, dilation_w: 1, pad_top: 0, pad_left: 0, groups: 1, group_in: cin, group_out: ce };
+            let eg = if stem { Conv2dGeom { in_h: 2 * h, in_w: 2 * w, kernel_h: 3, kernel_w: 3, stride_h: 2, stride_w: 2, pad_top: 1, pad_left: 1, ..pw } } else { pw };
             let (oh, ow) = ((h + 2 * p - k) / s + 1, (w + 2 * p - k) / s + 1);
             let dg = Conv2dGeom { batch: 1, in_h: h, in_w: w, out_h: oh, out_w: ow, kernel_h: k, kernel_w: k, stride_h: s, stride_w: s, dilation_h: 1, dilation_w: 1, pad_top: p, pad_left: p, groups: ce, group_in: 1, group_out: 1 };
-            let expand = ConvF32::new(&pw, &r.vec(ce * cin), Some(&r.vec(ce))).unwrap();
+            let kk = eg.kernel_h * eg.kernel_w * cin;
+            let mut expand = ConvF32::new(&eg, &r.vec(ce * kk), Some(&r.vec(ce))).unwrap();
+            if stem {
+                expand = expand.with_post(crate::nhwc::PostOp::Hardswish);
+            }
             let dw = DepthwiseF32::new(&dg, &r.vec(k * k * ce), Some(&r.vec(ce))).unwrap();
-            let x = r.vec(h * w * cin);
+            let x = r.vec(eg.in_len());
             let mut mid = vec![0.0f32; h * w * ce];
             let mut want = vec![0.0f32; dg.out_len()];
             expand.run(&Serial, &x, &mut mid, 0.0, 6.0).unwrap();
@@ -891,6 +902,10 @@ mod tests {
             (&[4, 1, 6], &[1, 2, 0]),
             (&[1, 1, 1], &[2, 1, 0]),
             (&[3, 70], &[1, 0]),
+            // An image's NCHW → NHWC with 3 channels.
+            (&[1, 3, 4, 8], &[0, 2, 3, 1]),
+            (&[2, 3, 7, 5], &[0, 2, 3, 1]),
+            (&[3, 16], &[1, 0]),
             (&[4, 33], &[1, 0]),
             (&[2, 4, 5, 3], &[0, 2, 3, 1]),
             (&[2, 3, 4, 5], &[3, 1, 0, 2]),
