@@ -12,7 +12,12 @@ Rows per model and precision:
 The caller pins the process (taskset): `--threads 1` under one core, `--threads 2` under two.
 ExecuTorch's thread pool sizes itself from the machine; the pinning is what bounds it.
 
-Usage: mobilenet_v2.py RBUILD_BINARY TESTDATA_DIR [--repeat N] [--threads T] [--peak-gflops G]
+On a shared machine the speed drifts by tens of percent within a minute, so the anchor and the
+XnnpackBackend rows are measured in `--rounds` interleaved rounds (ExecuTorch, then each rbuild
+program, `repeat / rounds` runs each): their ms is the median of the round medians, their ratio
+the median of the per-round ratios. The slow portable / cpu rows run once.
+
+Usage: mobilenet_v2.py RBUILD_BINARY TESTDATA_DIR [--repeat N] [--rounds R] [--threads T] [--peak-gflops G]
 """
 
 import argparse
@@ -31,17 +36,22 @@ from safetensors.numpy import load_file
 import executorch_numpy_runtime as et
 
 
-def et_median(path, inputs, repeat):
+def et_runner(path):
+    """A loaded ExecuTorch program: call with (inputs, repeat) for (median ms, output 0)."""
     program = et.Runtime.get().load_program(open(path, "rb").read())
     method = program.load_method("forward")
-    for _ in range(3):
-        out = method(inputs)
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = method(inputs)
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times), np.asarray(out[0])
+
+    def run(inputs, repeat):
+        for _ in range(3):
+            out = method(inputs)
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            out = method(inputs)
+            times.append((time.perf_counter() - t) * 1e3)
+        return statistics.median(times), np.asarray(out[0])
+
+    return run
 
 
 def rbuild_median(binary, pte, io, repeat, threads, out_path):
@@ -62,6 +72,7 @@ def main():
     ap.add_argument("rbuild")
     ap.add_argument("testdata")
     ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds for the anchor and XnnpackBackend rows")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--peak-gflops", type=float, default=0.0, help="this machine's f32 GEMM peak, for the %% of peak column")
     ap.add_argument("--models", default="mobilenet_v2,mobilenet_v3_small")
@@ -69,7 +80,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="rbuild_bench_")
     out_path = os.path.join(tmp, "out.safetensors")
     t = a.threads
-    print(f"MobileNet [1,3,224,224], {t} thread(s) (cores: {sorted(os.sched_getaffinity(0))}), median of {a.repeat} runs")
+    rounds = max(1, a.rounds)
+    per = max(3, a.repeat // rounds)
+    print(f"MobileNet [1,3,224,224], {t} thread(s) (cores: {sorted(os.sched_getaffinity(0))}), {rounds} interleaved rounds of {per} runs (portable / cpu rows: one median of {max(3, a.repeat // 3)})")
     print(f"  {'program':<58} {'ms':>8} {'vs XNNPACK':>10} {'max|err|':>9} {'GFLOP/s':>8}{'  % peak' if a.peak_gflops else ''}")
     for model in a.models.split(","):
         d = f"{a.testdata}/models/{model}"
@@ -81,13 +94,10 @@ def main():
             io = load_file(io_path)
             ref = io["output.0"]
             macs = xnnpack_macs(a.rbuild, xnn_pte)
-            anchor, anchor_out = et_median(xnn_pte, [io["input.0"]], a.repeat)
-            rows = [(f"ExecuTorch 1.3.1 XNNPACK  {model}/{stem}.xnnpack.pte", anchor, anchor_out)]
-            ms, out = rbuild_median(a.rbuild, xnn_pte, io_path, a.repeat, t, out_path)
-            rows.append((f"rbuild XnnpackBackend    {model}/{stem}.xnnpack.pte", ms, out))
-            if os.path.exists(port_pte):
-                ms, out = rbuild_median(a.rbuild, port_pte, io_path, max(3, a.repeat // 3), t, out_path)
-                rows.append((f"rbuild portable program  {model}/{stem}.pte", ms, out))
+            # Programs timed in interleaved rounds against the anchor: ExecuTorch's XNNPACK
+            # program through rbuild, and (fp32) rbuild's own XNNPACK export.
+            fast = [(f"rbuild XnnpackBackend    {model}/{stem}.xnnpack.pte", xnn_pte)]
+            owns = {}
             if prec == "fp32":
                 for backend in ["xnnpack", "cpu"]:
                     own = os.path.join(tmp, f"rbuild_{model}_{backend}.pte")
@@ -95,16 +105,38 @@ def main():
                         [a.rbuild, "export", "--model", model, "--weights", f"{d}/model.safetensors", "--backend", backend, "--out", own],
                         check=True, capture_output=True,
                     )
-                    ms, out = rbuild_median(a.rbuild, own, io_path, a.repeat if backend == "xnnpack" else max(3, a.repeat // 3), t, out_path)
-                    rows.append((f"rbuild own export        --backend {backend}", ms, out))
-            for name, ms, out in rows:
+                    owns[backend] = own
+                fast.append(("rbuild own export        --backend xnnpack", owns["xnnpack"]))
+            anchor_run = et_runner(xnn_pte)
+            anchor_ms, times, outs = [], {n: [] for n, _ in fast}, {}
+            for _ in range(rounds):
+                ms, anchor_out = anchor_run([io["input.0"]], per)
+                anchor_ms.append(ms)
+                for name, pte in fast:
+                    ms, outs[name] = rbuild_median(a.rbuild, pte, io_path, per, t, out_path)
+                    times[name].append(ms)
+            anchor = statistics.median(anchor_ms)
+            # (name, ms, ratio to the anchor, output)
+            rows = [(f"ExecuTorch 1.3.1 XNNPACK  {model}/{stem}.xnnpack.pte", anchor, 1.0, anchor_out)]
+            for name, _ in fast[:1]:
+                rows.append((name, statistics.median(times[name]), statistics.median(m / r for m, r in zip(times[name], anchor_ms)), outs[name]))
+            if os.path.exists(port_pte):
+                ms, out = rbuild_median(a.rbuild, port_pte, io_path, max(3, a.repeat // 3), t, out_path)
+                rows.append((f"rbuild portable program  {model}/{stem}.pte", ms, ms / anchor, out))
+            for name, _ in fast[1:]:
+                rows.append((name, statistics.median(times[name]), statistics.median(m / r for m, r in zip(times[name], anchor_ms)), outs[name]))
+            if "cpu" in owns:
+                ms, out = rbuild_median(a.rbuild, owns["cpu"], io_path, max(3, a.repeat // 3), t, out_path)
+                rows.append(("rbuild own export        --backend cpu", ms, ms / anchor, out))
+            for name, ms, ratio, out in rows:
                 gflops = 2 * macs / (ms * 1e6)
                 # The f32 FMA peak means nothing for int8 arithmetic: no % for those rows.
                 peak = (f"  {100 * gflops / a.peak_gflops:6.1f}%" if prec == "fp32" else f"  {'-':>7}") if a.peak_gflops else ""
                 err = float(np.abs(np.asarray(out, dtype=np.float32) - ref).max())
-                print(f"  {name:<58} {ms:8.2f} {ms / anchor:9.2f}x {err:9.2e} {gflops:8.1f}{peak}")
+                print(f"  {name:<58} {ms:8.2f} {ratio:9.2f}x {err:9.2e} {gflops:8.1f}{peak}")
         print()
-    print("vs XNNPACK: rbuild's latency / ExecuTorch XNNPACK's on the same network (target <= 0.9x for the XnnpackBackend rows).")
+    print("vs XNNPACK: rbuild's latency / ExecuTorch XNNPACK's on the same network (target <= 0.9x for the XnnpackBackend rows);")
+    print("  interleaved rows: median of the per-round ratios; portable / cpu rows: their median / the anchor's.")
     print("GFLOP/s: 2 x the XNNPACK graph's multiply-accumulates / latency (the same network for every row).")
     if a.peak_gflops:
         print(f"% peak: of this machine's f32 FMA peak ({a.peak_gflops:.0f} GFLOP/s for {t} core(s), widest vectors the kernels use); fp32 rows only.")
