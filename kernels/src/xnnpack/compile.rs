@@ -641,35 +641,27 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
             last_read[usize_of(v)] = Some(i);
         }
     }
-    // An f32 convolution that [`fuse_expand_depthwise`] may run together with the
-    // depthwise one after it (and the pointwise one after that) keeps its input, and the
-    // expanded value, alive through the group's last node, so the group's output never takes
-    // a buffer the fused step still reads or uses as scratch.
-    let conv_f32 = |n: &Node, pointwise: bool| match (&n.params, n.kind) {
-        (NodeParams::Conv(c), NodeKind::Conv2d) => {
-            let shape = c.kernel_height == 1 && c.kernel_width == 1 && c.subsampling_height == 1 && c.subsampling_width == 1;
-            let f32_out = graph.values.get(usize_of(c.output)).is_some_and(|v| v.datatype == XnnDatatype::Fp32);
-            ((shape || !pointwise) && f32_out).then_some((c.input, c.output))
-        }
-        _ => None,
-    };
-    let pointwise_f32 = |n: &Node| conv_f32(n, true);
-    for i in 0..nodes.len().saturating_sub(1) {
-        let Some((x, mid)) = conv_f32(&nodes[i], false) else { continue };
-        let dw = &nodes[i + 1];
-        if dw.kind != NodeKind::DepthwiseConv2d || !dw.params.inputs().contains(&mid) {
+    // Nodes that will run as one fused step keep the group's input and expanded value alive
+    // through the group's last node, so no value the group produces takes a buffer the fused
+    // step still reads or uses as scratch.
+    let groups = fusion_groups(graph, &nodes);
+    for (i, &len) in groups.iter().enumerate() {
+        if len == 0 {
             continue;
         }
-        let dw_out = dw.params.outputs().first().copied();
-        let last = match nodes.get(i + 2).and_then(pointwise_f32) {
-            Some((p_in, _)) if Some(p_in) == dw_out => i + 2,
-            _ => i + 1,
-        };
-        for v in [x, mid] {
+        let (NodeParams::Conv(expand), last) = (&nodes[i].params, i + len - 1) else { continue };
+        for v in [expand.input, expand.output] {
             let r = &mut last_read[usize_of(v)];
             if r.is_some_and(|r| r >= i && r < last) {
                 *r = Some(last);
             }
+        }
+    }
+    // Values by the node after which nothing reads them (their buffers go back then).
+    let mut dying: Vec<Vec<u32>> = vec![Vec::new(); nodes.len()];
+    for (v, r) in last_read.iter().enumerate() {
+        if let Some(r) = *r {
+            dying[r].push(v as u32);
         }
     }
     let mut alloc = Alloc { bufs: Vec::new(), free: Vec::new(), slot: vec![None; n_values], bytes: 0, limit: activation_limit };
@@ -726,8 +718,9 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
         let out_elem = elem_of(out_id, out_v).map_err(ctx)?;
         let out_buf = alloc.take(out_elem, out_v.numel()).map_err(ctx)?;
         alloc.slot[usize_of(out_id)] = Some(out_buf);
-        // Inputs whose last reader this is go back to the free list (after the output took its buffer).
-        for v in node.params.inputs() {
+        // Values whose last reader this is go back to the free list (after the output took its
+        // buffer).
+        for &v in &dying[i] {
             let vi = usize_of(v);
             if last_read[vi] == Some(i) && !pinned[vi] {
                 if let Some(b) = alloc.slot[vi] {
@@ -749,103 +742,102 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
         let buf = alloc.slot[usize_of(id)].ok_or_else(|| format!("output value {id} is never written"))?;
         outputs.push(Extern { buf, dims: v.dims.clone(), elem: elem_of(id, v)? });
     }
-    let steps = fuse_expand_depthwise(steps, &outputs);
+    let steps = fuse_expand_depthwise(steps, &groups);
     Ok(Plan { workers: Default::default(), bufs: alloc.bufs, steps, inputs, outputs })
 }
 
-/// An f32 convolution (batch 1; pointwise in inverted-residual blocks, any shape for a
-/// network's first layer) followed by a multiplier-1 depthwise convolution that is the only
-/// reader of its output becomes one [`Op::ExpandDwF32`] step: the expanded tensor
-/// (MobileNetV2's 112×112×96 is 4.8 MB) is then produced and consumed a band of rows at a time
-/// instead of going through memory. Same kernels, same arithmetic per element: same bits.
-fn fuse_expand_depthwise(steps: Vec<Step>, outputs: &[Extern]) -> Vec<Step> {
+/// Which nodes run as one [`Op::ExpandDwF32`] step: at each node index, 0 or the length of
+/// the group starting there: an f32 convolution (batch 1; pointwise in inverted-residual
+/// blocks, any shape for a network's first layer) whose output only a multiplier-1 depthwise
+/// convolution reads (2), and the pointwise convolution that alone reads the depthwise output
+/// (3). The expanded tensor (MobileNetV2's 112×112×96 is 4.8 MB) is then produced and consumed
+/// a band of rows at a time instead of going through memory. Same kernels, same arithmetic per
+/// element: same bits. The one place this is decided: the buffer allocation and
+/// [`fuse_expand_depthwise`] both follow it.
+fn fusion_groups(graph: &XnnGraph, nodes: &[Node]) -> Vec<usize> {
+    let mut groups = vec![0; nodes.len()];
     // `RBUILD_XNNPACK_NO_FUSE` set: run the steps apart (A/B timing).
     #[cfg(feature = "std")]
     if std::env::var_os("RBUILD_XNNPACK_NO_FUSE").is_some() {
-        return steps;
+        return groups;
     }
-    // Whether value buffer `buf`, written by step `i`, is read only by step `i + 1` (up to the
-    // next step that writes the buffer again) and is not a delegate output.
-    let private = |steps: &[Step], i: usize, buf: usize| -> bool {
-        if outputs.iter().any(|o| o.buf == buf) {
-            return false;
+    let mut readers = vec![0usize; graph.values.len()];
+    for n in nodes {
+        for v in n.params.inputs() {
+            readers[usize_of(v)] += 1;
         }
-        for s in &steps[i + 2..] {
-            if s.inputs.iter().any(|&(b, _)| b == buf) {
-                return false;
-            }
-            if s.output.0 == buf {
-                break;
-            }
-        }
-        true
-    };
-    let pointwise = |s: &Step| match &s.op {
-        Op::ConvF32 { op, .. } if op.is_pointwise() && op.geom().batch == 1 => Some(*op.geom()),
+    }
+    let f32_value = |v: u32| graph.values.get(usize_of(v)).is_some_and(|x| x.datatype == XnnDatatype::Fp32);
+    // Read by one node only and not a delegate output.
+    let private = |v: u32| readers[usize_of(v)] == 1 && graph.values.get(usize_of(v)).is_some_and(|x| x.flags & 2 == 0);
+    let conv = |n: &Node, kind: NodeKind| match (&n.params, n.kind) {
+        (NodeParams::Conv(c), k) if k == kind && f32_value(c.input) && f32_value(c.output) => Some(*c),
         _ => None,
     };
-    // The expansion may be any convolution (a network's first layer feeds its first depthwise
-    // one directly): the band computes its output rows from the whole input.
-    let conv = |s: &Step| match &s.op {
-        Op::ConvF32 { op, .. } if op.geom().batch == 1 => Some(*op.geom()),
-        _ => None,
+    let pointwise = |c: &ConvParams| {
+        (c.kernel_height, c.kernel_width, c.subsampling_height, c.subsampling_width) == (1, 1, 1, 1)
+            && (c.padding_top, c.padding_right, c.padding_bottom, c.padding_left) == (0, 0, 0, 0)
     };
-    // 0: no fusion at step i, 2: expand + depthwise, 3: + project.
-    let group = |steps: &[Step], i: usize| -> usize {
-        let (Some(a), Some(b)) = (steps.get(i), steps.get(i + 1)) else { return 0 };
-        let (Some(ge), Op::DepthwiseF32 { op: d, .. }) = (conv(a), &b.op) else { return 0 };
-        let gd = d.geom();
-        let mid = a.output.0;
-        let shapes = gd.batch == 1
-            && gd.group_out == 1
-            && (ge.out_h, ge.out_w, ge.out_channels()) == (gd.in_h, gd.in_w, gd.groups)
-            && b.inputs.len() == 1
-            && b.inputs[0].0 == mid;
-        // The fused step writes its output while it still reads its input: they must not share
-        // a buffer (compile keeps the input alive through the group for this).
-        if !shapes || !private(steps, i, mid) || a.inputs.iter().any(|&(buf, _)| buf == b.output.0) {
-            return 0;
-        }
-        if let Some(c) = steps.get(i + 2) {
-            if let Some(gp) = pointwise(c) {
-                let out = b.output.0;
-                let joins = (gp.in_h, gp.in_w, gp.in_channels()) == (gd.out_h, gd.out_w, gd.out_channels())
-                    && c.inputs.len() == 1
-                    && c.inputs[0].0 == out
-                    && private(steps, i + 1, out)
-                    && c.output.0 != mid
-                    && a.inputs.iter().all(|&(buf, _)| buf != c.output.0);
-                if joins {
-                    return 3;
-                }
-            }
-        }
-        2
-    };
-    let sizes: Vec<usize> = (0..steps.len()).map(|i| group(&steps, i)).collect();
-    let mut out = Vec::with_capacity(steps.len());
+    let batch1 = |v: u32| graph.values.get(usize_of(v)).is_some_and(|x| x.dims.first() == Some(&1));
     let mut i = 0;
-    let mut it = steps.into_iter();
-    while let Some(a) = it.next() {
-        let n = sizes[i];
-        if n >= 2 {
-            let (Some(b), c) = (it.next(), if n == 3 { it.next() } else { None }) else { break };
-            if let (Op::ConvF32 { op: expand, min: e_min, max: e_max }, Op::DepthwiseF32 { op: dw, min, max }) = (a.op, b.op) {
-                let mut scratch = vec![a.output.0];
-                let (project, output, kind) = match c {
-                    Some(Step { op: Op::ConvF32 { op, min, max }, output, kind, .. }) => {
-                        scratch.push(b.output.0);
-                        (Some((op, min, max)), output, kind)
-                    }
-                    _ => (None, b.output, b.kind),
-                };
-                out.push(Step { kind, op: Op::ExpandDwF32 { expand, e_min, e_max, dw, min, max, project }, inputs: a.inputs, output, scratch });
-            }
-            i += n;
+    while i + 1 < nodes.len() {
+        let (Some(e), Some(d)) = (conv(&nodes[i], NodeKind::Conv2d), conv(&nodes[i + 1], NodeKind::DepthwiseConv2d)) else {
+            i += 1;
+            continue;
+        };
+        if !(batch1(e.input) && d.input == e.output && private(e.output) && d.group_output_channels == 1 && d.output != e.input) {
+            i += 1;
             continue;
         }
-        out.push(a);
-        i += 1;
+        let project = nodes.get(i + 2).and_then(|n| conv(n, NodeKind::Conv2d));
+        let len = match project {
+            Some(p) if pointwise(&p) && p.input == d.output && private(d.output) && p.output != e.input => 3,
+            _ => 2,
+        };
+        groups[i] = len;
+        i += len;
+    }
+    groups
+}
+
+/// Runs each group [`fusion_groups`] found as one [`Op::ExpandDwF32`] step (steps are the
+/// nodes, one for one), its former intermediate buffers serving as the step's scratch. A group
+/// whose operators were not built as the f32 NHWC kernels stays apart.
+fn fuse_expand_depthwise(steps: Vec<Step>, groups: &[usize]) -> Vec<Step> {
+    let mut out = Vec::with_capacity(steps.len());
+    let mut it = steps.into_iter().enumerate().peekable();
+    while let Some((i, a)) = it.next() {
+        let n = groups.get(i).copied().unwrap_or(0);
+        let fusable = |s: Option<&(usize, Step)>, dw: bool| match s.map(|(_, s)| &s.op) {
+            Some(Op::DepthwiseF32 { .. }) => dw,
+            Some(Op::ConvF32 { op, .. }) => !dw && op.is_pointwise(),
+            _ => false,
+        };
+        if n < 2 || !matches!(a.op, Op::ConvF32 { .. }) || !fusable(it.peek(), true) {
+            out.push(a);
+            continue;
+        }
+        let Some((_, b)) = it.next() else { break };
+        let c = if n == 3 && fusable(it.peek(), false) { it.next().map(|(_, c)| c) } else { None };
+        let (expand, e_min, e_max, dw, min, max) = match (a.op, b.op) {
+            (Op::ConvF32 { op: expand, min: e_min, max: e_max }, Op::DepthwiseF32 { op: dw, min, max }) => (expand, e_min, e_max, dw, min, max),
+            // Not reached (both kinds were checked above); kept apart if it were.
+            (a_op, b_op) => {
+                out.push(Step { op: a_op, ..a });
+                out.push(Step { op: b_op, ..b });
+                out.extend(c);
+                continue;
+            }
+        };
+        let mut scratch = vec![a.output.0];
+        let (project, output, kind) = match c {
+            Some(Step { op: Op::ConvF32 { op, min, max }, output, kind, .. }) => {
+                scratch.push(b.output.0);
+                (Some((op, min, max)), output, kind)
+            }
+            _ => (None, b.output, b.kind),
+        };
+        out.push(Step { kind, op: Op::ExpandDwF32 { expand, e_min, e_max, dw, min, max, project }, inputs: a.inputs, output, scratch });
     }
     out
 }
