@@ -29,6 +29,7 @@ use alloc::vec::Vec;
 /// Channels per packed weight block.
 const CB: usize = 16;
 /// Channels per L1-resident chunk of a row (a multiple of `CB`).
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
 const CHUNK: usize = 128;
 
 /// A depthwise convolution with packed weights.
@@ -300,6 +301,7 @@ unsafe fn fill_ptrs(ctx: &Ctx, b: usize, oy: usize, ox: usize, ptrs: &mut [*cons
 
 /// Kernel side for the unrolled paths (`K` = 3 or 5), or the run-time size (`K` = 0).
 #[inline(always)]
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
 fn kernel_dims<const K: usize>(ctx: &Ctx) -> (usize, usize) {
     if K > 0 {
         (K, K)
@@ -314,6 +316,7 @@ fn kernel_dims<const K: usize>(ctx: &Ctx) -> (usize, usize) {
 /// # Safety
 /// `ctx.x` holds the whole input (batch > b); `bases.len() >= kh`.
 #[inline(always)]
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
 unsafe fn row_bases(ctx: &Ctx, kh: usize, b: usize, oy: usize, bases: &mut [*const f32]) {
     for (ky, base) in bases.iter_mut().enumerate().take(kh) {
         let iy = (oy * ctx.sh + ky * ctx.dh).wrapping_sub(ctx.pt);
@@ -331,6 +334,7 @@ unsafe fn row_bases(ctx: &Ctx, kh: usize, b: usize, oy: usize, bases: &mut [*con
 /// # Safety
 /// `bases` came from [`row_bases`] for this output row; `ptrs.len() >= kh · kw`.
 #[inline(always)]
+#[cfg_attr(not(any(target_arch = "x86_64", target_arch = "aarch64")), allow(dead_code))]
 unsafe fn fill_from_bases(ctx: &Ctx, kh: usize, kw: usize, bases: &[*const f32], ox: usize, ptrs: &mut [*const f32]) {
     let x0 = ox * ctx.sw;
     for ky in 0..kh {
@@ -359,25 +363,20 @@ unsafe fn rows_dispatch(uk: Ukernel, ctx: &Ctx, b: usize, oy0: usize, n: usize, 
     // SAFETY: forwarded from this function's contract; the const tap counts match ctx.taps.
     unsafe {
         #[cfg(target_arch = "x86_64")]
-        // Block-major keeps a channel block's input lines of the whole row group in L1 (narrow
-        // images, many channels); wider rows would spill it, and pixel-major (walking memory in
-        // address order) is faster there.
-        let block_lines = ctx.in_w * (ROW_GROUP + ctx.kh - 1) * 64;
-        if uk == Ukernel::Avx512 && block_lines > 32 * 1024 {
-            match (ctx.kh, ctx.kw, ctx.sw, ctx.dw) {
-                (3, 3, 1, 1) => return avx512::rows_px::<3, 1, 4>(ctx, b, oy0, n, out),
-                (3, 3, 2, 1) => return avx512::rows_px::<3, 2, 4>(ctx, b, oy0, n, out),
-                (5, 5, 1, 1) => return avx512::rows_px::<5, 1, 2>(ctx, b, oy0, n, out),
-                (5, 5, 2, 1) => return avx512::rows_px::<5, 2, 2>(ctx, b, oy0, n, out),
-                _ => {}
-            }
-        }
         if uk == Ukernel::Avx512 {
-            match (ctx.kh, ctx.kw, ctx.sw, ctx.dw) {
-                (3, 3, 1, 1) => return avx512::rows::<3, 1, 4>(ctx, b, oy0, n, out),
-                (3, 3, 2, 1) => return avx512::rows::<3, 2, 4>(ctx, b, oy0, n, out),
-                (5, 5, 1, 1) => return avx512::rows::<5, 1, 2>(ctx, b, oy0, n, out),
-                (5, 5, 2, 1) => return avx512::rows::<5, 2, 2>(ctx, b, oy0, n, out),
+            // Block-major keeps a channel block's input lines of the whole row group in L1
+            // (narrow images, many channels); wider rows would spill it, and pixel-major
+            // (walking memory in address order) is faster there.
+            let pixel_major = ctx.in_w * (ROW_GROUP + ctx.kh - 1) * 64 > 32 * 1024;
+            match (ctx.kh, ctx.kw, ctx.sw, ctx.dw, pixel_major) {
+                (3, 3, 1, 1, true) => return avx512::rows_px::<3, 1, 4>(ctx, b, oy0, n, out),
+                (3, 3, 2, 1, true) => return avx512::rows_px::<3, 2, 4>(ctx, b, oy0, n, out),
+                (5, 5, 1, 1, true) => return avx512::rows_px::<5, 1, 2>(ctx, b, oy0, n, out),
+                (5, 5, 2, 1, true) => return avx512::rows_px::<5, 2, 2>(ctx, b, oy0, n, out),
+                (3, 3, 1, 1, false) => return avx512::rows::<3, 1, 4>(ctx, b, oy0, n, out),
+                (3, 3, 2, 1, false) => return avx512::rows::<3, 2, 4>(ctx, b, oy0, n, out),
+                (5, 5, 1, 1, false) => return avx512::rows::<5, 1, 2>(ctx, b, oy0, n, out),
+                (5, 5, 2, 1, false) => return avx512::rows::<5, 2, 2>(ctx, b, oy0, n, out),
                 _ => {}
             }
         }

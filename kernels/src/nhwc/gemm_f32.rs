@@ -161,8 +161,8 @@ pub(crate) fn has_avx512() -> bool {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ukernel {
     /// Plain Rust, any target (chosen at run time; a no_std build with AVX2 enabled at compile
-    /// time never picks it outside the tests).
-    #[cfg_attr(not(feature = "std"), allow(dead_code))]
+    /// time, and aarch64 (always NEON), never pick it outside the tests).
+    #[cfg_attr(any(not(feature = "std"), target_arch = "aarch64"), allow(dead_code))]
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Avx2Fma,

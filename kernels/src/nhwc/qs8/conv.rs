@@ -427,20 +427,9 @@ mod tests {
     /// Every (packing, micro-kernel) pair this CPU runs: the plain twins of both packings, and
     /// the fast kernels available here.
     fn kernels() -> Vec<(Layout, Isa)> {
-        let mut v = vec![(Layout::Pairs, Isa::Scalar), (Layout::Quads, Isa::Scalar)];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if Isa::best().has_avx2() {
-                v.push((Layout::Pairs, Isa::Avx2));
-            }
-            if Isa::best() == Isa::Avx512Vnni {
-                v.push((Layout::Quads, Isa::Avx512Vnni));
-            } else {
-                std::println!("no AVX-512 VNNI here: its GEMM kernel is not exercised");
-            }
-        }
-        #[cfg(target_arch = "aarch64")]
-        v.push((Layout::Pairs, Isa::Neon));
+        // The quad packing's plain twin runs everywhere; each family with its own packing.
+        let mut v = vec![(Layout::Quads, Isa::Scalar)];
+        v.extend(super::super::test_util::isas().into_iter().map(|isa| (isa.gemm_layout(), isa)));
         v
     }
 

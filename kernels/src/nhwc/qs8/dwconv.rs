@@ -513,28 +513,9 @@ mod neon {
 #[cfg(test)]
 mod tests {
     use super::super::reference;
-    use super::super::test_util::{FakePar, Lcg};
+    use super::super::test_util::{isas, FakePar, Lcg};
     use super::*;
     use crate::nhwc::Serial;
-
-    /// The plain path and every fast path this CPU runs.
-    fn isas() -> Vec<Isa> {
-        let mut v = vec![Isa::Scalar];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if Isa::best().has_avx2() {
-                v.push(Isa::Avx2);
-            }
-            if Isa::best() == Isa::Avx512Vnni {
-                v.push(Isa::Avx512Vnni);
-            } else {
-                std::println!("no AVX-512 VNNI here: its depthwise path is not exercised");
-            }
-        }
-        #[cfg(target_arch = "aarch64")]
-        v.push(Isa::Neon);
-        v
-    }
 
     #[test]
     fn depthwise_matches_reference() {

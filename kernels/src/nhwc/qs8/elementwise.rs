@@ -131,6 +131,51 @@ fn check_repeat(what: &str, full: usize, row: usize, y: usize) -> Result<(), Str
     Ok(())
 }
 
+/// An elementwise int8 binary operator (one output from two inputs).
+trait Qs8Binary: Copy {
+    fn one(&self, a: i8, b: i8) -> i8;
+}
+
+/// `row` repeated along `full` into `y`: `y = op(full, row)` when `ROW_B` (the row is the
+/// second operand), else `op(row, full)`. Compiled for AVX-512 / AVX2 when present (as
+/// `with_avx2!`), so the loop over the (lengthened, [`long_row`]) row vectorizes wide.
+fn apply_repeated<P: Qs8Binary, const ROW_B: bool>(p: P, what: &str, full: &[i8], row: &[i8], y: &mut [i8]) -> Result<(), String> {
+    check_repeat(what, full.len(), row.len(), y.len())?;
+    let row = long_row(row, full.len());
+    let row: &[i8] = &row;
+    #[inline(always)]
+    fn body<P: Qs8Binary, const ROW_B: bool>(p: P, full: &[i8], row: &[i8], y: &mut [i8]) {
+        for (yr, fr) in y.chunks_mut(row.len()).zip(full.chunks(row.len())) {
+            for ((yv, &f), &r) in yr.iter_mut().zip(fr).zip(row) {
+                *yv = if ROW_B { p.one(f, r) } else { p.one(r, f) };
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<P: Qs8Binary, const ROW_B: bool>(p: P, full: &[i8], row: &[i8], y: &mut [i8]) {
+            body::<P, ROW_B>(p, full, row, y)
+        }
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+        unsafe fn avx512<P: Qs8Binary, const ROW_B: bool>(p: P, full: &[i8], row: &[i8], y: &mut [i8]) {
+            body::<P, ROW_B>(p, full, row, y)
+        }
+        if super::Isa::best() == super::Isa::Avx512Vnni {
+            // SAFETY: AVX-512 F/BW/VL are present (checked at run time with the VNNI choice);
+            // the body is safe code.
+            unsafe { avx512::<P, ROW_B>(p, full, row, y) };
+            return Ok(());
+        } else if has_avx2() {
+            // SAFETY: AVX2 is present (checked at run time); the body is safe code.
+            unsafe { avx2::<P, ROW_B>(p, full, row, y) };
+            return Ok(());
+        }
+    }
+    body::<P, ROW_B>(p, full, row, y);
+    Ok(())
+}
+
 /// `y = a + b` requantized (XNNPACK qs8 add: fixed-point multipliers, arithmetic shift).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AddQs8 {
@@ -239,34 +284,19 @@ impl AddQs8 {
     /// `b` (one row) repeated along `a` (`a.len()` a multiple of `b_row.len()`): the per-channel
     /// broadcast of a squeeze-and-excitation block, in one call instead of one per pixel.
     pub fn apply_repeated_b(&self, a: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), String> {
-        check_repeat("add", a.len(), b.len(), y.len())?;
-        let p = *self;
-        let row = long_row(b, a.len());
-        let b: &[i8] = &row;
-        with_avx2!(add_rep_avx2, (p: AddQs8, a: &[i8], b: &[i8], y: &mut [i8]), {
-            for (yr, ar) in y.chunks_mut(b.len()).zip(a.chunks(b.len())) {
-                for ((yv, &av), &bv) in yr.iter_mut().zip(ar).zip(b) {
-                    *yv = p.one(av, bv);
-                }
-            }
-        });
-        Ok(())
+        apply_repeated::<_, true>(*self, "add", a, b, y)
     }
 
     /// `a` (one row) repeated along `b` (the mirror of [`Self::apply_repeated_b`]).
     pub fn apply_repeated_a(&self, a: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), String> {
-        check_repeat("add", b.len(), a.len(), y.len())?;
-        let p = *self;
-        let row = long_row(a, b.len());
-        let a: &[i8] = &row;
-        with_avx2!(radd_rep_avx2, (p: AddQs8, a: &[i8], b: &[i8], y: &mut [i8]), {
-            for (yr, br) in y.chunks_mut(a.len()).zip(b.chunks(a.len())) {
-                for ((yv, &av), &bv) in yr.iter_mut().zip(a).zip(br) {
-                    *yv = p.one(av, bv);
-                }
-            }
-        });
-        Ok(())
+        apply_repeated::<_, false>(*self, "add", b, a, y)
+    }
+}
+
+impl Qs8Binary for AddQs8 {
+    #[inline(always)]
+    fn one(&self, a: i8, b: i8) -> i8 {
+        AddQs8::one(self, a, b)
     }
 }
 
@@ -347,34 +377,12 @@ impl MulQs8 {
 
     /// `b` (one row) repeated along `a` (see [`AddQs8::apply_repeated_b`]).
     pub fn apply_repeated_b(&self, a: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), String> {
-        check_repeat("mul", a.len(), b.len(), y.len())?;
-        let p = *self;
-        let row = long_row(b, a.len());
-        let b: &[i8] = &row;
-        with_avx2!(mul_rep_avx2, (p: MulQs8, a: &[i8], b: &[i8], y: &mut [i8]), {
-            for (yr, ar) in y.chunks_mut(b.len()).zip(a.chunks(b.len())) {
-                for ((yv, &av), &bv) in yr.iter_mut().zip(ar).zip(b) {
-                    *yv = p.one(av, bv);
-                }
-            }
-        });
-        Ok(())
+        apply_repeated::<_, true>(*self, "mul", a, b, y)
     }
 
     /// `a` (one row) repeated along `b`.
     pub fn apply_repeated_a(&self, a: &[i8], b: &[i8], y: &mut [i8]) -> Result<(), String> {
-        check_repeat("mul", b.len(), a.len(), y.len())?;
-        let p = *self;
-        let row = long_row(a, b.len());
-        let a: &[i8] = &row;
-        with_avx2!(rmul_rep_avx2, (p: MulQs8, a: &[i8], b: &[i8], y: &mut [i8]), {
-            for (yr, br) in y.chunks_mut(a.len()).zip(b.chunks(a.len())) {
-                for ((yv, &av), &bv) in yr.iter_mut().zip(a).zip(br) {
-                    *yv = p.one(av, bv);
-                }
-            }
-        });
-        Ok(())
+        apply_repeated::<_, false>(*self, "mul", b, a, y)
     }
 }
 
@@ -453,6 +461,13 @@ pub fn dequantize_f32(x: &[i8], q: QParams, y: &mut [f32]) -> Result<(), String>
         }
     });
     Ok(())
+}
+
+impl Qs8Binary for MulQs8 {
+    #[inline(always)]
+    fn one(&self, a: i8, b: i8) -> i8 {
+        MulQs8::one(self, a, b)
+    }
 }
 
 #[cfg(test)]
@@ -643,3 +658,4 @@ mod tests {
         }
     }
 }
+

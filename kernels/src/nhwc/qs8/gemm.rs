@@ -462,17 +462,10 @@ pub(crate) mod neon {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_util::Lcg;
+    use super::super::test_util::{isas, Lcg};
     use super::super::QParams;
     use super::*;
 
-    fn isas() -> Vec<Isa> {
-        let mut v = vec![Isa::Scalar];
-        if Isa::best() != Isa::Scalar {
-            v.push(Isa::best());
-        }
-        v
-    }
 
     #[test]
     fn quad_tiles_match_plain_sums() {

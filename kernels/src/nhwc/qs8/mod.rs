@@ -289,7 +289,27 @@ pub(crate) fn task_count(par: &dyn super::Parallel, macs: usize, units: usize) -
 
 #[cfg(test)]
 pub(crate) mod test_util {
+    use super::Isa;
     use crate::nhwc::Parallel;
+
+    /// Every kernel family this CPU runs (the tests run each against the plain twin).
+    pub fn isas() -> alloc::vec::Vec<Isa> {
+        let mut v = alloc::vec![Isa::Scalar];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if Isa::best().has_avx2() {
+                v.push(Isa::Avx2);
+            }
+            if Isa::best() == Isa::Avx512Vnni {
+                v.push(Isa::Avx512Vnni);
+            } else {
+                std::println!("no AVX-512 VNNI here: its kernels are not exercised");
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        v.push(Isa::Neon);
+        v
+    }
 
     /// Runs tasks in reverse order, several "threads" (exercises the task split).
     pub struct FakePar;
