@@ -9,6 +9,7 @@ use alloc::vec::Vec;
 use rbuild_runtime::backends::xnnpack::graph::{ConvParams, PoolParams};
 use rbuild_runtime::backends::xnnpack::{NodeKind, NodeParams, Quant, Scales, XnnDatatype, XnnGraph, XnnValue};
 
+use super::aligned::Aligned;
 use super::ops::{BinOp, Broadcast, UnOp};
 use crate::nhwc::conv_f32::ConvF32;
 use crate::nhwc::dwconv_f32::DepthwiseF32;
@@ -25,26 +26,19 @@ pub enum Elem {
     I32,
 }
 
-/// Activation storage.
+/// Activation storage (64-byte aligned: [`Aligned`]).
 pub enum Buf {
-    F32(Vec<f32>),
-    I8(Vec<i8>),
-    I32(Vec<i32>),
-}
-
-fn zeros<T: Clone + Default>(len: usize) -> Result<Vec<T>, String> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(len).map_err(|_| format!("cannot allocate {len} activation elements"))?;
-    v.resize(len, T::default());
-    Ok(v)
+    F32(Aligned<f32>),
+    I8(Aligned<i8>),
+    I32(Aligned<i32>),
 }
 
 impl Buf {
     fn new(elem: Elem, len: usize) -> Result<Buf, String> {
         Ok(match elem {
-            Elem::F32 => Buf::F32(zeros(len)?),
-            Elem::I8 => Buf::I8(zeros(len)?),
-            Elem::I32 => Buf::I32(zeros(len)?),
+            Elem::F32 => Buf::F32(Aligned::zeros(len)?),
+            Elem::I8 => Buf::I8(Aligned::zeros(len)?),
+            Elem::I32 => Buf::I32(Aligned::zeros(len)?),
         })
     }
     fn elem(&self) -> Elem {
@@ -62,12 +56,10 @@ impl Buf {
         }
     }
     fn grow(&mut self, len: usize) -> Result<(), String> {
-        let more = len.saturating_sub(self.len());
-        let err = |_| format!("cannot allocate {len} activation elements");
         match self {
-            Buf::F32(v) => v.try_reserve_exact(more).map_err(err).map(|_| v.resize(len.max(v.len()), 0.0)),
-            Buf::I8(v) => v.try_reserve_exact(more).map_err(err).map(|_| v.resize(len.max(v.len()), 0)),
-            Buf::I32(v) => v.try_reserve_exact(more).map_err(err).map(|_| v.resize(len.max(v.len()), 0)),
+            Buf::F32(v) => v.grow(len),
+            Buf::I8(v) => v.grow(len),
+            Buf::I32(v) => v.grow(len),
         }
     }
 
@@ -855,9 +847,9 @@ fn materialize(consts: &Constants<'_, '_>, id: u32, v: &XnnValue, alloc: &mut Al
     let elem = elem_of(id, v)?;
     alloc.charge(v.numel().saturating_mul(4))?;
     let buf = match elem {
-        Elem::F32 => Buf::F32(consts.f32s(id, v)?),
-        Elem::I8 => Buf::I8(consts.i8s(id, v)?),
-        Elem::I32 => Buf::I32(consts.i32s(id, v)?),
+        Elem::F32 => Buf::F32(Aligned::from_slice(&consts.f32s(id, v)?)?),
+        Elem::I8 => Buf::I8(Aligned::from_slice(&consts.i8s(id, v)?)?),
+        Elem::I32 => Buf::I32(Aligned::from_slice(&consts.i32s(id, v)?)?),
     };
     alloc.bufs.push(buf);
     let b = alloc.bufs.len() - 1;

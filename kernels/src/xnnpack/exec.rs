@@ -118,8 +118,8 @@ fn msg(e: alloc::string::String) -> KernelError {
 /// Runs one step; the output buffer is taken out of `bufs` while its inputs are read.
 fn run_step(par: &dyn Parallel, bufs: &mut [Buf], step: &Step) -> KernelResult {
     let (ob, on) = step.output;
-    let mut out = core::mem::replace(&mut bufs[ob], Buf::F32(Vec::new()));
-    let mut scratch: Vec<Buf> = step.scratch.iter().map(|&b| core::mem::replace(&mut bufs[b], Buf::F32(Vec::new()))).collect();
+    let mut out = core::mem::replace(&mut bufs[ob], Buf::F32(super::aligned::Aligned::empty()));
+    let mut scratch: Vec<Buf> = step.scratch.iter().map(|&b| core::mem::replace(&mut bufs[b], Buf::F32(super::aligned::Aligned::empty()))).collect();
     let result = run_into(par, bufs, step, &mut out, on, &mut scratch);
     bufs[ob] = out;
     for (&b, buf) in step.scratch.iter().zip(scratch) {

@@ -7,6 +7,7 @@
 //! ([`compile`]). `execute` copies the call's inputs in, runs the steps ([`exec`]) and copies
 //! the outputs out. A node kind or dtype combination it cannot run fails at init naming it.
 
+mod aligned;
 mod compile;
 mod exec;
 mod ops;
