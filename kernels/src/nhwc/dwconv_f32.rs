@@ -683,7 +683,6 @@ mod avx512 {
     ) {
         let c = ctx.c;
         let taps = K * K;
-        let ncol = (P - 1) * S + K;
         let mask: __mmask16 = if MASKED { ((1u32 << (c - cb)) - 1) as __mmask16 } else { 0xffff };
         // SAFETY: as in `block`: aligned weight rows of block cb / 16, input pointers only for
         // non-null rows and columns inside the row (checked, or interior), output pixels
@@ -695,38 +694,67 @@ mod avx512 {
             for t in 0..taps {
                 wv[t] = _mm512_load_ps(wb.add((t + 1) * CB));
             }
-            let x0 = (ox * S).wrapping_sub(ctx.pl);
-            let mut acc = [bias; P];
-            for ky in 0..K {
-                let base = bases[ky];
-                if base.is_null() {
-                    continue;
-                }
-                // One pointer stepped a pixel per column (an add, not a multiply per load);
-                // it is only dereferenced for columns inside the row.
-                let mut q = base.wrapping_add(x0.wrapping_mul(c).wrapping_add(cb));
-                for col in 0..ncol {
-                    let ix = x0.wrapping_add(col);
-                    let here = q;
-                    q = q.wrapping_add(c);
-                    if checked && ix >= ctx.in_w {
-                        continue;
-                    }
-                    let xv = load::<MASKED>(here, mask);
-                    for j in 0..P {
-                        let kx = col.wrapping_sub(j * S);
-                        if kx < K {
-                            acc[j] = _mm512_fmadd_ps(xv, wv[ky * K + kx], acc[j]);
-                        }
-                    }
-                }
-            }
+            let acc = sums::<K, S, P, MASKED>(ctx, bases, ox, checked, cb, &wv, bias, mask);
             let vmin = _mm512_set1_ps(ctx.min);
             let vmax = _mm512_set1_ps(ctx.max);
             for j in 0..n {
                 store::<MASKED>(out.add((ox + j) * c + cb), mask, acc[j], vmin, vmax);
             }
         }
+    }
+
+    /// The P sums (bias included, unclamped) of output pixels `ox .. ox + P` of one row, channels
+    /// `cb..cb + 16`: their taps in kernel row ky are input columns x0 .. x0 + (P-1)·S + K - 1,
+    /// each loaded once and used by every (pixel, tap) pair that reads it; with `checked`, the
+    /// columns outside the row are skipped (the same taps in the same order otherwise).
+    ///
+    /// # Safety
+    /// `bases` from `row_bases` for this row; unless `checked`, every column of the P pixels is
+    /// inside the row; `cb < C` (`cb + 16 <= C` unless `MASKED`); AVX-512F.
+    #[allow(clippy::needless_range_loop, clippy::too_many_arguments)]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    unsafe fn sums<const K: usize, const S: usize, const P: usize, const MASKED: bool>(
+        ctx: &Ctx,
+        bases: &[*const f32; 5],
+        ox: usize,
+        checked: bool,
+        cb: usize,
+        wv: &[__m512; 25],
+        bias: __m512,
+        mask: __mmask16,
+    ) -> [__m512; P] {
+        let c = ctx.c;
+        let ncol = (P - 1) * S + K;
+        let x0 = (ox * S).wrapping_sub(ctx.pl);
+        let mut acc = [bias; P];
+        for ky in 0..K {
+            let base = bases[ky];
+            if base.is_null() {
+                continue;
+            }
+            // One pointer stepped a pixel per column (an add, not a multiply per load); it is
+            // only dereferenced for columns inside the row.
+            let mut q = base.wrapping_add(x0.wrapping_mul(c).wrapping_add(cb));
+            for col in 0..ncol {
+                let ix = x0.wrapping_add(col);
+                let here = q;
+                q = q.wrapping_add(c);
+                if checked && ix >= ctx.in_w {
+                    continue;
+                }
+                // SAFETY: column ix is inside the non-null row (checked, or the caller's
+                // interior guarantee); channels cb.. of that pixel, masked to C when MASKED.
+                let xv = unsafe { load::<MASKED>(here, mask) };
+                for j in 0..P {
+                    let kx = col.wrapping_sub(j * S);
+                    if kx < K {
+                        acc[j] = _mm512_fmadd_ps(xv, wv[ky * K + kx], acc[j]);
+                    }
+                }
+            }
+        }
+        acc
     }
 
     /// Loads 16 floats at `p`, or only the lanes `< c - cb` (zeros elsewhere) when `MASKED`.
@@ -780,7 +808,7 @@ mod avx512 {
         cb: usize,
         out: *mut f32,
     ) {
-        let (c, pl, out_w) = (ctx.c, ctx.pl, ctx.out_w);
+        let (c, out_w) = (ctx.c, ctx.out_w);
         let taps = K * K;
         let mask: __mmask16 = if MASKED { ((1u32 << (c - cb)) - 1) as __mmask16 } else { 0xffff };
         let vmin = _mm512_set1_ps(ctx.min);
@@ -799,45 +827,17 @@ mod avx512 {
             for t in 0..taps {
                 wv[t] = _mm512_load_ps(wb.add((t + 1) * CB));
             }
-            // P pixels per step; their taps in kernel row ky are input columns
-            // x0 .. x0 + (P-1)·S + K - 1, each loaded once and used by every (pixel, tap) pair
-            // that reads it. Groups inside [lo, hi) read every column unchecked; groups reaching
-            // into the padding skip the columns outside the row (the same taps in the same
-            // order), so a narrow image's edges keep P independent sums in flight instead of
-            // one pixel's K·K dependent FMAs. The last group of a row ends at the row's end
-            // (overlapping the one before: those pixels get the same bits twice).
-            let ncol = (P - 1) * S + K;
+            // P pixels per step ([`sums`]). Groups inside [lo, hi) read every column
+            // unchecked; groups reaching into the padding skip the columns outside the row, so a
+            // narrow image's edges keep P independent sums in flight instead of one pixel's K·K
+            // dependent FMAs. The last group of a row ends at the row's end (overlapping the one
+            // before: those pixels get the same bits twice).
             for (i, bases) in rows.iter().enumerate() {
                 let out = out.add(i * out_w * c);
                 let group = |ox: usize, n: usize| {
                     // All P pixels' columns are read (n < P only when the row is narrower).
                     let checked = ox < lo || ox + P > hi;
-                    let x0 = (ox * S).wrapping_sub(pl);
-                    let mut acc = [bias; P];
-                    for ky in 0..K {
-                        let base = bases[ky];
-                        if base.is_null() {
-                            continue;
-                        }
-                        // One pointer stepped a pixel per column (an add, not a multiply per load);
-                        // it is only dereferenced for columns inside the row.
-                        let mut q = base.wrapping_add(x0.wrapping_mul(c).wrapping_add(cb));
-                        for col in 0..ncol {
-                            let ix = x0.wrapping_add(col);
-                            let here = q;
-                            q = q.wrapping_add(c);
-                            if checked && ix >= ctx.in_w {
-                                continue;
-                            }
-                            let xv = load::<MASKED>(here, mask);
-                            for j in 0..P {
-                                let kx = col.wrapping_sub(j * S);
-                                if kx < K {
-                                    acc[j] = _mm512_fmadd_ps(xv, wv[ky * K + kx], acc[j]);
-                                }
-                            }
-                        }
-                    }
+                    let acc = sums::<K, S, P, MASKED>(ctx, bases, ox, checked, cb, &wv, bias, mask);
                     for j in 0..n {
                         store::<MASKED>(out.add((ox + j) * c + cb), mask, acc[j], vmin, vmax);
                     }

@@ -384,9 +384,11 @@ fn fold_dynamic_quantization(graph: &XnnGraph, mut nodes: Vec<Node>) -> Result<V
     Ok(nodes.into_iter().zip(dead).filter(|(_, d)| !d).map(|(n, _)| n).collect())
 }
 
-/// Folds `Clamp` nodes into the operator producing their input, when that operator applies an
-/// output range itself and nothing else reads the intermediate value.
-fn fuse_clamps(graph: &XnnGraph, mut nodes: Vec<Node>) -> Vec<Node> {
+/// Folds unary nodes of kind `kind` into the node producing their input when nothing else
+/// reads that value (and it is not a delegate output) and `absorb(producer, unary, input value,
+/// output value)` takes it (updating the producer): the producer then writes the unary node's
+/// output and the unary node goes.
+fn fold_into_producer(graph: &XnnGraph, mut nodes: Vec<Node>, kind: NodeKind, absorb: impl Fn(&mut Node, &Node, &XnnValue, &XnnValue) -> bool) -> Vec<Node> {
     let mut readers = vec![0usize; graph.values.len()];
     for n in &nodes {
         for i in n.params.inputs() {
@@ -396,21 +398,14 @@ fn fuse_clamps(graph: &XnnGraph, mut nodes: Vec<Node>) -> Vec<Node> {
     let mut producer: Vec<Option<usize>> = vec![None; graph.values.len()];
     let mut dead = vec![false; nodes.len()];
     for j in 0..nodes.len() {
-        if let (NodeKind::Clamp, NodeParams::Unary { input, output, .. }) = (nodes[j].kind, &nodes[j].params) {
+        if let (true, NodeParams::Unary { input, output, .. }) = (nodes[j].kind == kind, &nodes[j].params) {
             let (input, output) = (*input, *output);
-            let (vi, vo) = (&graph.values[usize_of(input)], &graph.values[usize_of(output)]);
-            let fusable_value = readers[usize_of(input)] == 1 && vi.flags & 2 == 0 && vi.datatype == vo.datatype && vi.quant == vo.quant;
-            if let Some(i) = producer[usize_of(input)].filter(|_| fusable_value) {
-                let fusable_op = matches!(
-                    (nodes[i].kind, graph.values[usize_of(input)].datatype),
-                    (NodeKind::Conv2d | NodeKind::DepthwiseConv2d | NodeKind::FullyConnected, _)
-                        | (NodeKind::Add | NodeKind::Multiply, _)
-                        | (NodeKind::Subtract | NodeKind::Div | NodeKind::Minimum | NodeKind::Maximum, XnnDatatype::Fp32)
-                );
-                if fusable_op {
-                    let r = intersect(nodes[i].range, nodes[j].range.or(Some((f32::NEG_INFINITY, f32::INFINITY))));
-                    nodes[i].range = r;
-                    set_output(&mut nodes[i].params, output);
+            let (vi, vo) = (value(graph, input), value(graph, output));
+            if let Some(i) = producer[usize_of(input)].filter(|_| readers[usize_of(input)] == 1 && vi.flags & 2 == 0) {
+                // The producer comes before its reader: i < j.
+                let (head, tail) = nodes.split_at_mut(j);
+                if absorb(&mut head[i], &tail[0], vi, vo) {
+                    set_output(&mut head[i].params, output);
                     producer[usize_of(output)] = Some(i);
                     dead[j] = true;
                     continue;
@@ -424,51 +419,49 @@ fn fuse_clamps(graph: &XnnGraph, mut nodes: Vec<Node>) -> Vec<Node> {
     nodes.into_iter().zip(dead).filter(|(_, d)| !d).map(|(n, _)| n).collect()
 }
 
+/// Folds `Clamp` nodes into the operator producing their input, when that operator applies an
+/// output range itself and nothing else reads the intermediate value.
+fn fuse_clamps(graph: &XnnGraph, nodes: Vec<Node>) -> Vec<Node> {
+    fold_into_producer(graph, nodes, NodeKind::Clamp, |p, clamp, vi, vo| {
+        let fusable = vi.datatype == vo.datatype
+            && vi.quant == vo.quant
+            && matches!(
+                (p.kind, vi.datatype),
+                (NodeKind::Conv2d | NodeKind::DepthwiseConv2d | NodeKind::FullyConnected, _)
+                    | (NodeKind::Add | NodeKind::Multiply, _)
+                    | (NodeKind::Subtract | NodeKind::Div | NodeKind::Minimum | NodeKind::Maximum, XnnDatatype::Fp32)
+            );
+        if fusable {
+            p.range = intersect(p.range, clamp.range.or(Some((f32::NEG_INFINITY, f32::INFINITY))));
+        }
+        fusable
+    })
+}
+
 /// An f32 `Hardswish` node without an output range whose input comes from a convolution
 /// (regular or depthwise) that nothing else reads joins that convolution as its [`PostOp`]: it
 /// then runs on each tile while the tile is in L1 instead of as a pass over the whole tensor.
 /// Runs after [`fuse_clamps`], so the convolution's range still applies before the activation,
 /// as in the graph.
-fn fuse_post_ops(graph: &XnnGraph, mut nodes: Vec<Node>) -> Vec<Node> {
+fn fuse_post_ops(graph: &XnnGraph, nodes: Vec<Node>) -> Vec<Node> {
     // `RBUILD_XNNPACK_NO_FUSE` set: keep the nodes apart (A/B timing).
     #[cfg(feature = "std")]
     if std::env::var_os("RBUILD_XNNPACK_NO_FUSE").is_some() {
         return nodes;
     }
-    let mut readers = vec![0usize; graph.values.len()];
-    for n in &nodes {
-        for i in n.params.inputs() {
-            readers[usize_of(i)] += 1;
+    fold_into_producer(graph, nodes, NodeKind::Hardswish, |p, hswish, vi, vo| {
+        let unbounded = hswish.range.is_none_or(|(lo, hi)| lo == f32::NEG_INFINITY && hi == f32::INFINITY);
+        let fusable = vi.datatype == XnnDatatype::Fp32
+            && vo.datatype == XnnDatatype::Fp32
+            && unbounded
+            && hswish.lut.is_none()
+            && matches!(p.kind, NodeKind::Conv2d | NodeKind::DepthwiseConv2d)
+            && p.post == PostOp::None;
+        if fusable {
+            p.post = PostOp::Hardswish;
         }
-    }
-    let mut producer: Vec<Option<usize>> = vec![None; graph.values.len()];
-    let mut dead = vec![false; nodes.len()];
-    for j in 0..nodes.len() {
-        if let (NodeKind::Hardswish, NodeParams::Unary { input, output, .. }) = (nodes[j].kind, &nodes[j].params) {
-            let (input, output) = (*input, *output);
-            let (vi, vo) = (value(graph, input), value(graph, output));
-            let unbounded = nodes[j].range.is_none_or(|(lo, hi)| lo == f32::NEG_INFINITY && hi == f32::INFINITY);
-            let fusable_value = readers[usize_of(input)] == 1
-                && vi.flags & 2 == 0
-                && vi.datatype == XnnDatatype::Fp32
-                && vo.datatype == XnnDatatype::Fp32
-                && unbounded
-                && nodes[j].lut.is_none();
-            if let Some(i) = producer[usize_of(input)].filter(|_| fusable_value) {
-                if matches!(nodes[i].kind, NodeKind::Conv2d | NodeKind::DepthwiseConv2d) && nodes[i].post == PostOp::None {
-                    nodes[i].post = PostOp::Hardswish;
-                    set_output(&mut nodes[i].params, output);
-                    producer[usize_of(output)] = Some(i);
-                    dead[j] = true;
-                    continue;
-                }
-            }
-        }
-        for o in nodes[j].params.outputs() {
-            producer[usize_of(o)] = Some(j);
-        }
-    }
-    nodes.into_iter().zip(dead).filter(|(_, d)| !d).map(|(n, _)| n).collect()
+        fusable
+    })
 }
 
 /// The float unary ops a 256-entry table may replace (pure functions of one value).
