@@ -396,17 +396,9 @@ unsafe fn row_dispatch(uk: Ukernel, ctx: &Ctx, b: usize, oy: usize, ptrs: &mut [
     unsafe {
         match uk {
             #[cfg(target_arch = "x86_64")]
-            Ukernel::Avx512 => match (ctx.kh, ctx.kw, ctx.sw, ctx.dw) {
-                (3, 3, 1, 1) => avx512::rows::<3, 1, 4>(ctx, b, oy, 1, out),
-                (3, 3, 2, 1) => avx512::rows::<3, 2, 4>(ctx, b, oy, 1, out),
-                (5, 5, 1, 1) => avx512::rows::<5, 1, 2>(ctx, b, oy, 1, out),
-                (5, 5, 2, 1) => avx512::rows::<5, 2, 2>(ctx, b, oy, 1, out),
-                (3, 3, ..) => avx2::row::<3>(ctx, b, oy, ptrs, out),
-                (5, 5, ..) => avx2::row::<5>(ctx, b, oy, ptrs, out),
-                _ => avx2::row::<0>(ctx, b, oy, ptrs, out),
-            },
-            #[cfg(target_arch = "x86_64")]
-            Ukernel::Avx2Fma => match (ctx.kh, ctx.kw) {
+            // AVX-512's 3×3 / 5×5 rows without horizontal dilation went to `avx512::rows*`
+            // in `rows_dispatch`; the other shapes run the AVX2 kernels.
+            Ukernel::Avx512 | Ukernel::Avx2Fma => match (ctx.kh, ctx.kw) {
                 (3, 3) => avx2::row::<3>(ctx, b, oy, ptrs, out),
                 (5, 5) => avx2::row::<5>(ctx, b, oy, ptrs, out),
                 _ => avx2::row::<0>(ctx, b, oy, ptrs, out),
