@@ -2,20 +2,35 @@
 
 use rbuild_runtime::KernelEntry;
 
+pub mod arith;
+pub mod backward;
 pub mod binary;
 pub mod conv;
+pub mod copy;
 pub mod create;
+pub mod distance;
+pub mod embedding_bag;
+pub mod fft;
+pub mod fold;
+pub mod grid_sample;
 pub mod index;
 pub mod linalg;
 pub mod llm;
+pub mod math;
 pub mod norm;
+pub mod pad;
+pub mod pool3d;
 pub mod prim;
 pub mod qint8;
 pub mod quant;
 pub mod quant_linear;
+pub mod random;
 pub mod reduce;
 pub mod resample;
+pub mod scatter;
 pub mod shape;
+pub mod sort;
+pub mod stats;
 pub mod unary;
 pub mod util;
 pub mod whisper;
@@ -38,6 +53,21 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     quant_linear::KERNELS,
     qint8::KERNELS,
     whisper::KERNELS,
+    arith::KERNELS,
+    backward::KERNELS,
+    copy::KERNELS,
+    distance::KERNELS,
+    grid_sample::KERNELS,
+    math::KERNELS,
+    pad::KERNELS,
+    random::KERNELS,
+    scatter::KERNELS,
+    sort::KERNELS,
+    stats::KERNELS,
+    embedding_bag::KERNELS,
+    fft::KERNELS,
+    fold::KERNELS,
+    pool3d::KERNELS,
 ];
 
 /// Every portable module's op → kernel path list, in the order of `KERNEL_SETS`.
@@ -58,4 +88,19 @@ pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
     quant_linear::KERNEL_PATHS,
     qint8::KERNEL_PATHS,
     whisper::KERNEL_PATHS,
+    arith::KERNEL_PATHS,
+    backward::KERNEL_PATHS,
+    copy::KERNEL_PATHS,
+    distance::KERNEL_PATHS,
+    grid_sample::KERNEL_PATHS,
+    math::KERNEL_PATHS,
+    pad::KERNEL_PATHS,
+    random::KERNEL_PATHS,
+    scatter::KERNEL_PATHS,
+    sort::KERNEL_PATHS,
+    stats::KERNEL_PATHS,
+    embedding_bag::KERNEL_PATHS,
+    fft::KERNEL_PATHS,
+    fold::KERNEL_PATHS,
+    pool3d::KERNEL_PATHS,
 ];

@@ -1,0 +1,3 @@
+//! Sampling at grid coordinates (filled in by the portable-set work).
+
+rbuild_runtime::kernel_table! {}

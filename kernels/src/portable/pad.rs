@@ -1,0 +1,3 @@
+//! Padding: constant, reflection and replication (filled in by the portable-set work).
+
+rbuild_runtime::kernel_table! {}

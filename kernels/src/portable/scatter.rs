@@ -1,0 +1,3 @@
+//! Writes at indices and masks; selections by mask (filled in by the portable-set work).
+
+rbuild_runtime::kernel_table! {}

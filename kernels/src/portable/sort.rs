@@ -1,0 +1,3 @@
+//! Ordering: top-k (filled in by the portable-set work).
+
+rbuild_runtime::kernel_table! {}
