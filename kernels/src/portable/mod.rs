@@ -11,6 +11,7 @@ pub mod create;
 pub mod distance;
 pub mod embedding_bag;
 pub mod fft;
+pub mod fill;
 pub mod fold;
 pub mod grid_sample;
 pub mod index;
@@ -25,6 +26,7 @@ pub mod qint8;
 pub mod quant;
 pub mod quant_linear;
 pub mod random;
+pub mod rearrange;
 pub mod reduce;
 pub mod resample;
 pub mod scatter;
@@ -56,10 +58,12 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     arith::KERNELS,
     backward::KERNELS,
     copy::KERNELS,
+    fill::KERNELS,
     distance::KERNELS,
     grid_sample::KERNELS,
     math::KERNELS,
     pad::KERNELS,
+    rearrange::KERNELS,
     random::KERNELS,
     scatter::KERNELS,
     sort::KERNELS,
@@ -91,10 +95,12 @@ pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
     arith::KERNEL_PATHS,
     backward::KERNEL_PATHS,
     copy::KERNEL_PATHS,
+    fill::KERNEL_PATHS,
     distance::KERNEL_PATHS,
     grid_sample::KERNEL_PATHS,
     math::KERNEL_PATHS,
     pad::KERNEL_PATHS,
+    rearrange::KERNEL_PATHS,
     random::KERNEL_PATHS,
     scatter::KERNEL_PATHS,
     sort::KERNEL_PATHS,
