@@ -5,6 +5,8 @@ use rbuild_runtime::KernelEntry;
 pub mod arith;
 pub mod backward;
 pub mod binary;
+pub mod bitwise;
+pub mod comparison;
 pub mod conv;
 pub mod copy;
 pub mod create;
@@ -40,6 +42,8 @@ pub mod whisper;
 /// Every portable module's table.
 pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     binary::KERNELS,
+    comparison::KERNELS,
+    bitwise::KERNELS,
     unary::KERNELS,
     create::KERNELS,
     prim::KERNELS,
@@ -77,6 +81,8 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
 /// Every portable module's op → kernel path list, in the order of `KERNEL_SETS`.
 pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
     binary::KERNEL_PATHS,
+    comparison::KERNEL_PATHS,
+    bitwise::KERNEL_PATHS,
     unary::KERNEL_PATHS,
     create::KERNEL_PATHS,
     prim::KERNEL_PATHS,
