@@ -17,8 +17,10 @@ pub mod fill;
 pub mod fold;
 pub mod grid_sample;
 pub mod index;
+pub mod index_put;
 pub mod linalg;
 pub mod llm;
+pub mod masked;
 pub mod math;
 pub mod norm;
 pub mod pad;
@@ -70,6 +72,8 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     rearrange::KERNELS,
     random::KERNELS,
     scatter::KERNELS,
+    index_put::KERNELS,
+    masked::KERNELS,
     sort::KERNELS,
     stats::KERNELS,
     embedding_bag::KERNELS,
@@ -109,6 +113,8 @@ pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
     rearrange::KERNEL_PATHS,
     random::KERNEL_PATHS,
     scatter::KERNEL_PATHS,
+    index_put::KERNEL_PATHS,
+    masked::KERNEL_PATHS,
     sort::KERNEL_PATHS,
     stats::KERNEL_PATHS,
     embedding_bag::KERNEL_PATHS,
