@@ -7,6 +7,7 @@ pub mod backward;
 pub mod binary;
 pub mod bitwise;
 pub mod comparison;
+pub mod complex;
 pub mod conv;
 pub mod copy;
 pub mod create;
@@ -76,6 +77,7 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     masked::KERNELS,
     sort::KERNELS,
     stats::KERNELS,
+    complex::KERNELS,
     embedding_bag::KERNELS,
     fft::KERNELS,
     fold::KERNELS,
@@ -117,6 +119,7 @@ pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
     masked::KERNEL_PATHS,
     sort::KERNEL_PATHS,
     stats::KERNEL_PATHS,
+    complex::KERNEL_PATHS,
     embedding_bag::KERNEL_PATHS,
     fft::KERNEL_PATHS,
     fold::KERNEL_PATHS,

@@ -15,6 +15,7 @@ rbuild_runtime::kernel_table! {
     "aten::native_layer_norm.out" => native_layer_norm_out,
     "aten::_native_batch_norm_legit_no_training.out" => batch_norm_no_training_out,
     "aten::_native_batch_norm_legit.no_stats_out" => batch_norm_no_stats_out,
+    "aten::_native_batch_norm_legit.out" => batch_norm_legit_out,
     "aten::native_group_norm.out" => native_group_norm_out,
 }
 
@@ -334,6 +335,103 @@ pub fn batch_norm_no_stats_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> 
     apply_affine(&inp, &mut out, inner, &coeffs, |k| k % c)
 }
 
+/// A float tensor that the op also writes (running statistics), as f64 values.
+fn read_stats(t: &TensorMut<'_>, what: &str, name: &str) -> KernelResult<Vec<f64>> {
+    Ok(match t.dtype {
+        ScalarType::Float => t.data::<f32>()?.iter().map(|&v| v as f64).collect(),
+        ScalarType::Double => t.data::<f64>()?.to_vec(),
+        ScalarType::Half => t.data::<half::f16>()?.iter().map(|v| v.to_f64()).collect(),
+        ScalarType::BFloat16 => t.data::<half::bf16>()?.iter().map(|v| v.to_f64()).collect(),
+        d => return Err(kerr!("{what}: {name} must be a floating tensor, got {d}")),
+    })
+}
+
+/// `_native_batch_norm_legit.out(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)
+/// running_mean, Tensor(b!) running_var, bool training, float momentum, float eps, *, Tensor(d!)
+/// out, Tensor(e!) save_mean, Tensor(f!) save_invstd)`: args = [input, weight, bias,
+/// running_mean, running_var, training, momentum, eps, out, save_mean, save_invstd, (out,
+/// save_mean, save_invstd)].
+///
+/// Training: normalizes with each channel's batch mean and biased variance, saves them ([C]),
+/// and updates the running statistics in place as PyTorch does (`running = (1 − momentum) ·
+/// running + momentum · batch`, the variance unbiased). Inference: normalizes with the running
+/// statistics; the saved ones are empty. (ExecuTorch's portable kernel takes inference only.)
+pub fn batch_norm_legit_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    const WHAT: &str = "_native_batch_norm_legit";
+    let inp = args.tensor(0)?;
+    require_contiguous(&inp, WHAT)?;
+    require_floating(inp.dtype, WHAT, "input")?;
+    if inp.dim() < 2 {
+        return Err(kerr!("{WHAT}: input must have at least 2 dims ([N, C, ...]), got {:?}", inp.sizes()));
+    }
+    let sizes = inp.sizes();
+    let (n, c) = (sizes[0], sizes[1]);
+    let inner: usize = sizes[2..].iter().product();
+    let weight = vector_param(args.opt_tensor(1)?, c, WHAT, "weight")?;
+    let bias = vector_param(args.opt_tensor(2)?, c, WHAT, "bias")?;
+    let mut running_mean = args.out(3)?;
+    let mut running_var = args.out(4)?;
+    for (t, name) in [(&running_mean, "running_mean"), (&running_var, "running_var")] {
+        if t.numel() != c || t.dim() != 1 {
+            return Err(kerr!("{WHAT}: {name} of shape {:?} must be [{c}]", t.sizes()));
+        }
+    }
+    let training = args.bool(5)?;
+    let momentum = args.double(6)?;
+    let eps = args.double(7)?;
+    let mut out = args.out(8)?;
+    let mut mean_out = args.out(9)?;
+    let mut invstd_out = args.out(10)?;
+    let saved = if training { c } else { 0 };
+    for (o, sz) in [(&mut out, sizes), (&mut mean_out, &[saved][..]), (&mut invstd_out, &[saved][..])] {
+        require_contiguous_out(o, WHAT)?;
+        require_floating(o.dtype, WHAT, "output")?;
+        o.resize(sz)?;
+    }
+    let (rm, rv) = (read_stats(&running_mean, WHAT, "running_mean")?, read_stats(&running_var, WHAT, "running_var")?);
+    let mut coeffs = Vec::with_capacity(c);
+    if !training {
+        for ch in 0..c {
+            coeffs.push(affine_coeffs(rm[ch], 1.0 / libm::sqrt(rv[ch] + eps), weight.as_ref(), bias.as_ref(), ch));
+        }
+        return apply_affine(&inp, &mut out, inner, &coeffs, |k| k % c);
+    }
+    let count = n * inner;
+    if count < 2 && c > 0 {
+        return Err(kerr!("{WHAT}: training needs more than 1 value per channel, input is {sizes:?}"));
+    }
+    let x = Elems::of(&inp)?;
+    let (mut new_mean, mut new_var) = (Vec::with_capacity(c), Vec::with_capacity(c));
+    {
+        let mut em = ElemsMut::of(&mut mean_out)?;
+        let mut ei = ElemsMut::of(&mut invstd_out)?;
+        for ch in 0..c {
+            let indices = (0..n).flat_map(|b| {
+                let start = (b * c + ch) * inner;
+                start..start + inner
+            });
+            let (mean, invstd) = row_stats(indices.map(|i| x.f64(i)), count, eps);
+            em.set_f64(ch, mean);
+            ei.set_f64(ch, invstd);
+            coeffs.push(affine_coeffs(mean, invstd, weight.as_ref(), bias.as_ref(), ch));
+            // Biased variance back from invstd would round twice: recompute it.
+            let indices = (0..n).flat_map(|b| {
+                let start = (b * c + ch) * inner;
+                start..start + inner
+            });
+            let var = indices.map(|i| (x.f64(i) - mean) * (x.f64(i) - mean)).sum::<f64>() / count as f64;
+            new_mean.push((1.0 - momentum) * rm[ch] + momentum * mean);
+            new_var.push((1.0 - momentum) * rv[ch] + momentum * var * count as f64 / (count - 1) as f64);
+        }
+    }
+    apply_affine(&inp, &mut out, inner, &coeffs, |k| k % c)?;
+    let mut em = ElemsMut::of(&mut running_mean)?;
+    new_mean.iter().enumerate().for_each(|(i, &v)| em.set_f64(i, v));
+    let mut ev = ElemsMut::of(&mut running_var)?;
+    new_var.iter().enumerate().for_each(|(i, &v)| ev.set_f64(i, v));
+    Ok(())
+}
+
 /// Reads a non-negative SymInt argument.
 fn size_arg(args: &KernelArgs<'_>, i: usize, what: &str, name: &str) -> KernelResult<usize> {
     let v = args.int(i)?;
@@ -624,4 +722,52 @@ mod tests {
         // a huge HxW overflows N * C * HxW: an error, not a panic
         assert!(group_norm(&mut h, x, none, none, [2, 4, i64::MAX, 2], 1e-5, &sizes).is_err());
     }
+
+    /// Training batch norm with running statistics: batch-normalized output, saved mean and
+    /// invstd, running stats moved by `momentum` toward the batch's (variance unbiased).
+    #[test]
+    fn batch_norm_legit_trains_and_updates_running_stats() {
+        let mut h = OpHarness::new();
+        // [N=2, C=1, 2]: values 1, 3, 5, 7 → mean 4, biased var 5, unbiased 20/3.
+        let x = h.f32(&[2, 1, 2], &[1.0, 3.0, 5.0, 7.0]);
+        let rm = h.f32(&[1], &[1.0]);
+        let rv = h.f32(&[1], &[2.0]);
+        let none = h.none();
+        let (train, momentum, eps) = (h.bool(true), h.double(0.25), h.double(0.0));
+        let (out, m, s) = (h.out(ScalarType::Float, &[2, 1, 2]), h.out(ScalarType::Float, &[1]), h.out(ScalarType::Float, &[1]));
+        h.call(batch_norm_legit_out, &[x, none, none, rm, rv, train, momentum, eps, out, m, s, out, m, s]).unwrap();
+        let inv = 1.0 / 5f32.sqrt();
+        close(&h.read::<f32>(out), &[-3.0 * inv, -inv, inv, 3.0 * inv], 1e-6);
+        close(&h.read::<f32>(m), &[4.0], 1e-6);
+        close(&h.read::<f32>(s), &[inv], 1e-6);
+        close(&h.read::<f32>(rm), &[0.75 * 1.0 + 0.25 * 4.0], 1e-6);
+        close(&h.read::<f32>(rv), &[0.75 * 2.0 + 0.25 * 20.0 / 3.0], 1e-6);
+
+        // Inference: the running statistics normalize, saved ones are empty, nothing moves.
+        let mut h = OpHarness::new();
+        let x = h.f32(&[1, 2], &[3.0, 3.0]);
+        let rm = h.f32(&[2], &[1.0, 2.0]);
+        let rv = h.f32(&[2], &[4.0, 1.0]);
+        let none = h.none();
+        let (train, momentum, eps) = (h.bool(false), h.double(0.1), h.double(0.0));
+        let (out, m, s) = (h.out_dynamic(ScalarType::Float, &[1, 2]), h.out_dynamic(ScalarType::Float, &[2]), h.out_dynamic(ScalarType::Float, &[2]));
+        h.call(batch_norm_legit_out, &[x, none, none, rm, rv, train, momentum, eps, out, m, s, out, m, s]).unwrap();
+        close(&h.read::<f32>(out), &[1.0, 1.0], 1e-6);
+        assert_eq!(h.sizes(m), vec![0]);
+        close(&h.read::<f32>(rm), &[1.0, 2.0], 0.0);
+
+        // A single value per channel cannot train; a wrongly sized running stat is an error.
+        let mut h = OpHarness::new();
+        let x = h.f32(&[1, 2], &[3.0, 3.0]);
+        let rm = h.f32(&[2], &[0.0, 0.0]);
+        let rv = h.f32(&[3], &[1.0, 1.0, 1.0]);
+        let none = h.none();
+        let (train, momentum, eps) = (h.bool(true), h.double(0.1), h.double(1e-5));
+        let (out, m, s) = (h.out(ScalarType::Float, &[1, 2]), h.out(ScalarType::Float, &[2]), h.out(ScalarType::Float, &[2]));
+        assert!(h.call(batch_norm_legit_out, &[x, none, none, rm, rv, train, momentum, eps, out, m, s, out, m, s]).is_err());
+        let rv = h.f32(&[2], &[1.0, 1.0]);
+        let err = h.call(batch_norm_legit_out, &[x, none, none, rm, rv, train, momentum, eps, out, m, s, out, m, s]).unwrap_err();
+        assert!(err.message.contains("more than 1 value"), "{err}");
+    }
+
 }
