@@ -25,7 +25,8 @@ pub fn inspect(a: InspectArgs) -> CliResult {
     }
     let bytes = read_program(&a.program)?;
     let file = PteFile::parse(bytes.as_slice()).in_file(&a.program)?;
-    let report = describe(&file).in_file(&a.program)?;
+    let mut report = describe(&file).in_file(&a.program)?;
+    add_placement(bytes.as_slice(), &mut report);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("json"));
     } else {
@@ -130,6 +131,33 @@ pub fn describe(file: &PteFile<'_>) -> Result<Json, rbuild_runtime::format::Form
     }))
 }
 
+/// Where each method would run in rbuild's runtime: each operator's kernel (optimized or
+/// portable, or none), and whether the method loads with every kernel and CPU delegate rbuild
+/// has (a delegate's init checks its payload, so an unsupported XNNPACK node shows here).
+fn add_placement(bytes: &[u8], report: &mut Json) {
+    let catalog: BTreeMap<&str, &str> = rbuild_kernels::catalog().into_iter().collect();
+    let program = rbuild_runtime::Program::load(bytes).ok();
+    let kernels = rbuild_kernels::registry();
+    let backends = crate::verify::reference_backends();
+    for m in report["methods"].as_array_mut().into_iter().flatten() {
+        for op in m["operators"].as_array_mut().into_iter().flatten() {
+            let runs = match op["op"].as_str().and_then(|k| catalog.get(k)) {
+                Some(path) if path.contains("::optimized::") => "cpu (optimized kernel)",
+                Some(_) => "cpu (portable kernel)",
+                None => "no kernel in rbuild",
+            };
+            op["runs_on"] = json!(runs);
+        }
+        let name = m["name"].as_str().unwrap_or("").to_string();
+        let loads = match program.as_ref().map(|p| p.load_method(&name, &kernels, &backends)) {
+            Some(Ok(_)) => json!("yes"),
+            Some(Err(e)) => json!(e.to_string()),
+            None => json!("the program does not load"),
+        };
+        m["loads_in_rbuild"] = loads;
+    }
+}
+
 fn print_text(path: &std::path::Path, r: &Json) {
     println!("{}: {} ({} bytes)", path.display(), r["identifier"].as_str().unwrap_or(""), r["file_bytes"]);
     match r["extended_header"].as_object() {
@@ -157,7 +185,7 @@ fn print_text(path: &std::path::Path, r: &Json) {
             }
         }
         for op in m["operators"].as_array().into_iter().flatten() {
-            println!("  op {:<50} x{}", op["op"].as_str().unwrap_or(""), op["calls"]);
+            println!("  op {:<50} x{:<4} {}", op["op"].as_str().unwrap_or(""), op["calls"], op["runs_on"].as_str().unwrap_or(""));
         }
         for d in m["delegates"].as_array().into_iter().flatten() {
             println!("  delegate {} ({} bytes, {})", d["id"].as_str().unwrap_or(""), d["bytes"], d["location"].as_str().unwrap_or(""));
@@ -171,5 +199,10 @@ fn print_text(path: &std::path::Path, r: &Json) {
             }
         }
         println!("  planned memory: {} bytes in buffers {}", m["planned_bytes"], m["planned_buffers"]);
+        match m["loads_in_rbuild"].as_str() {
+            Some("yes") => println!("  runs in rbuild: yes (every operator has a kernel, every delegate initializes)"),
+            Some(why) => println!("  runs in rbuild: no: {why}"),
+            None => {}
+        }
     }
 }
