@@ -38,6 +38,7 @@ pub mod scatter;
 pub mod shape;
 pub mod sort;
 pub mod stats;
+pub mod strided;
 pub mod unary;
 pub mod util;
 pub mod whisper;
