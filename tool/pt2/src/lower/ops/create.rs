@@ -41,7 +41,7 @@ fn scalar_or_size(cx: &Cx, c: &Call<'_>, name: &str) -> Result<Arg, String> {
     }
 }
 
-/// `arange(end)`, `arange.start(start, end)`, `arange.start_step(start, end, step)`.
+/// `arange.start(start, end)` as `arange.start_step(start, end, 1)`.
 pub(super) fn arange(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     let start = if c.key == "aten::arange" { Arg::Scalar(Scalar::Int(0)) } else { scalar_or_size(cx, c, "start")? };
     let end = scalar_or_size(cx, c, "end")?;
@@ -102,4 +102,17 @@ pub(super) fn fill(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     let value = if c.key == "aten::zero_" { Scalar::Int(0) } else { cx.scalar(&c.args, "value")? };
     let args = vec![Arg::Tensor(x), Arg::Scalar(value), Arg::None, Arg::None, Arg::None, Arg::None, Arg::None];
     one(cx.call1("aten::full_like", args)?)
+}
+
+/// `empty_strided(size, stride)`: uninitialized memory; the program's tensors are contiguous,
+/// and the strides only describe where PyTorch would have put values nobody wrote yet, so
+/// this is ExecuTorch's `empty`.
+pub(super) fn empty_strided(cx: &mut Cx, c: &Call<'_>) -> OpResult {
+    let size = cx.sym_ints(&c.args, "size")?;
+    let stride = cx.sym_ints(&c.args, "stride")?;
+    if stride.len() != size.len() {
+        return Err(format!("{} strides for {} sizes", stride.len(), size.len()));
+    }
+    let dtype = cx.dtype(&c.args, "dtype")?.map_or(Arg::None, Arg::ScalarType);
+    one(cx.call1("aten::empty.memory_format", vec![Cx::size_list(&size), dtype, Arg::None, Arg::None, Arg::None, Arg::None])?)
 }
