@@ -19,7 +19,8 @@ pub(crate) fn infer(g: &Graph, op: &str, args: &[Arg]) -> Option<Result<Vec<Tens
             if s.len() != 2 {
                 return Err(shape_err(op, format!("needs a 2-D input, got {:?}", x.shape)));
             }
-            Ok(vec![TensorMeta::fixed(x.dtype, &[s[0] * s[0].saturating_sub(1) / 2])])
+            let pairs = s[0].checked_mul(s[0].saturating_sub(1)).ok_or_else(|| shape_err(op, format!("{} rows have too many pairs", s[0])))?;
+            Ok(vec![TensorMeta::fixed(x.dtype, &[pairs / 2])])
         }),
         "aten::native_dropout" => tensor(g, op, args, 0).map(|x| vec![x.clone(), TensorMeta::new(ScalarType::Bool, x.shape.clone())]),
         "aten::_embedding_bag" => embedding_bag(g, op, args),
@@ -62,7 +63,7 @@ fn group_norm(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
         && x.shape[1] == Dim::Fixed(c.max(0) as usize)
         && groups > 0
         && c % groups == 0
-        && (n as i128) * (c as i128) * (hxw as i128) == numel as i128;
+        && (n as i128).checked_mul(c as i128).and_then(|nc| nc.checked_mul(hxw as i128)) == Some(numel as i128);
     if !ok {
         return Err(shape_err(op, format!("input {:?} must be [N={n}, C={c}, …] with {hxw} elements per channel and C a multiple of {groups} groups", x.shape)));
     }
@@ -153,7 +154,7 @@ fn fft(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
     let x = tensor(g, op, args, 0)?;
     let dims = ints(op, args, 1)?;
     let last = *dims.last().ok_or_else(|| shape_err(op, "needs at least one dim"))?;
-    let d = wrap_dim(op, last, x.rank())?;
+    let d = crate::shape::norm_dim(op, last, x.rank())?;
     for &k in dims {
         wrap_dim(op, k, x.rank())?;
     }

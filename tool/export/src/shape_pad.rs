@@ -37,9 +37,9 @@ fn padded(op: &str, shape: &[Dim], pad: &[i64]) -> Result<Vec<Dim>> {
     for (k, pair) in pad.chunks(2).enumerate() {
         let d = shape.len() - 1 - k;
         let Dim::Fixed(n) = shape[d] else { return Err(shape_err(op, format!("dim {d} of {shape:?} must be fixed to pad it"))) };
-        let size = n as i64 + pair[0] + pair[1];
-        if size < 0 {
-            return Err(shape_err(op, format!("padding {pad:?} leaves dim {d} of {shape:?} with a negative size")));
+        let size = n as i128 + pair[0] as i128 + pair[1] as i128;
+        if !(0..=i64::MAX as i128).contains(&size) {
+            return Err(shape_err(op, format!("padding {pad:?} leaves dim {d} of {shape:?} with a negative or too large size")));
         }
         out[d] = Dim::Fixed(size as usize);
     }

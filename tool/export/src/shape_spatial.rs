@@ -176,8 +176,11 @@ fn col2im(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
     }
     let batched = sizes.len() == 3;
     let (cols, blocks) = (sizes[sizes.len() - 2] as i64, sizes[sizes.len() - 1] as i64);
-    let per = kernel[0] * kernel[1];
-    let count = |k: usize| (size[k] + 2 * padding[k] - dilation[k] * (kernel[k] - 1) - 1) / stride[k] + 1;
+    // i128: user integers cannot overflow.
+    let w = |v: &[i64], k: usize| v[k] as i128;
+    let per = w(&kernel, 0) * w(&kernel, 1);
+    let count = |k: usize| (w(&size, k) + 2 * w(&padding, k) - w(&dilation, k) * (w(&kernel, k) - 1) - 1) / w(&stride, k) + 1;
+    let (cols, blocks) = (cols as i128, blocks as i128);
     if cols % per != 0 || count(0) * count(1) != blocks {
         return Err(shape_err(op, format!("input {:?} does not hold C·{per} rows of {} blocks for output size {size:?}", x.shape, count(0) * count(1))));
     }

@@ -6,6 +6,9 @@ use crate::error::{shape_err, Result};
 use crate::graph::{Arg, Dim, Graph, IntOrSym, TensorMeta};
 use crate::shape::{fixed, int, ints, norm_dim, tensor, wrap_dim};
 
+/// Most results one node may have (a program lists each as a value).
+const MAX_OUTPUTS: usize = 1 << 16;
+
 /// Output metas of the view-copy `op`, or None when `op` is not one of them.
 pub(crate) fn infer(g: &Graph, op: &str, args: &[Arg]) -> Option<Result<Vec<TensorMeta>>> {
     let r = match op {
@@ -122,8 +125,8 @@ fn as_strided(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
         return Err(shape_err(op, format!("size {size:?}, stride {stride:?} and offset {offset} must be non-negative and of one length")));
     }
     let numel = fixed(op, x)?.iter().product::<usize>() as i128;
-    let last = size.iter().zip(&stride).map(|(&n, &s)| (n as i128 - 1).max(0) * s as i128).sum::<i128>() + offset as i128;
-    if size.iter().all(|&n| n > 0) && last >= numel {
+    let last = size.iter().zip(&stride).try_fold(offset as i128, |acc, (&n, &s)| acc.checked_add((n as i128 - 1).max(0) * s as i128));
+    if size.iter().all(|&n| n > 0) && last.is_none_or(|last| last >= numel) {
         return Err(shape_err(op, format!("size {size:?} with stride {stride:?} and offset {offset} reads past the input's {numel} elements")));
     }
     Ok(vec![TensorMeta::fixed(x.dtype, &size.iter().map(|&n| n as usize).collect::<Vec<_>>())])
@@ -137,7 +140,7 @@ fn narrow(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
     let Dim::Fixed(n) = x.shape[d] else { return Err(shape_err(op, format!("dim {d} must be fixed, got {:?}", x.shape))) };
     let n = n as i64;
     let start = if start < 0 { start + n } else { start };
-    if start < 0 || length < 0 || start + length > n {
+    if start < 0 || length < 0 || start.checked_add(length).is_none_or(|end| end > n) {
         return Err(shape_err(op, format!("start {start} and length {length} do not fit dim {d} of size {n}")));
     }
     let mut shape = x.shape.clone();
@@ -177,6 +180,9 @@ fn split(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
     }
     let size = size as usize;
     let pieces = if n == 0 { 1 } else { n.div_ceil(size) };
+    if pieces > MAX_OUTPUTS {
+        return Err(shape_err(op, format!("splitting {n} by {size} gives more than {MAX_OUTPUTS} results")));
+    }
     Ok((0..pieces)
         .map(|k| {
             let mut shape = x.shape.clone();
@@ -191,6 +197,9 @@ fn unbind(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
     let x = tensor(g, op, args, 0)?;
     let d = norm_dim(op, int(op, args, 1)?, x.rank())?;
     let Dim::Fixed(n) = x.shape[d] else { return Err(shape_err(op, format!("dim {d} must be fixed, got {:?}", x.shape))) };
+    if n > MAX_OUTPUTS {
+        return Err(shape_err(op, format!("unbinding {n} entries gives more than {MAX_OUTPUTS} results")));
+    }
     let mut shape = x.shape.clone();
     shape.remove(d);
     Ok(vec![TensorMeta::new(x.dtype, shape); n])
@@ -225,16 +234,18 @@ fn pixel_shuffle(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
     let r = r as usize;
     let k = sizes.len();
     let (c, h, w) = (sizes[k - 3], sizes[k - 2], sizes[k - 1]);
+    let too_big = || shape_err(op, format!("factor {r} is too large for {:?}", x.shape));
+    let rr = r.checked_mul(r).ok_or_else(too_big)?;
     let (c, h, w) = if op == "aten::pixel_shuffle" {
-        if c % (r * r) != 0 {
+        if c % rr != 0 {
             return Err(shape_err(op, format!("channels {c} are not a multiple of {r}²")));
         }
-        (c / (r * r), h * r, w * r)
+        (c / rr, h.checked_mul(r).ok_or_else(too_big)?, w.checked_mul(r).ok_or_else(too_big)?)
     } else {
         if h % r != 0 || w % r != 0 {
             return Err(shape_err(op, format!("height {h} and width {w} must be multiples of {r}")));
         }
-        (c * r * r, h / r, w / r)
+        (c.checked_mul(rr).ok_or_else(too_big)?, h / r, w / r)
     };
     let mut shape = x.shape.clone();
     shape[k - 3..].copy_from_slice(&[Dim::Fixed(c), Dim::Fixed(h), Dim::Fixed(w)]);

@@ -121,8 +121,9 @@ struct Mapping {
     key: String,
     schema: &'static rbuild_export::ops::Schema,
     handler: ops::Handler,
-    /// The op writes its `self` argument.
-    in_place: bool,
+    /// The argument the op writes: `self` for an in-place op (`add_`), `out` for a call of an
+    /// out variant (`atan2.out(…, out=buf)`).
+    writes: Option<&'static str>,
 }
 
 /// `aten::add_.Tensor` → `aten::add.Tensor`; None for functional ops and dunders.
@@ -138,13 +139,19 @@ fn functional_twin(key: &str) -> Option<String> {
 
 fn mapping(op_name: &str) -> Option<Mapping> {
     let key = schemas::schema_key(op_name);
-    let in_place = functional_twin(key).is_some();
+    let in_place = functional_twin(key);
     if let (Some(handler), Some(schema)) = (ops::handler(key), schemas::schema(key)) {
-        return Some(Mapping { key: key.to_string(), schema, handler, in_place });
+        return Some(Mapping { key: key.to_string(), schema, handler, writes: in_place.map(|_| "self") });
     }
-    let twin = functional_twin(key)?;
-    let (handler, schema) = (ops::handler(&twin)?, schemas::schema(&twin)?);
-    Some(Mapping { key: twin, schema, handler, in_place: true })
+    if let Some(twin) = in_place {
+        let (handler, schema) = (ops::handler(&twin)?, schemas::schema(&twin)?);
+        return Some(Mapping { key: twin, schema, handler, writes: Some("self") });
+    }
+    // An out variant called with `out=`: the functional op, stored into `out`.
+    let def = rbuild_export::ops::all().find(|d| d.out.as_ref().is_some_and(|o| o.key() == key && o.key() != d.functional.key()))?;
+    let twin = def.functional.key();
+    let handler = ops::handler(&twin)?;
+    Some(Mapping { key: twin, schema: def.out.as_ref()?, handler, writes: Some("out") })
 }
 
 /// Lowers `model` to one `forward` graph.
@@ -458,8 +465,9 @@ fn lower_node(
     let self_meta = self_name.and_then(|n| tensor_values.get(n));
     let call = Call { key: &m.key, args, out_dims, data_bound, self_meta };
     let mut outs = (m.handler)(cx, &call).map_err(fail)?;
-    if m.in_place {
-        let target = self_name.ok_or_else(|| fail("an in-place op without a 'self' tensor".into()))?;
+    let written = m.writes.and_then(|arg| node.input(arg)).and_then(Argument::tensor_name);
+    if let Some(arg) = m.writes {
+        let target = written.ok_or_else(|| fail(format!("an op writing its '{arg}' argument without that tensor")))?;
         let Some(Lowered::Tensor(result)) = outs.first().copied() else { return Err(fail("an in-place op without a result".into())) };
         let stored = store_in_place(cx, aliases, last_read, index, target, result).map_err(fail)?;
         if let Some((fqn, value)) = stored {
@@ -478,8 +486,8 @@ fn lower_node(
                     check_meta(cx, v, meta).map_err(|e| fail(format!("result '{name}': {e}")))?;
                 }
                 cx.bind_tensor(name, v);
-                if let Some(of) = self_name {
-                    let whole = m.in_place || (ops::is_whole_alias(&m.key) && cx.tensor_named(of).ok() == Some(v));
+                if let Some(of) = if m.writes.is_some() { written } else { self_name } {
+                    let whole = m.writes.is_some() || (ops::is_whole_alias(&m.key) && cx.tensor_named(of).ok() == Some(v));
                     if whole || ops::is_view(&m.key) {
                         aliases.link(name, of, whole);
                     }
@@ -694,10 +702,12 @@ mod tests {
         assert_eq!(functional_twin("aten::__and__.Tensor"), None);
         assert_eq!(functional_twin("aten::relu"), None);
         let m = mapping("aten::hardtanh_.default").unwrap();
-        assert!(m.in_place);
+        assert_eq!(m.writes, Some("self"));
         assert_eq!(m.key, "aten::hardtanh");
-        assert!(mapping("aten::copy_.default").unwrap().in_place);
-        assert!(!mapping("aten::conv2d.default").unwrap().in_place);
+        assert_eq!(mapping("aten::copy_.default").unwrap().writes, Some("self"));
+        assert_eq!(mapping("aten::conv2d.default").unwrap().writes, None);
+        let out = mapping("aten::atan2.out").unwrap();
+        assert_eq!((out.key.as_str(), out.writes), ("aten::atan2", Some("out")));
         assert!(mapping("aten::no_such_op.default").is_none());
     }
 
