@@ -21,6 +21,8 @@ pub(crate) fn infer(g: &Graph, op: &str, args: &[Arg], bound: Option<usize>) -> 
         }),
         "aten::masked_select" => masked_select(g, op, args, bound),
         "aten::repeat_interleave.Tensor" => repeat_interleave(g, op, args, bound),
+        // Boolean-mask indexing (`x[mask]`); integer indices have static sizes (shape_layout.rs).
+        "aten::index.Tensor" if has_mask(g, args) => masked_index(g, op, args, bound),
         _ => return None,
     };
     Some(r)
@@ -78,4 +80,31 @@ fn repeat_interleave(g: &Graph, op: &str, args: &[Arg], bound: Option<usize>) ->
         other => return Err(shape_err(op, format!("output_size must be an int or None, got {other:?}"))),
     };
     Ok(one(TensorMeta::new(repeats.dtype, vec![size]), sym))
+}
+
+fn is_mask(m: &TensorMeta) -> bool {
+    matches!(m.dtype, ScalarType::Bool | ScalarType::Byte)
+}
+
+fn has_mask(g: &Graph, args: &[Arg]) -> bool {
+    matches!(args.get(1), Some(Arg::OptTensors(ix)) if ix.iter().flatten().any(|&i| is_mask(g.meta(i))))
+}
+
+/// `index(self, [None…, mask, None…])`: the mask's dims (which must match self's there) become
+/// one dim of the true entries' count, at most the mask's size. A mask mixed with other index
+/// tensors is not supported.
+fn masked_index(g: &Graph, op: &str, args: &[Arg], bound: Option<usize>) -> Result<Inferred> {
+    let x = tensor(g, op, args, 0)?;
+    let Some(Arg::OptTensors(indices)) = args.get(1) else { unreachable!("has_mask checked the list") };
+    let given: Vec<(usize, &TensorMeta)> = indices.iter().enumerate().filter_map(|(i, v)| v.map(|v| (i, g.meta(v)))).collect();
+    let [(at, mask)] = given[..] else {
+        return Err(shape_err(op, "a boolean mask index must be the only index tensor (others None)"));
+    };
+    let end = at + mask.rank();
+    if end > x.rank() || x.shape[at..end] != mask.shape[..] {
+        return Err(shape_err(op, format!("mask {:?} at dim {at} does not match {:?}", mask.shape, x.shape)));
+    }
+    let (size, sym) = fresh(g, op, Some(numel_max(g, &mask.shape)), bound)?;
+    let shape = x.shape[..at].iter().copied().chain([size]).chain(x.shape[end..].iter().copied()).collect();
+    Ok(one(TensorMeta::new(x.dtype, shape), sym))
 }

@@ -42,6 +42,26 @@ fn masked_select_bound_is_narrowed_by_the_caller() {
 }
 
 #[test]
+fn boolean_mask_indexing_replaces_the_masked_dims_by_a_count() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", TensorMeta::fixed(ScalarType::Float, &[2, 3, 4]));
+    let mask = b.input("mask", TensorMeta::fixed(ScalarType::Bool, &[3, 4]));
+    let picked = b.call1("aten::index.Tensor", vec![Arg::Tensor(x), Arg::OptTensors(vec![None, Some(mask)])]).unwrap();
+    let shape = b.meta(picked).shape.clone();
+    let Dim::Sym(s) = shape[1] else { panic!("{shape:?}") };
+    assert_eq!((shape[0], b.graph.syms[s].max), (Dim::Fixed(2), 12));
+    let rows = b.input("rows", TensorMeta::fixed(ScalarType::Long, &[2]));
+    let e = b.call1("aten::index.Tensor", vec![Arg::Tensor(x), Arg::OptTensors(vec![Some(rows), Some(mask)])]).unwrap_err().to_string();
+    assert!(e.contains("only index tensor"), "{e}");
+    let small = b.input("small", TensorMeta::fixed(ScalarType::Bool, &[3]));
+    let e = b.call1("aten::index.Tensor", vec![Arg::Tensor(x), Arg::OptTensors(vec![None, None, Some(small)])]).unwrap_err().to_string();
+    assert!(e.contains("does not match"), "{e}");
+    // Integer indices keep their static sizes.
+    let fixed = b.call1("aten::index.Tensor", vec![Arg::Tensor(x), Arg::OptTensors(vec![Some(rows)])]).unwrap();
+    assert_eq!(b.meta(fixed).sizes(), Some(vec![2, 3, 4]));
+}
+
+#[test]
 fn repeat_interleave_needs_an_output_size_or_a_bound() {
     let mut b = GraphBuilder::new();
     let r = b.input("repeats", TensorMeta::fixed(ScalarType::Long, &[4]));

@@ -450,6 +450,17 @@ fn data_dependent_results_take_the_archive_bound_and_max_dim() {
     assert_eq!(bound_of(&nonzero.lower_with(&narrowed).unwrap()), 5, "--max-dim narrows a data-dependent size");
     assert_eq!(nonzero.runtime_ops(), ops(&["aten::nonzero.out", "aten::select_copy.int_out", "aten::sym_size.int", "executorch_prim::le.Scalar"]));
 
+    let masked = Synth::default()
+        .input("x", F32, &[S::N(2), S::N(3)])
+        .input("mask", 12, &[S::N(2), S::N(3)])
+        .range("u1", 0, 6)
+        .node("aten::index.Tensor", &[("self", t("x")), ("indices", json!({"as_optional_tensors": [{"as_tensor": {"name": "mask"}}]}))], &[
+            ("picked", F32, &[S::Sym("u1")]),
+        ])
+        .output("picked");
+    assert_eq!(bound_of(&masked.lower()), 6);
+    assert_eq!(masked.runtime_ops(), ops(&["aten::index.Tensor_out"]));
+
     let repeat = Synth::default()
         .input("r", I64, &[S::N(4)])
         .range("u0", 0, 20)
@@ -534,6 +545,19 @@ fn every_core_aten_operator_is_mapped_or_a_named_exception() {
         assert!(core.contains(op) && !rbuild_pt2::is_mapped(op) && !why.is_empty(), "{op}");
     }
     let mapped = rbuild_pt2::mapped_targets();
+    fn names<'a>(ops: &[&'a str]) -> std::collections::BTreeSet<&'a str> {
+        ops.iter().map(|op| op.split('.').next().unwrap()).collect()
+    }
+    let (core_names, excepted) = (names(&core), names(&exceptions));
+    eprintln!(
+        "{} mapped targets; Core ATen: {} of {} overloads ({} of {} operators) mapped, {} named exceptions",
+        mapped.len(),
+        core.iter().filter(|op| rbuild_pt2::is_mapped(op)).count(),
+        core.len(),
+        core_names.len() - excepted.len(),
+        core_names.len(),
+        exceptions.len()
+    );
     assert!(mapped.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
     assert!(mapped.contains(&"aten::group_norm") && mapped.contains(&"_operator.ge"), "{mapped:?}");
 }

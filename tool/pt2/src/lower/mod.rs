@@ -300,8 +300,11 @@ fn storage_key(t: &TensorView<'_>) -> (usize, usize, Vec<usize>, Vec<usize>, u8)
 
 /// Every `max_dims` key must name a symbol or an input with a dynamic dim.
 fn check_overrides(model: &ExportedModel<'_>, options: &LowerOptions) -> Result<(), LowerError> {
-    // Input dims, and data-dependent sizes (`u0`) that the archive records a range for.
+    // Input dims, and data-dependent sizes (`u0`): those with a range and those of results.
     let mut known: BTreeSet<&str> = model.program.range_constraints.keys().map(String::as_str).collect();
+    for meta in model.graph().tensor_values.values() {
+        known.extend(meta.sizes.iter().filter_map(|s| if let SymInt::Expr(e) = s { e.symbol() } else { None }));
+    }
     for t in &model.inputs {
         for d in &t.dims {
             if let ArchiveDim::Dynamic { symbol, .. } = d {
