@@ -164,6 +164,13 @@ pub fn returns_int(key: &str) -> bool {
     matches!(key, "aten::sym_size.int" | "aten::_local_scalar_dense" | "aten::sym_numel") || key.starts_with("executorch_prim::")
 }
 
+/// Ops whose result is random (`rand`, dropout in training): each run draws anew, so passes
+/// must never evaluate them once at export (functional or out-variant key).
+pub fn draws_random(key: &str) -> bool {
+    let name = key.split('.').next().unwrap_or(key);
+    matches!(name, "aten::rand" | "aten::randn" | "aten::randperm" | "aten::native_dropout")
+}
+
 /// In-place ops: emitted under their own schema, with no output values of their own; their
 /// effect is the write into their first argument (mutable state), so passes must keep them.
 pub fn writes_in_place(key: &str) -> bool {
