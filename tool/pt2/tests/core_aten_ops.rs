@@ -262,6 +262,41 @@ fn three_d_pooling_col2im_and_embedding_bags_import() {
 }
 
 #[test]
+fn one_dimensional_pools_run_as_two_dimensional_ones() {
+    let x: Vec<u8> = [1.0f32, 2.0, 3.0, 6.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let input = [(rbuild_runtime::ScalarType::Float, vec![1, 1, 4], x)];
+    let pool = |target: &str, args: &[(&str, Value)]| {
+        let mut all = vec![("self", t("x"))];
+        all.extend(args.iter().cloned());
+        Synth::default().input("x", F32, &[S::N(1), S::N(1), S::N(4)]).node(target, &all, &[("y", F32, &[S::N(1), S::N(1), S::N(2)])]).output("y").lower()
+    };
+    let avg = pool("aten::avg_pool1d", &[("kernel_size", json!({"as_ints": [2]}))]);
+    assert_eq!(f32s(&run(avg, &input)), [1.5, 4.5]);
+    let max = pool("aten::max_pool1d", &[("kernel_size", json!({"as_ints": [2]})), ("stride", json!({"as_ints": [2]}))]);
+    assert_eq!(f32s(&run(max, &input)), [2.0, 6.0]);
+    let adaptive = pool("aten::adaptive_avg_pool1d", &[("output_size", json!({"as_ints": [2]}))]);
+    assert_eq!(f32s(&run(adaptive, &input)), [1.5, 4.5]);
+
+    let std = Synth::default()
+        .input("x", F32, &[S::N(3), S::N(4)])
+        .node("aten::std.correction", &[("self", t("x")), ("dim", json!({"as_ints": [1]})), ("correction", json!({"as_int": 1}))], &[("y", F32, &[S::N(3)])])
+        .output("y");
+    assert_eq!(std.runtime_ops(), ops(&["aten::sqrt.out", "aten::var.correction_out"]));
+    let bag = Synth::default()
+        .input("w", F32, &[S::N(10), S::N(3)])
+        .input("indices", I64, &[S::N(6)])
+        .input("offsets", I64, &[S::N(2)])
+        .node("aten::_embedding_bag_forward_only", &[("weight", t("w")), ("indices", t("indices")), ("offsets", t("offsets"))], &[
+            ("bags", F32, &[S::N(2), S::N(3)]),
+            ("offset2bag", I64, &[S::N(0)]),
+            ("bag_size", I64, &[S::N(2)]),
+            ("max_indices", I64, &[S::N(2)]),
+        ])
+        .output("bags");
+    assert_eq!(bag.runtime_ops(), ops(&["aten::_embedding_bag.out"]));
+}
+
+#[test]
 fn creation_ffts_and_padding_modes_import() {
     let randperm = Synth::default()
         .input("x", F32, &[S::N(2)])

@@ -59,6 +59,12 @@ const ATEN_SCHEMAS: &[&str] = &[
     "aten::grid_sampler(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor",
     "aten::max_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> Tensor",
     "aten::adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor",
+    "aten::avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, bool ceil_mode=False, bool count_include_pad=True) -> Tensor",
+    "aten::max_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, int[1] dilation=1, bool ceil_mode=False) -> Tensor",
+    "aten::adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor",
+    "aten::std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor",
+    "aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
+    "aten::_embedding_bag_forward_only(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)",
     "aten::_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor",
     // Conversions.
     "aten::to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)",
@@ -156,11 +162,13 @@ pub(crate) fn schema(key: &str) -> Option<&'static Schema> {
 }
 
 /// One node's arguments by schema name, omitted ones filled with their defaults.
+#[derive(Clone)]
 pub(crate) struct NodeArgs<'n> {
     values: Vec<(&'static str, ArgValue<'n>)>,
 }
 
 /// An argument as the node gave it, or its schema default.
+#[derive(Clone)]
 enum ArgValue<'n> {
     Given(&'n Argument),
     Default(Argument),

@@ -26,6 +26,7 @@ pub(crate) const RENAMED: &[(&str, &str)] = &[
     ("aten::split.Tensor", "aten::split_copy.Tensor"),
     ("aten::unbind.int", "aten::unbind_copy.int"),
     ("aten::adaptive_avg_pool3d", "aten::_adaptive_avg_pool3d"),
+    ("aten::_embedding_bag_forward_only", "aten::_embedding_bag"),
     ("aten::__lshift__.Tensor", "aten::bitwise_left_shift.Tensor"),
     ("aten::__lshift__.Scalar", "aten::bitwise_left_shift.Tensor_Scalar"),
     ("aten::__rshift__.Tensor", "aten::bitwise_right_shift.Tensor"),

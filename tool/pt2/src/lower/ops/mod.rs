@@ -63,7 +63,8 @@ pub(crate) const TABLE: &[(&[&str], Handler)] = &[
             "aten::addmm", "aten::embedding", "aten::native_group_norm", "aten::_native_batch_norm_legit.no_stats",
             "aten::_cdist_forward", "aten::cdist", "aten::_pdist_forward", "aten::pdist", "aten::native_dropout",
             "aten::grid_sampler_2d", "aten::grid_sampler", "aten::avg_pool2d", "aten::avg_pool3d", "aten::max_pool3d_with_indices",
-            "aten::_adaptive_avg_pool3d", "aten::adaptive_avg_pool3d", "aten::col2im", "aten::_embedding_bag", "aten::_fft_r2c",
+            "aten::_adaptive_avg_pool3d", "aten::adaptive_avg_pool3d", "aten::col2im", "aten::_embedding_bag",
+            "aten::_embedding_bag_forward_only", "aten::_fft_r2c",
             "aten::_fft_c2r", "aten::convolution_backward", "aten::max_pool2d_with_indices_backward",
             "aten::_upsample_bilinear2d_aa",
         ],
@@ -114,6 +115,8 @@ pub(crate) const TABLE: &[(&[&str], Handler)] = &[
     (&["aten::mm", "aten::bmm", "aten::matmul"], nn::matmul),
     (&["aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::max_pool3d"], nn::max_pool),
     (&["aten::adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d"], nn::adaptive_avg_pool2d),
+    (&["aten::avg_pool1d", "aten::max_pool1d", "aten::adaptive_avg_pool1d"], nn::pool1d),
+    (&["aten::std.dim", "aten::std.correction"], std_dev),
     (&["aten::upsample_nearest2d.vec", "aten::upsample_bilinear2d.vec"], nn::upsample),
     (&["aten::_upsample_bilinear2d_aa.vec"], nn::upsample_aa),
     (&["aten::softmax.int", "aten::_softmax", "aten::log_softmax.int", "aten::_log_softmax"], nn::softmax),
@@ -196,6 +199,14 @@ fn one(v: rbuild_export::ValueId) -> OpResult {
 /// Ops that compute their input unchanged (aliases, copies: values are immutable here).
 fn identity(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     one(cx.tensor(&c.args, "self")?)
+}
+
+/// `std.dim`/`std.correction`: the square root of the variance (ExecuTorch has no `std`).
+fn std_dev(cx: &mut Cx, c: &Call<'_>) -> OpResult {
+    let var_key = if c.key == "aten::std.dim" { "aten::var.dim" } else { "aten::var.correction" };
+    let var = direct::direct(cx, &Call { key: var_key, args: c.args.clone(), out_dims: None, data_bound: None, self_meta: None })?;
+    let [Lowered::Tensor(v)] = var[..] else { return Err("var gives one tensor".into()) };
+    one(cx.call1("aten::sqrt", vec![rbuild_export::graph::Arg::Tensor(v)])?)
 }
 
 /// Run-time checks of the exported program (metadata and range asserts): the lowering checks

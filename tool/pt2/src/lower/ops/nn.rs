@@ -166,6 +166,53 @@ pub(super) fn max_pool(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     Ok(first_or_all(c.key != "aten::max_pool2d_with_indices", outs))
 }
 
+/// `avg_pool1d`, `max_pool1d`, `adaptive_avg_pool1d` as ATen computes them: the 2-D pool over
+/// the input with a height of 1.
+pub(super) fn pool1d(cx: &mut Cx, c: &Call<'_>) -> OpResult {
+    let a = &c.args;
+    let x = cx.tensor(a, "self")?;
+    let rank = cx.meta(x).rank();
+    if !(2..=3).contains(&rank) {
+        return Err(format!("needs a 2-D or 3-D input, got {:?}", cx.meta(x).shape));
+    }
+    let wide = cx.call1("aten::unsqueeze_copy", vec![Arg::Tensor(x), Arg::Int(-2)])?;
+    // One value of a 1-D list, widened to (1, value) or (0, value).
+    let pair = |cx: &Cx, name: &str, h: i64, empty: Option<i64>| -> Result<Arg, String> {
+        Ok(match (cx.ints(a, name)?.as_slice(), empty) {
+            ([], Some(_)) => Arg::Ints(vec![]),
+            ([v], _) => Arg::Ints(vec![h, *v]),
+            (v, _) => return Err(format!("{name} {v:?} must have one value")),
+        })
+    };
+    let y = match c.key {
+        "aten::avg_pool1d" => {
+            let args = vec![
+                Arg::Tensor(wide),
+                pair(cx, "kernel_size", 1, None)?,
+                pair(cx, "stride", 1, Some(0))?,
+                pair(cx, "padding", 0, None)?,
+                Arg::Bool(cx.bool(a, "ceil_mode")?),
+                Arg::Bool(cx.bool(a, "count_include_pad")?),
+                Arg::None,
+            ];
+            cx.call1("aten::avg_pool2d", args)?
+        }
+        "aten::max_pool1d" => {
+            let args = vec![
+                Arg::Tensor(wide),
+                pair(cx, "kernel_size", 1, None)?,
+                pair(cx, "stride", 1, Some(0))?,
+                pair(cx, "padding", 0, None)?,
+                pair(cx, "dilation", 1, None)?,
+                Arg::Bool(cx.bool(a, "ceil_mode")?),
+            ];
+            cx.call("aten::max_pool2d_with_indices", args)?[0]
+        }
+        _ => cx.call1("aten::adaptive_avg_pool2d", vec![Arg::Tensor(wide), pair(cx, "output_size", 1, None)?])?,
+    };
+    one(cx.call1("aten::squeeze_copy.dims", vec![Arg::Tensor(y), Arg::Ints(vec![-2])])?)
+}
+
 /// Both spellings go through the IR's `adaptive_avg_pool2d`, which the decomposition pass turns
 /// into a mean or `_adaptive_avg_pool2d`.
 pub(super) fn adaptive_avg_pool2d(cx: &mut Cx, c: &Call<'_>) -> OpResult {
