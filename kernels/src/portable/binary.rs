@@ -1,9 +1,10 @@
-//! Elementwise binary operators with broadcasting and PyTorch's dtype rules: arithmetic,
-//! comparisons, bitwise/logical ops, `where`, `maximum`/`minimum`.
+//! Elementwise binary operators with broadcasting and PyTorch's dtype rules: arithmetic
+//! (`add`, `sub`, `mul`, `div`, `pow`, `maximum`/`minimum`) and `where`, plus the operand,
+//! broadcasting and row-loop helpers that the other elementwise modules (comparison.rs,
+//! bitwise.rs, arith.rs, unary.rs) share.
 //!
 //! Slow paths read any dtype through `Elems` and compute in f64 (floating out) or i64 (integer or
-//! bool out). Hot combinations (all-f32 arithmetic and comparisons, i64 comparisons, bool
-//! bitwise, same-dtype `where`) run typed loops instead.
+//! bool out). Hot combinations (all-f32 arithmetic, same-dtype `where`) run typed loops instead.
 
 use alloc::vec::Vec;
 
@@ -29,32 +30,11 @@ rbuild_runtime::kernel_table! {
     "aten::pow.Scalar_out" => pow_scalar_out,
     "aten::maximum.out" => maximum_out,
     "aten::minimum.out" => minimum_out,
-    "aten::bitwise_and.Tensor_out" => bitwise_and_tensor_out,
-    "aten::bitwise_and.Scalar_out" => bitwise_and_scalar_out,
-    "aten::bitwise_or.Tensor_out" => bitwise_or_tensor_out,
-    "aten::bitwise_or.Scalar_out" => bitwise_or_scalar_out,
-    "aten::bitwise_xor.Tensor_out" => bitwise_xor_tensor_out,
-    "aten::bitwise_xor.Scalar_out" => bitwise_xor_scalar_out,
-    "aten::logical_and.out" => logical_and_out,
-    "aten::logical_or.out" => logical_or_out,
-    "aten::logical_xor.out" => logical_xor_out,
-    "aten::eq.Tensor_out" => eq_tensor_out,
-    "aten::eq.Scalar_out" => eq_scalar_out,
-    "aten::ne.Tensor_out" => ne_tensor_out,
-    "aten::ne.Scalar_out" => ne_scalar_out,
-    "aten::lt.Tensor_out" => lt_tensor_out,
-    "aten::lt.Scalar_out" => lt_scalar_out,
-    "aten::le.Tensor_out" => le_tensor_out,
-    "aten::le.Scalar_out" => le_scalar_out,
-    "aten::gt.Tensor_out" => gt_tensor_out,
-    "aten::gt.Scalar_out" => gt_scalar_out,
-    "aten::ge.Tensor_out" => ge_tensor_out,
-    "aten::ge.Scalar_out" => ge_scalar_out,
     "aten::where.self_out" => where_self_out,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Operands, broadcasting plans and typed row loops (shared with unary.rs's clamp.Tensor_out).
+// Operands, broadcasting plans and typed row loops (shared with the other elementwise modules).
 
 /// An input of an elementwise op: a tensor, or a `Scalar` argument acting as a 0-dim tensor.
 #[derive(Clone, Copy)]
@@ -80,7 +60,7 @@ impl<'a> Operand<'a> {
     }
 
     /// The tensor's dtype; None for a scalar.
-    fn dtype(&self) -> Option<ScalarType> {
+    pub(super) fn dtype(&self) -> Option<ScalarType> {
         match self {
             Operand::Tensor(t) => Some(t.dtype),
             Operand::Scalar(_) => None,
@@ -95,14 +75,14 @@ impl<'a> Operand<'a> {
     }
 
     /// Integer or bool.
-    fn is_integral(&self) -> bool {
+    pub(super) fn is_integral(&self) -> bool {
         match self {
             Operand::Tensor(t) => t.dtype.is_integral(true),
             Operand::Scalar(s) => !s.is_floating(),
         }
     }
 
-    fn is_bool(&self) -> bool {
+    pub(super) fn is_bool(&self) -> bool {
         match self {
             Operand::Tensor(t) => t.dtype == ScalarType::Bool,
             Operand::Scalar(s) => matches!(s, Scalar::Bool(_)),
@@ -152,7 +132,7 @@ impl Src<'_> {
         }
     }
     #[inline]
-    fn bool(&self, i: usize) -> bool {
+    pub(super) fn bool(&self, i: usize) -> bool {
         match self {
             Src::Elems(e) => e.bool(i),
             Src::Const(f, _) => *f != 0.0,
@@ -185,7 +165,11 @@ pub(super) fn broadcast_plan(ops: &[Operand<'_>], out: &TensorMut<'_>) -> Kernel
 
 /// The operand as a `T` slice: tensor data of exactly that element type, or the scalar converted
 /// by `conv` into `store` (None when `conv` refuses it or the dtype differs).
-fn view<'s, T: Element>(op: Operand<'s>, store: &'s mut [T; 1], conv: impl Fn(Scalar) -> Option<T>) -> Option<&'s [T]> {
+pub(super) fn view<'s, T: Element>(
+    op: Operand<'s>,
+    store: &'s mut [T; 1],
+    conv: impl Fn(Scalar) -> Option<T>,
+) -> Option<&'s [T]> {
     match op {
         Operand::Tensor(t) => t.data::<T>().ok(),
         Operand::Scalar(s) => {
@@ -196,12 +180,12 @@ fn view<'s, T: Element>(op: Operand<'s>, store: &'s mut [T; 1], conv: impl Fn(Sc
 }
 
 /// PyTorch casts a scalar to the f32 tensor's dtype before computing.
-fn f32_scalar(s: Scalar) -> Option<f32> {
+pub(super) fn f32_scalar(s: Scalar) -> Option<f32> {
     Some(s.to_f64() as f32)
 }
 
 /// An integer scalar next to an i64 tensor; a floating one would promote, so refuse it.
-fn i64_scalar(s: Scalar) -> Option<i64> {
+pub(super) fn i64_scalar(s: Scalar) -> Option<i64> {
     (!s.is_floating()).then(|| s.to_i64())
 }
 
@@ -233,7 +217,7 @@ fn coalesce<const N: usize>(sizes: &[usize], strides: [&[usize]; N]) -> (Vec<usi
 
 /// `o = f(a, b)` over broadcast inputs, one coalesced innermost row at a time, so bias adds,
 /// per-row scales and scalar operands all become plain slice loops the compiler vectorizes.
-fn broadcast_rows<A: Copy, B: Copy, O>(
+pub(super) fn broadcast_rows<A: Copy, B: Copy, O>(
     sizes: &[usize],
     sa: &[usize],
     sb: &[usize],
@@ -281,7 +265,7 @@ fn broadcast_rows<A: Copy, B: Copy, O>(
 /// One arithmetic op in f64 (floating out), i64 (integer/bool out; None = division by zero)
 /// and f32 (all-f32 fast path) forms.
 #[allow(clippy::too_many_arguments)]
-fn arith(
+pub(super) fn arith(
     args: &KernelArgs<'_>,
     a: Operand<'_>,
     b: Operand<'_>,
@@ -414,7 +398,13 @@ pub(super) fn floor_div_i64(a: i64, b: i64) -> Option<i64> {
 }
 
 /// `div` with an optional rounding mode ("trunc", "floor"; None = true division); out at `out`.
-fn div(args: &KernelArgs<'_>, other: Operand<'_>, mode: Option<&str>, out: usize, name: &str) -> KernelResult {
+pub(super) fn div(
+    args: &KernelArgs<'_>,
+    other: Operand<'_>,
+    mode: Option<&str>,
+    out: usize,
+    name: &str,
+) -> KernelResult {
     let a = Operand::tensor(args, 0)?;
     match mode {
         None => {
@@ -569,134 +559,6 @@ pub fn minimum_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bitwise and logical ops.
-
-/// Bitwise op on integer/bool inputs, computed in i64 (a bool out stores `!= 0`).
-fn bitwise(args: &KernelArgs<'_>, b: Operand<'_>, name: &str, f: impl Fn(i64, i64) -> i64) -> KernelResult {
-    let a = Operand::tensor(args, 0)?;
-    if !a.is_integral() || !b.is_integral() {
-        return Err(kerr!("{name}: needs integer or bool inputs, got {:?} and {:?}", a.dtype(), b.dtype()));
-    }
-    let mut to = args.out(2)?;
-    let (sizes, st) = broadcast_plan(&[a, b], &to)?;
-    to.resize(&sizes)?;
-    if to.dtype == ScalarType::Bool && a.dtype() == Some(ScalarType::Bool) && b.dtype() == Some(ScalarType::Bool) {
-        let (mut ca, mut cb) = ([0u8], [0u8]);
-        if let (Some(xa), Some(xb)) = (view(a, &mut ca, |_| None), view(b, &mut cb, |_| None)) {
-            let o = to.data_mut::<u8>()?;
-            broadcast_rows(&sizes, &st[0], &st[1], xa, xb, o, |x, y| (f((x != 0) as i64, (y != 0) as i64) != 0) as u8);
-            return Ok(());
-        }
-    }
-    let (ea, eb) = (a.src(b.dtype())?, b.src(a.dtype())?);
-    let mut eo = ElemsMut::of(&mut to)?;
-    for_each_broadcast(&sizes, [&st[0], &st[1]], |o, [i, j]| eo.set_i64(o, f(ea.i64(i), eb.i64(j))));
-    Ok(())
-}
-
-/// Logical op: inputs of any dtype are read as `!= 0`; the out gets 0/1 in its own dtype.
-fn logical(args: &KernelArgs<'_>, name: &str, f: impl Fn(bool, bool) -> bool) -> KernelResult {
-    let (a, b) = (Operand::tensor(args, 0)?, Operand::tensor(args, 1)?);
-    let mut to = args.out(2)?;
-    let (sizes, st) = broadcast_plan(&[a, b], &to)?;
-    to.resize(&sizes)?;
-    let (ea, eb) = (a.src(None)?, b.src(None)?);
-    let mut eo = ElemsMut::of(&mut to).map_err(|e| kerr!("{name}: {}", e.message))?;
-    for_each_broadcast(&sizes, [&st[0], &st[1]], |o, [i, j]| eo.set_bool(o, f(ea.bool(i), eb.bool(j))));
-    Ok(())
-}
-
-macro_rules! bitwise_kernels {
-    ($($tensor_fn:ident, $scalar_fn:ident, $op:tt;)*) => {$(
-        pub fn $tensor_fn(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
-            bitwise(args, Operand::tensor(args, 1)?, stringify!($tensor_fn), |x, y| x $op y)
-        }
-        pub fn $scalar_fn(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
-            bitwise(args, Operand::scalar(args, 1)?, stringify!($scalar_fn), |x, y| x $op y)
-        }
-    )*};
-}
-bitwise_kernels! {
-    bitwise_and_tensor_out, bitwise_and_scalar_out, &;
-    bitwise_or_tensor_out, bitwise_or_scalar_out, |;
-    bitwise_xor_tensor_out, bitwise_xor_scalar_out, ^;
-}
-
-/// `logical_and.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
-pub fn logical_and_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
-    logical(args, "logical_and.out", |x, y| x && y)
-}
-
-/// `logical_or.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
-pub fn logical_or_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
-    logical(args, "logical_or.out", |x, y| x || y)
-}
-
-/// `logical_xor.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
-pub fn logical_xor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
-    logical(args, "logical_xor.out", |x, y| x != y)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Comparisons.
-
-/// A comparison `a OP b` written as 0/1 into the out (normally Bool). Floating operands compare
-/// in f64 (exact for every dtype, scalars pre-rounded), integers in i64.
-fn compare(
-    args: &KernelArgs<'_>,
-    b: Operand<'_>,
-    ff: impl Fn(f64, f64) -> bool,
-    fi: impl Fn(i64, i64) -> bool,
-    f32f: impl Fn(f32, f32) -> bool,
-) -> KernelResult {
-    let a = Operand::tensor(args, 0)?;
-    let mut to = args.out(2)?;
-    let (sizes, st) = broadcast_plan(&[a, b], &to)?;
-    to.resize(&sizes)?;
-    if to.dtype == ScalarType::Bool {
-        let (mut ca, mut cb) = ([0f32], [0f32]);
-        if let (Some(xa), Some(xb)) = (view(a, &mut ca, f32_scalar), view(b, &mut cb, f32_scalar)) {
-            broadcast_rows(&sizes, &st[0], &st[1], xa, xb, to.data_mut::<u8>()?, |x, y| f32f(x, y) as u8);
-            return Ok(());
-        }
-        let (mut ca, mut cb) = ([0i64], [0i64]);
-        if let (Some(xa), Some(xb)) = (view(a, &mut ca, i64_scalar), view(b, &mut cb, i64_scalar)) {
-            broadcast_rows(&sizes, &st[0], &st[1], xa, xb, to.data_mut::<u8>()?, |x, y| fi(x, y) as u8);
-            return Ok(());
-        }
-    }
-    let float = a.is_floating() || b.is_floating();
-    let (ea, eb) = (a.src(b.dtype())?, b.src(a.dtype())?);
-    let mut eo = ElemsMut::of(&mut to)?;
-    for_each_broadcast(&sizes, [&st[0], &st[1]], |o, [i, j]| {
-        let r = if float { ff(ea.f64(i), eb.f64(j)) } else { fi(ea.i64(i), eb.i64(j)) };
-        eo.set_bool(o, r)
-    });
-    Ok(())
-}
-
-/// `<op>.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out)` and
-/// `<op>.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out)` for each comparison.
-macro_rules! comparison_kernels {
-    ($($tensor_fn:ident, $scalar_fn:ident, $op:tt;)*) => {$(
-        pub fn $tensor_fn(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
-            compare(args, Operand::tensor(args, 1)?, |x, y| x $op y, |x, y| x $op y, |x, y| x $op y)
-        }
-        pub fn $scalar_fn(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
-            compare(args, Operand::scalar(args, 1)?, |x, y| x $op y, |x, y| x $op y, |x, y| x $op y)
-        }
-    )*};
-}
-comparison_kernels! {
-    eq_tensor_out, eq_scalar_out, ==;
-    ne_tensor_out, ne_scalar_out, !=;
-    lt_tensor_out, lt_scalar_out, <;
-    le_tensor_out, le_scalar_out, <=;
-    gt_tensor_out, gt_scalar_out, >;
-    ge_tensor_out, ge_scalar_out, >=;
-}
-
-// ---------------------------------------------------------------------------------------------
 // where.
 
 /// Same-dtype select on raw elements of width `T` (so one loop serves every dtype); false if
@@ -764,7 +626,6 @@ mod tests {
 
     use half::f16;
     use rbuild_runtime::harness::OpHarness;
-    use rbuild_runtime::kernel::KernelFn;
     use rbuild_runtime::ScalarType;
 
     #[test]
@@ -1012,112 +873,6 @@ mod tests {
     }
 
     #[test]
-    fn bitwise_bool_and_int64_broadcast() {
-        let mut h = OpHarness::new();
-        let a = h.bool_tensor(&[4], &[true, true, false, false]);
-        let b = h.bool_tensor(&[4], &[true, false, true, false]);
-        let o = h.out(ScalarType::Bool, &[4]);
-        h.call(super::bitwise_and_tensor_out, &[a, b, o, o]).unwrap();
-        assert_eq!(h.read_bool(o), vec![true, false, false, false]);
-        h.call(super::bitwise_or_tensor_out, &[a, b, o, o]).unwrap();
-        assert_eq!(h.read_bool(o), vec![true, true, true, false]);
-        h.call(super::bitwise_xor_tensor_out, &[a, b, o, o]).unwrap();
-        assert_eq!(h.read_bool(o), vec![false, true, true, false]);
-
-        let x = h.i64(&[2, 2], &[12, 5, -1, 0]);
-        let y = h.i64(&[2], &[10, 3]);
-        let oi = h.out(ScalarType::Long, &[2, 2]);
-        h.call(super::bitwise_and_tensor_out, &[x, y, oi, oi]).unwrap();
-        assert_eq!(h.read::<i64>(oi), vec![8, 1, 10, 0]);
-        let s = h.int(6);
-        h.call(super::bitwise_xor_scalar_out, &[x, s, oi, oi]).unwrap();
-        assert_eq!(h.read::<i64>(oi), vec![10, 3, -7, 6]);
-
-        let f = h.f32(&[1], &[1.]);
-        let of = h.out(ScalarType::Float, &[1]);
-        let e = h.call(super::bitwise_and_tensor_out, &[f, f, of, of]).unwrap_err();
-        assert!(e.message.contains("integer or bool"), "{e}");
-    }
-
-    #[test]
-    fn logical_ops_read_nonzero() {
-        let mut h = OpHarness::new();
-        let a = h.f32(&[3], &[0., 2., -1.]);
-        let b = h.i64(&[3], &[5, 0, 3]);
-        let o = h.out(ScalarType::Bool, &[3]);
-        h.call(super::logical_and_out, &[a, b, o, o]).unwrap();
-        assert_eq!(h.read_bool(o), vec![false, false, true]);
-        h.call(super::logical_or_out, &[a, b, o, o]).unwrap();
-        assert_eq!(h.read_bool(o), vec![true, true, true]);
-        h.call(super::logical_xor_out, &[a, b, o, o]).unwrap();
-        assert_eq!(h.read_bool(o), vec![true, true, false]);
-    }
-
-    #[test]
-    fn comparisons_tensor_and_scalar() {
-        let mut h = OpHarness::new();
-        let x = h.f32(&[2, 3], &[1., 2., 3., 0., 2., 5.]);
-        let y = h.f32(&[3], &[1., 2., 4.]);
-        let o = h.out(ScalarType::Bool, &[2, 3]);
-        let cases: [(KernelFn, [bool; 6]); 6] = [
-            (super::eq_tensor_out, [true, true, false, false, true, false]),
-            (super::ne_tensor_out, [false, false, true, true, false, true]),
-            (super::lt_tensor_out, [false, false, true, true, false, false]),
-            (super::le_tensor_out, [true, true, true, true, true, false]),
-            (super::gt_tensor_out, [false, false, false, false, false, true]),
-            (super::ge_tensor_out, [true, true, false, false, true, true]),
-        ];
-        for (k, want) in cases {
-            h.call(k, &[x, y, o, o]).unwrap();
-            assert_eq!(h.read_bool(o), want.to_vec());
-        }
-        let two = h.int(2);
-        let cases: [(KernelFn, [bool; 6]); 6] = [
-            (super::eq_scalar_out, [false, true, false, false, true, false]),
-            (super::ne_scalar_out, [true, false, true, true, false, true]),
-            (super::lt_scalar_out, [true, false, false, true, false, false]),
-            (super::le_scalar_out, [true, true, false, true, true, false]),
-            (super::gt_scalar_out, [false, false, true, false, false, true]),
-            (super::ge_scalar_out, [false, true, true, false, true, true]),
-        ];
-        for (k, want) in cases {
-            h.call(k, &[x, two, o, o]).unwrap();
-            assert_eq!(h.read_bool(o), want.to_vec());
-        }
-    }
-
-    #[test]
-    fn comparisons_round_scalar_and_use_i64() {
-        let mut h = OpHarness::new();
-        // 0.1 compares as f32(0.1) against an f32 tensor (PyTorch), not as the f64 0.1.
-        let x = h.f32(&[2], &[0.1, 0.2]);
-        let s = h.double(0.1);
-        let o = h.out(ScalarType::Bool, &[2]);
-        h.call(super::eq_scalar_out, &[x, s, o, o]).unwrap();
-        assert_eq!(h.read_bool(o), vec![true, false]);
-
-        // Large int64 values that f64 cannot tell apart.
-        let big = 1i64 << 60;
-        let a = h.i64(&[2], &[big, big + 1]);
-        let b = h.i64(&[1], &[big]);
-        h.call(super::eq_tensor_out, &[a, b, o, o]).unwrap();
-        assert_eq!(h.read_bool(o), vec![true, false]);
-
-        // Int tensor vs Int32 tensor through the generic path, with a Long out of 0/1.
-        let c = h.tensor(ScalarType::Int, &[2], &[5i32, 7]);
-        let d = h.i64(&[2], &[7, 7]);
-        let ol = h.out(ScalarType::Long, &[2]);
-        h.call(super::le_tensor_out, &[c, d, ol, ol]).unwrap();
-        assert_eq!(h.read::<i64>(ol), vec![1, 1]);
-        // f64 tensor vs 2.5 scalar.
-        let e = h.tensor(ScalarType::Double, &[3], &[2.0f64, 2.5, 3.0]);
-        let s = h.double(2.5);
-        let ob = h.out(ScalarType::Bool, &[3]);
-        h.call(super::gt_scalar_out, &[e, s, ob, ob]).unwrap();
-        assert_eq!(h.read_bool(ob), vec![false, false, true]);
-    }
-
-    #[test]
     fn where_broadcast3_int64_and_mixed() {
         let mut h = OpHarness::new();
         let c = h.bool_tensor(&[3, 1], &[true, false, true]);
@@ -1151,8 +906,6 @@ mod tests {
         let b = h.f32(&[3], &[1., 2., 3.]);
         let o = h.out(ScalarType::Float, &[0, 3]);
         h.call(super::mul_out, &[a, b, o, o]).unwrap();
-        let ob = h.out(ScalarType::Bool, &[0, 3]);
-        h.call(super::lt_tensor_out, &[a, b, ob, ob]).unwrap();
         let c = h.bool_tensor(&[0, 1], &[]);
         h.call(super::where_self_out, &[c, a, b, o, o]).unwrap();
         assert_eq!(h.sizes(o), vec![0, 3]);

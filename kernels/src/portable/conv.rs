@@ -180,10 +180,26 @@ pub(crate) fn conv_call<'a>(args: &KernelArgs<'a>) -> KernelResult<ConvCall<'a>>
     let input = args.tensor(0)?;
     let weight = args.tensor(1)?;
     let bias = args.opt_tensor(2)?;
-    let transposed = args.bool(6)?;
-    let groups = args.int(8)?;
     let out_dtype = out_dtype(args, 9)?;
+    let lists = [args.int_list(3)?, args.int_list(4)?, args.int_list(5)?, args.int_list(7)?];
+    let geom = conv_geom(&input, &weight, &lists, args.bool(6)?, args.int(8)?)?;
+    if let Some(b) = &bias {
+        if b.numel() != geom.c_out || b.dim() != 1 {
+            return Err(kerr!("convolution: bias {:?} must be [{}]", b.sizes(), geom.c_out));
+        }
+    }
+    Ok(ConvCall { geom, input, weight, bias, out_dtype })
+}
 
+/// Checks a convolution's input and weight shapes against its arguments and computes the
+/// geometry. `lists` = [stride, padding, dilation, output_padding] as given.
+pub(crate) fn conv_geom(
+    input: &TensorRef<'_>,
+    weight: &TensorRef<'_>,
+    lists: &[Vec<i64>; 4],
+    transposed: bool,
+    groups: i64,
+) -> KernelResult<ConvGeom> {
     let rank = input.dim();
     if rank != 3 && rank != 4 {
         return Err(kerr!("convolution: input must be 3-D [N,C,L] or 4-D [N,C,H,W], got {:?}", input.sizes()));
@@ -197,10 +213,10 @@ pub(crate) fn conv_call<'a>(args: &KernelArgs<'a>) -> KernelResult<ConvCall<'a>>
         return Err(kerr!("convolution: groups must be >= 1, got {groups}"));
     }
     let groups = groups as usize;
-    let stride = lift(spatial(&args.int_list(3)?, nsp, 1, "stride", 1)?, one_d, 1);
-    let padding = lift(spatial(&args.int_list(4)?, nsp, 0, "padding", 0)?, one_d, 0);
-    let dilation = lift(spatial(&args.int_list(5)?, nsp, 1, "dilation", 1)?, one_d, 1);
-    let out_pad = lift(spatial(&args.int_list(7)?, nsp, 0, "output_padding", 0)?, one_d, 0);
+    let stride = lift(spatial(&lists[0], nsp, 1, "stride", 1)?, one_d, 1);
+    let padding = lift(spatial(&lists[1], nsp, 0, "padding", 0)?, one_d, 0);
+    let dilation = lift(spatial(&lists[2], nsp, 1, "dilation", 1)?, one_d, 1);
+    let out_pad = lift(spatial(&lists[3], nsp, 0, "output_padding", 0)?, one_d, 0);
 
     let (is, ws) = (input.sizes(), weight.sizes());
     let (batch, c_in) = (is[0], is[1]);
@@ -226,11 +242,6 @@ pub(crate) fn conv_call<'a>(args: &KernelArgs<'a>) -> KernelResult<ConvCall<'a>>
         }
         ws[0]
     };
-    if let Some(b) = &bias {
-        if b.numel() != c_out || b.dim() != 1 {
-            return Err(kerr!("convolution: bias {:?} must be [{c_out}]", b.sizes()));
-        }
-    }
     if kernel.contains(&0) {
         return Err(kerr!("convolution: weight {ws:?} has an empty kernel"));
     }
@@ -259,8 +270,7 @@ pub(crate) fn conv_call<'a>(args: &KernelArgs<'a>) -> KernelResult<ConvCall<'a>>
             (padded - span) / stride[d] + 1
         };
     }
-    let geom = ConvGeom { batch, c_in, c_out, groups, in_hw, kernel, out_hw, stride, padding, dilation, transposed, one_d };
-    Ok(ConvCall { geom, input, weight, bias, out_dtype })
+    Ok(ConvGeom { batch, c_in, c_out, groups, in_hw, kernel, out_hw, stride, padding, dilation, transposed, one_d })
 }
 
 /// `convolution.out(input, weight, bias?, stride, padding, dilation, transposed,
@@ -293,7 +303,7 @@ pub fn convolution_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelRe
 
 /// `start + k*step - pad` when it lands in `0..len`.
 #[inline]
-fn tap(start: usize, k: usize, step: usize, pad: usize, len: usize) -> Option<usize> {
+pub(crate) fn tap(start: usize, k: usize, step: usize, pad: usize, len: usize) -> Option<usize> {
     (start + k * step).checked_sub(pad).filter(|&v| v < len)
 }
 
@@ -384,18 +394,18 @@ pub(crate) fn conv1d_reference(
 
 /// Geometry of a 2-D pooling over `planes` planes of `in_hw`.
 #[derive(Clone, Copy, Debug)]
-struct PoolGeom {
-    planes: usize,
-    in_hw: [usize; 2],
-    out_hw: [usize; 2],
-    kernel: [usize; 2],
-    stride: [usize; 2],
-    padding: [usize; 2],
-    dilation: [usize; 2],
+pub(crate) struct PoolGeom {
+    pub(crate) planes: usize,
+    pub(crate) in_hw: [usize; 2],
+    pub(crate) out_hw: [usize; 2],
+    pub(crate) kernel: [usize; 2],
+    pub(crate) stride: [usize; 2],
+    pub(crate) padding: [usize; 2],
+    pub(crate) dilation: [usize; 2],
 }
 
 /// `[C, H, W]` or `[N, C, H, W]` → (planes, [H, W]).
-fn pool_input(t: &TensorRef<'_>, op: &str) -> KernelResult<(usize, [usize; 2])> {
+pub(crate) fn pool_input(t: &TensorRef<'_>, op: &str) -> KernelResult<(usize, [usize; 2])> {
     require_contiguous(t, op)?;
     let s = t.sizes();
     match s.len() {
@@ -422,7 +432,7 @@ fn pool_out_size(inp: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool)
 /// Parses kernel/stride/padding/dilation and computes the output size. `pad_limit` gives the
 /// largest padding allowed for a kernel span (PyTorch: half the effective kernel).
 #[allow(clippy::too_many_arguments)]
-fn pool_geom(
+pub(crate) fn pool_geom(
     op: &str,
     planes: usize,
     in_hw: [usize; 2],
@@ -461,7 +471,7 @@ fn pool_geom(
     })
 }
 
-fn pooled_sizes(input: &TensorRef<'_>, out_hw: [usize; 2]) -> Vec<usize> {
+pub(crate) fn pooled_sizes(input: &TensorRef<'_>, out_hw: [usize; 2]) -> Vec<usize> {
     let s = input.sizes();
     let mut v = s[..s.len() - 2].to_vec();
     v.extend_from_slice(&out_hw);

@@ -5,12 +5,15 @@ use rbuild_runtime::KernelEntry;
 pub mod arith;
 pub mod backward;
 pub mod binary;
+pub mod bitwise;
+pub mod comparison;
 pub mod conv;
 pub mod copy;
 pub mod create;
 pub mod distance;
 pub mod embedding_bag;
 pub mod fft;
+pub mod fill;
 pub mod fold;
 pub mod grid_sample;
 pub mod index;
@@ -25,6 +28,7 @@ pub mod qint8;
 pub mod quant;
 pub mod quant_linear;
 pub mod random;
+pub mod rearrange;
 pub mod reduce;
 pub mod resample;
 pub mod scatter;
@@ -38,6 +42,8 @@ pub mod whisper;
 /// Every portable module's table.
 pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     binary::KERNELS,
+    comparison::KERNELS,
+    bitwise::KERNELS,
     unary::KERNELS,
     create::KERNELS,
     prim::KERNELS,
@@ -56,10 +62,12 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     arith::KERNELS,
     backward::KERNELS,
     copy::KERNELS,
+    fill::KERNELS,
     distance::KERNELS,
     grid_sample::KERNELS,
     math::KERNELS,
     pad::KERNELS,
+    rearrange::KERNELS,
     random::KERNELS,
     scatter::KERNELS,
     sort::KERNELS,
@@ -73,6 +81,8 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
 /// Every portable module's op → kernel path list, in the order of `KERNEL_SETS`.
 pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
     binary::KERNEL_PATHS,
+    comparison::KERNEL_PATHS,
+    bitwise::KERNEL_PATHS,
     unary::KERNEL_PATHS,
     create::KERNEL_PATHS,
     prim::KERNEL_PATHS,
@@ -91,10 +101,12 @@ pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
     arith::KERNEL_PATHS,
     backward::KERNEL_PATHS,
     copy::KERNEL_PATHS,
+    fill::KERNEL_PATHS,
     distance::KERNEL_PATHS,
     grid_sample::KERNEL_PATHS,
     math::KERNEL_PATHS,
     pad::KERNEL_PATHS,
+    rearrange::KERNEL_PATHS,
     random::KERNEL_PATHS,
     scatter::KERNEL_PATHS,
     sort::KERNEL_PATHS,

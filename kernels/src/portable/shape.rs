@@ -44,7 +44,7 @@ rbuild_runtime::kernel_table! {
 
 /// Element strides of a tensor of `sizes` stored in dim order `order` (outermost first).
 /// A missing or mismatched order is treated as contiguous.
-fn dim_order_strides(sizes: &[usize], order: &[u8]) -> Vec<usize> {
+pub(super) fn dim_order_strides(sizes: &[usize], order: &[u8]) -> Vec<usize> {
     let rank = sizes.len();
     let mut strides = vec![0usize; rank];
     let mut acc = 1usize;
@@ -63,7 +63,7 @@ fn dim_order_strides(sizes: &[usize], order: &[u8]) -> Vec<usize> {
 }
 
 /// Logical element strides of an input tensor (honouring its dim order).
-fn strides_of(t: &TensorRef<'_>) -> Vec<usize> {
+pub(super) fn strides_of(t: &TensorRef<'_>) -> Vec<usize> {
     dim_order_strides(t.sizes(), t.dim_order.as_slice())
 }
 
@@ -147,7 +147,7 @@ fn gather<T: Copy>(src: &[T], dst: &mut [T], sizes: &[usize], strides: &[usize])
 
 /// Byte-level gather of elements of `esize` bytes: uses a word type when the buffers allow it,
 /// else treats each element as `esize` contiguous bytes.
-fn gather_bytes(src: &[u8], dst: &mut [u8], esize: usize, sizes: &[usize], strides: &[usize]) -> KernelResult {
+pub(super) fn gather_bytes(src: &[u8], dst: &mut [u8], esize: usize, sizes: &[usize], strides: &[usize]) -> KernelResult {
     fn typed<T: bytemuck::Pod>(src: &[u8], dst: &mut [u8], sizes: &[usize], strides: &[usize]) -> Option<KernelResult> {
         let s = bytemuck::try_cast_slice::<u8, T>(src).ok()?;
         let d = bytemuck::try_cast_slice_mut::<u8, T>(dst).ok()?;
@@ -172,7 +172,7 @@ fn gather_bytes(src: &[u8], dst: &mut [u8], esize: usize, sizes: &[usize], strid
 
 /// Writes the view (`sizes`, `strides`, element offset `base`) of `src` into `out`, resizing it
 /// to `sizes` and laying the data out in `out`'s dim order. Dtypes must match.
-fn write_view(src: &TensorRef<'_>, out: &mut TensorMut<'_>, sizes: &[usize], strides: &[usize], base: usize) -> KernelResult {
+pub(super) fn write_view(src: &TensorRef<'_>, out: &mut TensorMut<'_>, sizes: &[usize], strides: &[usize], base: usize) -> KernelResult {
     if src.dtype != out.dtype {
         return Err(kerr!("input dtype {} differs from output dtype {}", src.dtype, out.dtype));
     }
@@ -186,14 +186,14 @@ fn write_view(src: &TensorRef<'_>, out: &mut TensorMut<'_>, sizes: &[usize], str
 
 /// Reorders logical `sizes`/`strides` into the physical (storage) order of an output with dim
 /// order `order`, so that a contiguous gather fills it.
-fn physical_view(sizes: &[usize], strides: &[usize], order: &[u8]) -> (Vec<usize>, Vec<usize>) {
+pub(super) fn physical_view(sizes: &[usize], strides: &[usize], order: &[u8]) -> (Vec<usize>, Vec<usize>) {
     if order.len() != sizes.len() || order.iter().enumerate().all(|(i, &o)| i == o as usize) {
         return (sizes.to_vec(), strides.to_vec());
     }
     order.iter().map(|&d| (sizes[d as usize], strides[d as usize])).unzip()
 }
 
-fn check_dtype(inp: &TensorRef<'_>, out: &TensorMut<'_>) -> KernelResult {
+pub(super) fn check_dtype(inp: &TensorRef<'_>, out: &TensorMut<'_>) -> KernelResult {
     if inp.dtype != out.dtype {
         return Err(kerr!("input dtype {} differs from output dtype {}", inp.dtype, out.dtype));
     }
@@ -380,7 +380,7 @@ pub fn expand_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelRe
 }
 
 /// PyTorch's clamping of slice bounds: returns (start, length).
-fn slice_bounds(size: usize, start: Option<i64>, end: Option<i64>, step: i64) -> KernelResult<(usize, usize)> {
+pub(super) fn slice_bounds(size: usize, start: Option<i64>, end: Option<i64>, step: i64) -> KernelResult<(usize, usize)> {
     if step <= 0 {
         return Err(kerr!("slice step must be positive, got {step}"));
     }
@@ -391,7 +391,8 @@ fn slice_bounds(size: usize, start: Option<i64>, end: Option<i64>, step: i64) ->
     };
     let s = clamp(start.unwrap_or(0));
     let e = clamp(end.unwrap_or(i64::MAX)).max(s);
-    let len = (e - s + step - 1) / step;
+    // ceil((e - s) / step) without overflowing for a huge step.
+    let len = if e > s { (e - s - 1) / step + 1 } else { 0 };
     Ok((s as usize, len as usize))
 }
 
@@ -409,7 +410,8 @@ pub fn slice_copy_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Ke
     let mut strides = strides_of(&inp);
     let base = if len == 0 { 0 } else { start * strides[d] };
     sizes[d] = len;
-    strides[d] *= step as usize;
+    // The step only applies between two elements (and may be huge otherwise).
+    strides[d] = if len > 1 { strides[d] * step as usize } else { 0 };
     let mut out = args.out(5)?;
     write_view(&inp, &mut out, &sizes, &strides, base)
 }
@@ -435,7 +437,7 @@ fn select_into(inp: &TensorRef<'_>, out: &mut TensorMut<'_>, d: usize, i: usize)
     write_view(inp, out, &sizes, &strides, base)
 }
 
-fn wrap_index(i: i64, size: usize) -> KernelResult<usize> {
+pub(super) fn wrap_index(i: i64, size: usize) -> KernelResult<usize> {
     let n = size as i64;
     let w = if i < 0 { i + n } else { i };
     if w < 0 || w >= n {
@@ -621,7 +623,7 @@ pub fn unbind_copy_int_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Kern
 
 /// Copies `inp` into `out` (same sizes), converting the dtype and the memory layout (dim order)
 /// as needed.
-fn copy_convert(inp: &TensorRef<'_>, out: &mut TensorMut<'_>) -> KernelResult {
+pub(super) fn copy_convert(inp: &TensorRef<'_>, out: &mut TensorMut<'_>) -> KernelResult {
     let sizes = inp.sizes().to_vec();
     if out.dim_order.as_slice().len() != sizes.len() {
         return Err(kerr!("output dim order {:?} does not match rank {}", out.dim_order, sizes.len()));
@@ -660,7 +662,7 @@ fn convert_linear(src: &Elems<'_>, dst: &mut ElemsMut<'_>) {
 }
 
 /// Checks an explicit `dim_order` argument against the output's dim order.
-fn check_dim_order_arg(arg: Option<Vec<i64>>, out: &TensorMut<'_>, rank: usize) -> KernelResult {
+pub(super) fn check_dim_order_arg(arg: Option<Vec<i64>>, out: &TensorMut<'_>, rank: usize) -> KernelResult {
     let Some(order) = arg else { return Ok(()) };
     let valid = order.len() == rank && {
         let mut seen = vec![false; rank];

@@ -39,7 +39,7 @@ rbuild_runtime::kernel_table! {
 }
 
 /// Elementwise ops read the input's linear order, so input and out must share a dim order.
-fn same_layout(name: &str, x: &TensorRef<'_>, out: &TensorMut<'_>) -> KernelResult {
+pub(super) fn same_layout(name: &str, x: &TensorRef<'_>, out: &TensorMut<'_>) -> KernelResult {
     if x.dim_order == out.dim_order || (x.dim_order.is_contiguous() && out.dim_order.is_contiguous()) {
         Ok(())
     } else {
@@ -49,7 +49,7 @@ fn same_layout(name: &str, x: &TensorRef<'_>, out: &TensorMut<'_>) -> KernelResu
 
 /// Applies an op from args[0] into args[out]: `f32f` for f32 → f32, `ff` in f64 for other
 /// floating outs, `fi` in i64 for integer/bool outs (None: the op has no integer form).
-fn unary(
+pub(super) fn unary(
     args: &KernelArgs<'_>,
     out: usize,
     name: &str,

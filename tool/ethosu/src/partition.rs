@@ -67,6 +67,19 @@ impl Partitioning {
     }
 }
 
+/// Every op the partitioner can place on the NPU (each may still stay on the CPU for a reason
+/// the report gives, e.g. a stride Ethos-U lacks), with the TFLite operator it becomes: the
+/// Ethos-U row of `rbuild ops`. All are int8 (per-tensor activations, per-channel weights);
+/// the fused ops come from `fuse_int8`. `rbuild::qmul` and `rbuild::qlookup` (hardswish,
+/// hardsigmoid tables) have no NPU form yet.
+pub const LOWERED_OPS: &[(&str, &str)] = &[
+    ("rbuild::qconv2d", "CONV_2D / DEPTHWISE_CONV_2D"),
+    ("rbuild::qlinear", "FULLY_CONNECTED"),
+    ("rbuild::qadd", "ADD"),
+    ("rbuild::qmean_hw", "MEAN"),
+    ("aten::view_copy", "RESHAPE"),
+];
+
 const QUANTIZE: &str = "quantized_decomposed::quantize_per_tensor";
 const DEQUANTIZE: &str = "quantized_decomposed::dequantize_per_tensor";
 

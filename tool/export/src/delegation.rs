@@ -155,3 +155,40 @@ pub fn rewrite(g: &mut Graph, backend_id: &str, parts: &Partitioning, payloads: 
         }
     }
 }
+
+/// The export-IR ops a delegate compiler's `parse` has an arm for, sorted: every known op
+/// ([`crate::ops::all`]) as a node whose tensor arguments and one output are float32
+/// [1, 2, 2, 2] graph inputs (other arguments absent), kept unless `parse` answers with its
+/// "no lowering for this op" error (`is_fallback`). The delegate crates check their
+/// `LOWERED_OPS` lists (what `rbuild ops` prints) against it.
+pub fn probe_lowered_ops(parse: impl Fn(&Graph, &Node) -> Result<(), String>, is_fallback: impl Fn(&str) -> bool) -> Vec<String> {
+    use crate::graph::{Origin, TensorMeta};
+    use rbuild_runtime::ScalarType;
+    let mut found = Vec::new();
+    for def in crate::ops::all() {
+        let mut g = Graph::default();
+        let value = |g: &mut Graph| {
+            let k = g.inputs.len();
+            let v = g.add_value(TensorMeta::fixed(ScalarType::Float, &[1, 2, 2, 2]), Origin::Input(k), "probe");
+            g.inputs.push(v);
+            v
+        };
+        let args = def
+            .functional
+            .inputs()
+            .map(|a| match a.ty.as_str() {
+                "Tensor" => Arg::Tensor(value(&mut g)),
+                "Tensor[]" => Arg::Tensors(vec![value(&mut g), value(&mut g)]),
+                _ => Arg::None,
+            })
+            .collect();
+        let outputs = vec![value(&mut g)];
+        let node = Node { op: def.functional.key(), args, outputs };
+        match parse(&g, &node) {
+            Err(e) if is_fallback(&e) => {}
+            _ => found.push(def.functional.key()),
+        }
+    }
+    found.sort();
+    found
+}
