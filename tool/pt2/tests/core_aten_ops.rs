@@ -297,6 +297,37 @@ fn one_dimensional_pools_run_as_two_dimensional_ones() {
 }
 
 #[test]
+fn all_and_vector_norms_decompose_and_run() {
+    let x: Vec<u8> = [3.0f32, 0.0, -4.0, 1.0, 2.0, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let input = [(rbuild_runtime::ScalarType::Float, vec![2, 3], x)];
+    let all = Synth::default()
+        .input("x", F32, &[S::N(2), S::N(3)])
+        .node("aten::all.dim", &[("self", t("x")), ("dim", json!({"as_int": 1}))], &[("y", 12, &[S::N(2)])])
+        .output("y")
+        .lower();
+    assert_eq!(run(all, &input), [0, 1]);
+    let norm = |ord: Value| {
+        Synth::default()
+            .input("x", F32, &[S::N(2), S::N(3)])
+            .node("aten::linalg_vector_norm", &[("self", t("x")), ("ord", ord), ("dim", json!({"as_ints": [1]}))], &[("y", F32, &[S::N(2)])])
+            .output("y")
+            .lower()
+    };
+    assert_eq!(f32s(&run(norm(json!({"as_int": 2})), &input)), [5.0, 3.0]);
+    assert_eq!(f32s(&run(norm(json!({"as_int": 1})), &input)), [7.0, 5.0]);
+    assert_eq!(f32s(&run(norm(json!({"as_float": "Infinity"})), &input)), [4.0, 2.0]);
+
+    let like = |target: &str, extra: &[(&str, Value)]| {
+        let mut args = vec![("self", t("x"))];
+        args.extend(extra.iter().cloned());
+        Synth::default().input("x", F32, &[S::N(2), S::N(3)]).node(target, &args, &[("y", F32, &[S::N(2), S::N(3)])]).output("y").runtime_ops()
+    };
+    assert_eq!(like("aten::empty_like", &[]), ops(&["aten::empty.out"]));
+    assert_eq!(like("aten::new_empty", &[("size", json!({"as_ints": [2, 3]}))]), ops(&["aten::empty.out"]));
+    assert_eq!(like("aten::randn_like", &[]), ops(&["aten::randn.out"]));
+}
+
+#[test]
 fn creation_ffts_and_padding_modes_import() {
     let randperm = Synth::default()
         .input("x", F32, &[S::N(2)])

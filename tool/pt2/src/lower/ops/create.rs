@@ -116,3 +116,28 @@ pub(super) fn empty_strided(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     let dtype = cx.dtype(&c.args, "dtype")?.map_or(Arg::None, Arg::ScalarType);
     one(cx.call1("aten::empty.memory_format", vec![Cx::size_list(&size), dtype, Arg::None, Arg::None, Arg::None, Arg::None])?)
 }
+
+/// `new_empty(self, size)`, `empty_like(self)`, `rand_like(self)`, `randn_like(self)`: the
+/// creation op at the size given or self's, in the dtype given or self's.
+pub(super) fn like(cx: &mut Cx, c: &Call<'_>) -> OpResult {
+    let x = cx.tensor(&c.args, "self")?;
+    let size = match c.key {
+        "aten::new_empty" => Cx::size_list(&cx.sym_ints(&c.args, "size")?),
+        _ => {
+            let shape = cx.meta(x).shape.clone();
+            let items = shape.iter().map(|&d| cx.size_of(d)).collect::<Result<Vec<_>, _>>()?;
+            Cx::size_list(&items)
+        }
+    };
+    let dtype = Arg::ScalarType(cx.dtype(&c.args, "dtype")?.unwrap_or(cx.meta(x).dtype));
+    let (op, mut args) = match c.key {
+        "aten::rand_like" => ("aten::rand", vec![size, dtype]),
+        "aten::randn_like" => ("aten::randn", vec![size, dtype]),
+        _ => ("aten::empty.memory_format", vec![size, dtype]),
+    };
+    args.extend([Arg::None, Arg::None, Arg::None]);
+    if op == "aten::empty.memory_format" {
+        args.push(Arg::None);
+    }
+    one(cx.call1(op, args)?)
+}

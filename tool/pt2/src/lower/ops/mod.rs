@@ -122,6 +122,9 @@ pub(crate) const TABLE: &[(&[&str], Handler)] = &[
     (&["aten::softmax.int", "aten::_softmax", "aten::log_softmax.int", "aten::_log_softmax"], nn::softmax),
     (&["aten::scaled_dot_product_attention"], attention::scaled_dot_product_attention),
     (&["aten::sum"], reduce::sum_all),
+    (&["aten::all", "aten::all.dim", "aten::all.dims"], reduce::all),
+    (&["aten::linalg_vector_norm"], reduce::vector_norm),
+    (&["aten::new_empty", "aten::empty_like", "aten::rand_like", "aten::randn_like"], create::like),
 ];
 
 /// Core ATen operators rbuild maps to no runtime operator, by design, with the reason: the
