@@ -160,6 +160,10 @@ element!(i32 => Int | QInt32);
 element!(u32 => UInt32);
 element!(i64 => Long);
 element!(u64 => UInt64);
+// Complex tensors are viewed as interleaved `[re, im]` pairs (PyTorch's complex64/complex128
+// layout), one pair per element; kernels do their own complex arithmetic.
+element!([f32; 2] => ComplexFloat);
+element!([f64; 2] => ComplexDouble);
 
 fn cast<T: Element>(dtype: ScalarType, bytes: &[u8]) -> KernelResult<&[T]> {
     if !T::accepts(dtype) {

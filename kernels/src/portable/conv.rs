@@ -14,7 +14,7 @@ use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult, TensorRef}
 use rbuild_runtime::{kerr, ScalarType};
 
 use super::linalg::out_dtype;
-use super::util::{require_contiguous, Elems, ElemsMut};
+use super::util::{pool_output_size, pool_span, require_contiguous, spatial, Elems, ElemsMut};
 
 rbuild_runtime::kernel_table! {
     "aten::convolution.out" => convolution_out,
@@ -26,7 +26,7 @@ rbuild_runtime::kernel_table! {
 /// Accumulator of the reference loops: f32 (no fused multiply-add, as ExecuTorch's C++ has none
 /// on a baseline x86-64/AArch64 build) for f32 outputs, f64 for other floating outputs,
 /// wrapping i64 for integers.
-trait Acc: Copy + PartialOrd {
+pub(crate) trait Acc: Copy + PartialOrd {
     const ZERO: Self;
     fn load(e: &Elems<'_>, i: usize) -> Self;
     fn mul_add(self, a: Self, b: Self) -> Self;
@@ -150,19 +150,6 @@ pub(crate) struct ConvCall<'a> {
     pub weight: TensorRef<'a>,
     pub bias: Option<TensorRef<'a>>,
     pub out_dtype: ScalarType,
-}
-
-/// Expands an int list for `n` spatial dims: empty → `default`, one value → repeated.
-fn spatial(list: &[i64], n: usize, default: i64, what: &str, min: i64) -> KernelResult<Vec<usize>> {
-    let v: Vec<i64> = match list.len() {
-        0 => vec![default; n],
-        1 => vec![list[0]; n],
-        l if l == n => list.to_vec(),
-        _ => return Err(kerr!("{what} {list:?} must have 1 or {n} values")),
-    };
-    v.iter()
-        .map(|&x| if x >= min { Ok(x as usize) } else { Err(kerr!("{what} {list:?} must be >= {min}")) })
-        .collect()
 }
 
 /// Lifts per-dim values of a 1-D convolution to the 2-D form (height takes `h`).
@@ -414,21 +401,6 @@ pub(crate) fn pool_input(t: &TensorRef<'_>, op: &str) -> KernelResult<(usize, [u
     }
 }
 
-/// PyTorch's pooling output size, including the ceil-mode rule that the last window must
-/// start inside the input or left padding.
-fn pool_out_size(inp: usize, k: usize, s: usize, p: usize, d: usize, ceil: bool) -> Option<usize> {
-    let span = d * (k - 1) + 1;
-    let padded = inp + 2 * p;
-    if padded < span {
-        return None;
-    }
-    let mut out = (padded - span + if ceil { s - 1 } else { 0 }) / s + 1;
-    if ceil && (out - 1) * s >= inp + p {
-        out -= 1;
-    }
-    Some(out)
-}
-
 /// Parses kernel/stride/padding/dilation and computes the output size. `pad_limit` gives the
 /// largest padding allowed for a kernel span (PyTorch: half the effective kernel).
 #[allow(clippy::too_many_arguments)]
@@ -451,11 +423,12 @@ pub(crate) fn pool_geom(
     let dilation = spatial(dilation, 2, 1, "dilation", 1)?;
     let mut out_hw = [0; 2];
     for d in 0..2 {
-        let span = dilation[d] * (kernel[d] - 1) + 1;
+        let span = pool_span(kernel[d], dilation[d])
+            .ok_or_else(|| kerr!("{op}: kernel_size {kernel:?} with dilation {dilation:?} is too large"))?;
         if padding[d] > span / 2 {
             return Err(kerr!("{op}: padding {padding:?} must be at most half the kernel size {kernel:?}"));
         }
-        out_hw[d] = pool_out_size(in_hw[d], kernel[d], stride[d], padding[d], dilation[d], ceil)
+        out_hw[d] = pool_output_size(in_hw[d], kernel[d], stride[d], padding[d], dilation[d], ceil)
             .filter(|&o| o > 0)
             .ok_or_else(|| kerr!("{op}: input {in_hw:?} is too small for kernel {kernel:?} (padding {padding:?})"))?;
     }

@@ -23,6 +23,9 @@ rbuild_runtime::kernel_table! {
     "aten::as_strided_copy.out" => as_strided_copy_out,
     "aten::copy.out" => copy_out,
     "aten::detach_copy.out" => detach_copy_out,
+    "aten::lift_fresh_copy.out" => detach_copy_out,
+    "et_copy::_h2d_copy.out" => detach_copy_out,
+    "et_copy::_d2h_copy.out" => detach_copy_out,
     "aten::diagonal_copy.out" => diagonal_copy_out,
     "aten::narrow_copy.out" => narrow_copy_out,
     "aten::stack.out" => stack_out,
@@ -123,7 +126,10 @@ pub fn copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     write_view_convert(&src, &mut out, &sizes, &strides)
 }
 
-/// `detach_copy.out(Tensor self, *, Tensor(a!) out)`: args = [self, out, out].
+/// `detach_copy.out(Tensor self, *, Tensor(a!) out)`: args = [self, out, out]. Also serves
+/// `lift_fresh_copy.out` and ExecuTorch's device copies `et_copy::_h2d_copy.out` /
+/// `_d2h_copy.out` (same schema): this runtime's tensors all live in host memory, so moving one
+/// to or from "the device" is a plain copy.
 pub fn detach_copy_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let mut out = args.out(1)?;

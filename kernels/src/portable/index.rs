@@ -16,7 +16,7 @@ rbuild_runtime::kernel_table! {
     "aten::gather.out" => gather_out,
 }
 
-fn contiguous_strides(sizes: &[usize]) -> Vec<usize> {
+pub(crate) fn contiguous_strides(sizes: &[usize]) -> Vec<usize> {
     let mut st = vec![1usize; sizes.len()];
     for d in (0..sizes.len().saturating_sub(1)).rev() {
         st[d] = st[d + 1] * sizes[d + 1];
@@ -25,7 +25,7 @@ fn contiguous_strides(sizes: &[usize]) -> Vec<usize> {
 }
 
 /// Checks the shared preconditions: same dtype, contiguous layouts.
-fn check_io(inp: &TensorRef<'_>, out: &TensorMut<'_>, what: &str) -> KernelResult {
+pub(crate) fn check_io(inp: &TensorRef<'_>, out: &TensorMut<'_>, what: &str) -> KernelResult {
     if inp.dtype != out.dtype {
         return Err(kerr!("{what}: input dtype {} differs from output dtype {}", inp.dtype, out.dtype));
     }
@@ -37,7 +37,7 @@ fn check_io(inp: &TensorRef<'_>, out: &TensorMut<'_>, what: &str) -> KernelResul
 }
 
 /// An integer index tensor's values as i64 (Long/Int and other integer dtypes).
-fn index_values(t: &TensorRef<'_>, what: &str) -> KernelResult<Vec<i64>> {
+pub(crate) fn index_values(t: &TensorRef<'_>, what: &str) -> KernelResult<Vec<i64>> {
     if !t.dtype.is_integral(false) {
         return Err(kerr!("{what}: index tensor must be an integer tensor, got {}", t.dtype));
     }
@@ -47,23 +47,12 @@ fn index_values(t: &TensorRef<'_>, what: &str) -> KernelResult<Vec<i64>> {
 }
 
 fn wrap(i: i64, size: usize, what: &str) -> KernelResult<usize> {
-    let n = size as i64;
-    let w = if i < 0 { i + n } else { i };
-    if w < 0 || w >= n {
-        return Err(kerr!("{what}: index {i} is out of bounds for a dim of size {size}"));
-    }
-    Ok(w as usize)
+    wrap_once(i, size).ok_or_else(|| kerr!("{what}: index {i} is out of bounds for a dim of size {size}"))
 }
 
 // ---------------------------------------------------------------------------------------------
 // index.Tensor
 // ---------------------------------------------------------------------------------------------
-
-/// One resolved index: integer positions with their shape.
-struct IndexVals {
-    sizes: Vec<usize>,
-    vals: Vec<i64>,
-}
 
 /// An output axis of advanced indexing: a plain input dim (by stride) or the broadcast index
 /// block, whose source offsets come from a precomputed table.
@@ -73,138 +62,202 @@ enum Axis {
     Table,
 }
 
+/// Where `self[indices]` (NumPy-style advanced indexing) reads from: the result's shape and,
+/// for each contiguous block of the result, the element offset it starts at in `self`.
+/// Shared by `index.Tensor` (gathers the blocks) and `index_put` (writes into them).
+///
+/// Integer index tensors (Long/Int) broadcast together and negative indices wrap once; bool
+/// (or byte) masks stand for their nonzero positions; None entries keep their dim. When the
+/// indexed dims are adjacent the broadcast block replaces them in place, otherwise it leads the
+/// result.
+pub(crate) struct IndexPlan {
+    /// The shape of `self[indices]`.
+    pub out_sizes: Vec<usize>,
+    /// Elements per contiguous block (the dims after the last indexed one).
+    pub block: usize,
+    axes: Vec<(usize, Axis)>,
+    table: Vec<usize>,
+}
+
+/// One resolved index: integer positions with their shape, and where it came from in the list.
+struct IndexVals {
+    sizes: Vec<usize>,
+    vals: Vec<i64>,
+    arg: usize,
+}
+
+impl IndexPlan {
+    /// Resolves `indices` (a `Tensor?[]`) against a contiguous tensor of `sizes`; errors name
+    /// `what`, the offending `indices[k]` entry and value.
+    pub fn new(sizes: &[usize], raw: &[Option<TensorRef<'_>>], what: &str) -> KernelResult<IndexPlan> {
+        let rank = sizes.len();
+        // Resolve masks into one integer index per masked dim.
+        let mut resolved: Vec<Option<IndexVals>> = Vec::new();
+        for (arg, t) in raw.iter().enumerate() {
+            let Some(t) = t else {
+                resolved.push(None);
+                continue;
+            };
+            match t.dtype {
+                ScalarType::Bool | ScalarType::Byte => {
+                    let at = resolved.len();
+                    let k = t.dim();
+                    if at + k > rank || t.sizes() != &sizes[at..at + k] {
+                        return Err(kerr!(
+                            "{what}: mask indices[{arg}] of shape {:?} does not match the indexed tensor's shape {sizes:?} at dim {at}",
+                            t.sizes()
+                        ));
+                    }
+                    require_contiguous(t, what)?;
+                    let mask: &[u8] = t.data()?;
+                    for vals in nonzero(mask, t.sizes()) {
+                        resolved.push(Some(IndexVals { sizes: vec![vals.len()], vals, arg }));
+                    }
+                }
+                ScalarType::Long | ScalarType::Int => {
+                    let vals = index_values(t, what)?;
+                    resolved.push(Some(IndexVals { sizes: t.sizes().to_vec(), vals, arg }));
+                }
+                d => {
+                    return Err(kerr!("{what}: indices[{arg}] has dtype {d}; index tensors must be Long, Int, Byte or Bool"))
+                }
+            }
+        }
+        if resolved.len() > rank {
+            return Err(kerr!("{what}: too many indices ({}) for a tensor of rank {rank}", resolved.len()));
+        }
+        resolved.resize_with(rank, || None);
+
+        let indexed: Vec<usize> = (0..rank).filter(|&d| resolved[d].is_some()).collect();
+        let strides = contiguous_strides(sizes);
+        let (Some(&first), Some(&last)) = (indexed.first(), indexed.last()) else {
+            // No index tensors: the whole tensor is one block.
+            let numel = checked_numel(sizes, what)?;
+            return Ok(IndexPlan { out_sizes: sizes.to_vec(), block: numel, axes: Vec::new(), table: Vec::new() });
+        };
+
+        // Broadcast the index tensors and turn every block position into a source offset.
+        let mut bshape: Vec<usize> = Vec::new();
+        for iv in resolved.iter().flatten() {
+            bshape = broadcast_shapes(&bshape, &iv.sizes)
+                .map_err(|_| kerr!("{what}: index tensors of shapes {bshape:?} and {:?} (indices[{}]) cannot be broadcast together", iv.sizes, iv.arg))?;
+        }
+        let nb = checked_numel(&bshape, what)?;
+        let mut table = vec![0usize; nb];
+        for &d in &indexed {
+            let Some(iv) = resolved[d].as_ref() else { continue };
+            let st = broadcast_strides(&iv.sizes, &bshape)?;
+            let mut bad: Option<i64> = None;
+            for_each_broadcast(&bshape, [&st], |o, [i]| match wrap_once(iv.vals[i], sizes[d]) {
+                Some(w) => table[o] += w * strides[d],
+                None => {
+                    bad.get_or_insert(iv.vals[i]);
+                }
+            });
+            if let Some(v) = bad {
+                return Err(kerr!(
+                    "{what}: index {v} in indices[{}] is out of bounds for dim {d} of size {}",
+                    iv.arg,
+                    sizes[d]
+                ));
+            }
+        }
+
+        // Result axes; the dims after the last indexed one stay a contiguous block.
+        let adjacent = last - first + 1 == indexed.len();
+        let block: usize = sizes[last + 1..].iter().product();
+        let mut axes: Vec<(usize, Axis)> = Vec::new();
+        let plain_before = (0..last).filter(|d| resolved[*d].is_none());
+        if adjacent {
+            axes.extend(plain_before.map(|d| (sizes[d], Axis::Stride(strides[d]))));
+            axes.push((nb, Axis::Table));
+        } else {
+            axes.push((nb, Axis::Table));
+            axes.extend(plain_before.map(|d| (sizes[d], Axis::Stride(strides[d]))));
+        }
+        let mut out_sizes: Vec<usize> = Vec::new();
+        for &(n, a) in &axes {
+            match a {
+                Axis::Table => out_sizes.extend_from_slice(&bshape),
+                Axis::Stride(_) => out_sizes.push(n),
+            }
+        }
+        out_sizes.extend_from_slice(&sizes[last + 1..]);
+        checked_numel(&out_sizes, what)?;
+        Ok(IndexPlan { out_sizes, block, axes, table })
+    }
+
+    /// Elements of the result.
+    pub fn numel(&self) -> usize {
+        self.out_sizes.iter().product()
+    }
+
+    /// Calls `f(block number, source element offset)` for every block of the result, in
+    /// row-major order (block `b` covers result elements `b * block .. (b + 1) * block`).
+    pub fn for_each_block(&self, mut f: impl FnMut(usize, usize)) {
+        let outer: usize = self.axes.iter().map(|a| a.0).product();
+        if self.block == 0 || outer == 0 {
+            return;
+        }
+        let mut idx = vec![0usize; self.axes.len()];
+        for o in 0..outer {
+            let off: usize = self
+                .axes
+                .iter()
+                .zip(&idx)
+                .map(|(&(_, a), &i)| match a {
+                    Axis::Stride(s) => i * s,
+                    Axis::Table => self.table[i],
+                })
+                .sum();
+            f(o, off);
+            for k in (0..self.axes.len()).rev() {
+                idx[k] += 1;
+                if idx[k] < self.axes[k].0 {
+                    break;
+                }
+                idx[k] = 0;
+            }
+        }
+    }
+}
+
 /// `index.Tensor_out(Tensor self, Tensor?[] indices, *, Tensor(a!) out)`: args = [self, indices,
-/// out, out]. NumPy-style advanced indexing: integer index tensors broadcast together; bool
-/// masks stand for their nonzero positions; negative indices wrap. When the indexed dims are
-/// adjacent the broadcast block replaces them in place, otherwise it leads the result.
+/// out, out]. See [`IndexPlan`] for the indexing rules.
 pub fn index_tensor_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let inp = args.tensor(0)?;
     let raw = args.opt_tensor_list(1)?;
     let mut out = args.out(2)?;
     check_io(&inp, &out, "index.Tensor")?;
-    let sizes = inp.sizes();
-    let rank = inp.dim();
-
-    // Resolve masks into one integer index per masked dim.
-    let mut resolved: Vec<Option<IndexVals>> = Vec::new();
-    for t in raw {
-        let Some(t) = t else {
-            resolved.push(None);
-            continue;
-        };
-        if matches!(t.dtype, ScalarType::Bool | ScalarType::Byte) {
-            let at = resolved.len();
-            let k = t.dim();
-            if at + k > rank || t.sizes() != &sizes[at..at + k] {
-                return Err(kerr!("index.Tensor: mask of shape {:?} does not match input shape {sizes:?} at dim {at}", t.sizes()));
-            }
-            require_contiguous(&t, "index.Tensor")?;
-            let mask: &[u8] = t.data()?;
-            let coords = nonzero(mask, t.sizes());
-            for c in coords {
-                let n = c.len();
-                resolved.push(Some(IndexVals { sizes: vec![n], vals: c }));
-            }
-        } else {
-            let vals = index_values(&t, "index.Tensor")?;
-            resolved.push(Some(IndexVals { sizes: t.sizes().to_vec(), vals }));
-        }
-    }
-    if resolved.len() > rank {
-        return Err(kerr!("index.Tensor: {} indices for a tensor of rank {rank}", resolved.len()));
-    }
-    resolved.resize_with(rank, || None);
-
-    let indexed: Vec<usize> = (0..rank).filter(|&d| resolved[d].is_some()).collect();
-    let strides = contiguous_strides(sizes);
+    let plan = IndexPlan::new(inp.sizes(), &raw, "index.Tensor")?;
+    out.resize(&plan.out_sizes)?;
     let esize = inp.dtype.size();
-    let (Some(&first), Some(&last)) = (indexed.first(), indexed.last()) else {
-        // No index tensors: a plain copy.
-        out.resize(sizes)?;
-        out.bytes_mut().copy_from_slice(inp.bytes());
-        return Ok(());
-    };
-
-    // Broadcast the index tensors and turn every block position into a source offset.
-    let mut bshape: Vec<usize> = Vec::new();
-    for d in &indexed {
-        let iv = resolved[*d].as_ref().map(|v| v.sizes.as_slice()).unwrap_or(&[]);
-        bshape = broadcast_shapes(&bshape, iv)?;
-    }
-    let nb: usize = bshape.iter().product();
-    let mut table = vec![0usize; nb];
-    let mut bad: Option<i64> = None;
-    for &d in &indexed {
-        let Some(iv) = resolved[d].as_ref() else { continue };
-        let st = broadcast_strides(&iv.sizes, &bshape)?;
-        for_each_broadcast(&bshape, [&st], |o, [i]| {
-            let v = iv.vals[i];
-            let n = sizes[d] as i64;
-            let w = if v < 0 { v + n } else { v };
-            if w < 0 || w >= n {
-                bad.get_or_insert(v);
-            } else {
-                table[o] += w as usize * strides[d];
-            }
-        });
-        if let Some(v) = bad {
-            return Err(kerr!("index.Tensor: index {v} is out of bounds for dim {d} of size {}", sizes[d]));
-        }
-    }
-
-    // Output axes; the dims after the last indexed one stay a contiguous block.
-    let adjacent = last - first + 1 == indexed.len();
-    let block: usize = sizes[last + 1..].iter().product();
-    let mut axes: Vec<(usize, Axis)> = Vec::new();
-    let plain_before = (0..last).filter(|d| resolved[*d].is_none());
-    if adjacent {
-        axes.extend(plain_before.map(|d| (sizes[d], Axis::Stride(strides[d]))));
-        axes.push((nb, Axis::Table));
-    } else {
-        axes.push((nb, Axis::Table));
-        axes.extend(plain_before.map(|d| (sizes[d], Axis::Stride(strides[d]))));
-    }
-    let mut out_sizes: Vec<usize> = Vec::new();
-    for &(n, a) in &axes {
-        match a {
-            Axis::Table => out_sizes.extend_from_slice(&bshape),
-            Axis::Stride(_) => out_sizes.push(n),
-        }
-    }
-    out_sizes.extend_from_slice(&sizes[last + 1..]);
-    out.resize(&out_sizes)?;
-
+    let bb = plan.block * esize;
     let src = inp.bytes();
     let dst = out.bytes_mut();
-    let bb = block * esize;
-    let outer: usize = axes.iter().map(|a| a.0).product();
-    if bb == 0 || outer == 0 {
-        return Ok(());
-    }
-    let mut idx = vec![0usize; axes.len()];
-    for o in 0..outer {
-        let off: usize = axes
-            .iter()
-            .zip(&idx)
-            .map(|(&(_, a), &i)| match a {
-                Axis::Stride(s) => i * s,
-                Axis::Table => table[i],
-            })
-            .sum();
+    plan.for_each_block(|o, off| {
         dst[o * bb..(o + 1) * bb].copy_from_slice(&src[off * esize..off * esize + bb]);
-        for k in (0..axes.len()).rev() {
-            idx[k] += 1;
-            if idx[k] < axes[k].0 {
-                break;
-            }
-            idx[k] = 0;
-        }
-    }
+    });
     Ok(())
 }
 
+/// A possibly negative index wrapped once into `0..size`, or None when out of range.
+pub(crate) fn wrap_once(i: i64, size: usize) -> Option<usize> {
+    let n = i64::try_from(size).ok()?;
+    let w = if i < 0 { i.checked_add(n)? } else { i };
+    (0..n).contains(&w).then_some(w as usize)
+}
+
+/// The product of `sizes`, or an error when it overflows.
+pub(crate) fn checked_numel(sizes: &[usize], what: &str) -> KernelResult<usize> {
+    sizes
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| kerr!("{what}: shape {sizes:?} has too many elements"))
+}
+
 /// Row-major coordinates of the nonzero entries of a mask: one vector per mask dim.
-fn nonzero(mask: &[u8], sizes: &[usize]) -> Vec<Vec<i64>> {
+pub(crate) fn nonzero(mask: &[u8], sizes: &[usize]) -> Vec<Vec<i64>> {
     let k = sizes.len();
     let mut coords = vec![Vec::new(); k];
     let strides = contiguous_strides(sizes);

@@ -7,6 +7,7 @@ pub mod backward;
 pub mod binary;
 pub mod bitwise;
 pub mod comparison;
+pub mod complex;
 pub mod conv;
 pub mod copy;
 pub mod create;
@@ -17,8 +18,10 @@ pub mod fill;
 pub mod fold;
 pub mod grid_sample;
 pub mod index;
+pub mod index_put;
 pub mod linalg;
 pub mod llm;
+pub mod masked;
 pub mod math;
 pub mod norm;
 pub mod pad;
@@ -70,8 +73,11 @@ pub const KERNEL_SETS: &[&[KernelEntry]] = &[
     rearrange::KERNELS,
     random::KERNELS,
     scatter::KERNELS,
+    index_put::KERNELS,
+    masked::KERNELS,
     sort::KERNELS,
     stats::KERNELS,
+    complex::KERNELS,
     embedding_bag::KERNELS,
     fft::KERNELS,
     fold::KERNELS,
@@ -109,8 +115,11 @@ pub const KERNEL_PATH_SETS: &[&[(&str, &str)]] = &[
     rearrange::KERNEL_PATHS,
     random::KERNEL_PATHS,
     scatter::KERNEL_PATHS,
+    index_put::KERNEL_PATHS,
+    masked::KERNEL_PATHS,
     sort::KERNEL_PATHS,
     stats::KERNEL_PATHS,
+    complex::KERNEL_PATHS,
     embedding_bag::KERNEL_PATHS,
     fft::KERNEL_PATHS,
     fold::KERNEL_PATHS,

@@ -38,7 +38,7 @@ fn contiguous_strides(sizes: &[usize]) -> Vec<usize> {
     st
 }
 
-fn check_layouts(inp: &TensorRef<'_>, out: &TensorMut<'_>, what: &str) -> KernelResult {
+pub(crate) fn check_layouts(inp: &TensorRef<'_>, out: &TensorMut<'_>, what: &str) -> KernelResult {
     require_contiguous(inp, what)?;
     if !out.dim_order.is_contiguous() {
         return Err(kerr!("{what}: output dim order {:?} is not supported (contiguous only)", out.dim_order));
@@ -52,19 +52,19 @@ fn check_layouts(inp: &TensorRef<'_>, out: &TensorMut<'_>, what: &str) -> Kernel
 
 /// How a reduction walks its input: for every output element (row-major over the kept dims)
 /// a base offset, plus the offsets of the reduced elements relative to it.
-struct Plan {
-    out_sizes: Vec<usize>,
+pub(crate) struct Plan {
+    pub(crate) out_sizes: Vec<usize>,
     kept_sizes: Vec<usize>,
     kept_strides: Vec<usize>,
-    red_offs: Vec<usize>,
+    pub(crate) red_offs: Vec<usize>,
     /// The reduced dims are exactly the trailing ones: group `o` is the chunk
     /// `[o * n, (o + 1) * n)` with `n = red_offs.len()`.
-    trailing: bool,
+    pub(crate) trailing: bool,
 }
 
 impl Plan {
     /// `dims` None or empty reduces every dim (PyTorch's convention for `int[1]? dim`).
-    fn new(sizes: &[usize], dims: Option<&[i64]>, keepdim: bool) -> KernelResult<Plan> {
+    pub(crate) fn new(sizes: &[usize], dims: Option<&[i64]>, keepdim: bool) -> KernelResult<Plan> {
         let rank = sizes.len();
         let mut reduce = vec![true; rank];
         if let Some(ds) = dims.filter(|d| !d.is_empty()) {
@@ -104,13 +104,13 @@ impl Plan {
     }
 
     /// Calls `f(out_index, base_offset)` for every output element.
-    fn for_each_group(&self, mut f: impl FnMut(usize, usize)) {
+    pub(crate) fn for_each_group(&self, mut f: impl FnMut(usize, usize)) {
         for_each_broadcast(&self.kept_sizes, [&self.kept_strides], |o, [base]| f(o, base));
     }
 }
 
 /// Reads `int[1]? dim` (None, or a list).
-fn opt_dims(args: &KernelArgs<'_>, i: usize) -> KernelResult<Option<Vec<i64>>> {
+pub(crate) fn opt_dims(args: &KernelArgs<'_>, i: usize) -> KernelResult<Option<Vec<i64>>> {
     args.opt_int_list(i)
 }
 
@@ -246,7 +246,7 @@ pub fn any_all_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult
 // ---------------------------------------------------------------------------------------------
 
 /// `a` should replace the current best `b` (NaN wins and sticks, as in PyTorch).
-fn better_f(a: f64, b: f64, max: bool) -> bool {
+pub(crate) fn better_f(a: f64, b: f64, max: bool) -> bool {
     if b.is_nan() {
         false
     } else if a.is_nan() {
@@ -331,31 +331,37 @@ fn arg_extreme(args: &KernelArgs<'_>, max: bool) -> KernelResult {
     let x = Elems::of(&inp)?;
     let o: &mut [i64] = out.data_mut()?;
     let offs = &p.red_offs;
-    let floating = inp.dtype.is_floating();
-    p.for_each_group(|g, base| {
-        let mut best = 0usize;
-        if floating {
-            let mut bv = x.f64(base + offs[0]);
-            for (k, &r) in offs.iter().enumerate().skip(1) {
-                let v = x.f64(base + r);
-                if better_f(v, bv, max) {
-                    best = k;
-                    bv = v;
-                }
+    p.for_each_group(|g, base| o[g] = extreme_position(&x, offs.iter().map(|&r| base + r), max).0 as i64);
+    Ok(())
+}
+
+/// The position among `indices` (and the element index) of the first maximum (`max`) or
+/// minimum; floats stop at the first NaN, as PyTorch's max/argmax do. `indices` must not be
+/// empty (position 0 is returned otherwise).
+pub(crate) fn extreme_position(x: &Elems<'_>, mut indices: impl Iterator<Item = usize>, max: bool) -> (usize, usize) {
+    let Some(first) = indices.next() else { return (0, 0) };
+    let (mut best, mut best_at) = (0usize, first);
+    if matches!(x, Elems::F32(_) | Elems::F64(_) | Elems::F16(_) | Elems::BF16(_)) {
+        let mut bv = x.f64(first);
+        for (k, at) in indices.enumerate() {
+            if bv.is_nan() {
+                break;
             }
-        } else {
-            let mut bv = x.i64(base + offs[0]);
-            for (k, &r) in offs.iter().enumerate().skip(1) {
-                let v = x.i64(base + r);
-                if (max && v > bv) || (!max && v < bv) {
-                    best = k;
-                    bv = v;
-                }
+            let v = x.f64(at);
+            if better_f(v, bv, max) {
+                (best, best_at, bv) = (k + 1, at, v);
             }
         }
-        o[g] = best as i64;
-    });
-    Ok(())
+    } else {
+        let mut bv = x.i64(first);
+        for (k, at) in indices.enumerate() {
+            let v = x.i64(at);
+            if (max && v > bv) || (!max && v < bv) {
+                (best, best_at, bv) = (k + 1, at, v);
+            }
+        }
+    }
+    (best, best_at)
 }
 
 /// `argmax.out(Tensor self, int? dim=None, bool keepdim=False, *, Tensor(a!) out)`.

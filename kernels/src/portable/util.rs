@@ -324,3 +324,47 @@ pub fn require_contiguous(t: &TensorRef<'_>, what: &str) -> KernelResult {
         Err(kerr!("{what}: dim order {:?} is not supported (contiguous only)", t.dim_order))
     }
 }
+
+/// Expands a per-spatial-dim int list (kernel size, stride, padding, …) to `n` values: empty →
+/// `default`, one value → repeated, `n` values → as given. Every value must be `>= min`.
+pub fn spatial(list: &[i64], n: usize, default: i64, what: &str, min: i64) -> KernelResult<Vec<usize>> {
+    let v: Vec<i64> = match list.len() {
+        0 => vec![default; n],
+        1 => vec![list[0]; n],
+        l if l == n => list.to_vec(),
+        _ => return Err(kerr!("{what} {list:?} must have 1 or {n} values")),
+    };
+    v.iter()
+        .map(|&x| match usize::try_from(x) {
+            Ok(u) if x >= min => Ok(u),
+            _ => Err(kerr!("{what} {list:?} must be >= {min}")),
+        })
+        .collect()
+}
+
+/// A pooling window's span: `dilation * (kernel - 1) + 1`, or `None` on overflow.
+pub fn pool_span(kernel: usize, dilation: usize) -> Option<usize> {
+    dilation.checked_mul(kernel.checked_sub(1)?)?.checked_add(1)
+}
+
+/// PyTorch's pooling output size along one dim (`pooling_output_shape`), including the
+/// ceil-mode rule that the last window must start inside the input or its left padding.
+/// `None` when the padded input is shorter than the window (or the sizes overflow); the caller
+/// rejects a zero result. Needs `kernel, stride, dilation >= 1`.
+pub fn pool_output_size(
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    pad: usize,
+    dilation: usize,
+    ceil: bool,
+) -> Option<usize> {
+    let span = pool_span(kernel, dilation)?;
+    let padded = input.checked_add(pad.checked_mul(2)?)?;
+    let room = padded.checked_sub(span)?;
+    let mut out = room.checked_add(if ceil { stride - 1 } else { 0 })? / stride + 1;
+    if ceil && (out - 1) * stride >= input + pad {
+        out -= 1;
+    }
+    Some(out)
+}
