@@ -436,9 +436,11 @@ fn size_arithmetic_folds_at_export() {
     assert_eq!(ops, ["aten::full"], "every size was known at export");
 }
 
+type Input = (rbuild_runtime::ScalarType, Vec<usize>, Vec<u8>);
+
 /// Builds, plans and emits a lowered graph, runs it on `inputs` (dtype, sizes, bytes) in
-/// rbuild's runtime; returns output 0's bytes.
-fn run(mut g: Graph, inputs: &[(rbuild_runtime::ScalarType, Vec<usize>, Vec<u8>)]) -> Vec<u8> {
+/// rbuild's runtime; returns every output's bytes.
+fn run_all(mut g: Graph, inputs: &[Input]) -> Vec<Vec<u8>> {
     use rbuild_runtime::backend::BackendRegistry;
     use rbuild_runtime::buffer::AlignedBuf;
     passes::optimize(&mut g).unwrap();
@@ -450,8 +452,25 @@ fn run(mut g: Graph, inputs: &[(rbuild_runtime::ScalarType, Vec<usize>, Vec<u8>)
     for (i, (dtype, sizes, data)) in inputs.iter().enumerate() {
         m.set_input_tensor(i, *dtype, sizes, data).unwrap();
     }
-    m.execute(&mut rbuild_runtime::KernelContext::default()).unwrap();
-    m.output_bytes(0).unwrap().to_vec()
+    m.execute(&mut rbuild_runtime::KernelContext::default()).unwrap_or_else(|e| panic!("{e:?}"));
+    (0..m.outputs().len()).map(|i| m.output_bytes(i).unwrap().to_vec()).collect()
+}
+
+/// Output 0 of [`run_all`].
+fn run(g: Graph, inputs: &[Input]) -> Vec<u8> {
+    run_all(g, inputs).swap_remove(0)
+}
+
+fn f32_input(sizes: &[usize], values: &[f32]) -> Input {
+    (rbuild_runtime::ScalarType::Float, sizes.to_vec(), values.iter().flat_map(|v| v.to_le_bytes()).collect())
+}
+
+fn i64_input(sizes: &[usize], values: &[i64]) -> Input {
+    (rbuild_runtime::ScalarType::Long, sizes.to_vec(), values.iter().flat_map(|v| v.to_le_bytes()).collect())
+}
+
+fn i64s(b: &[u8]) -> Vec<i64> {
+    b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
 fn f32s(b: &[u8]) -> Vec<f32> {
@@ -515,6 +534,9 @@ fn data_dependent_results_take_the_archive_bound_and_max_dim() {
     let narrowed = LowerOptions { max_dims: BTreeMap::from([("u0".to_string(), 5)]) };
     assert_eq!(bound_of(&nonzero.lower_with(&narrowed).unwrap()), 5, "--max-dim narrows a data-dependent size");
     assert_eq!(nonzero.runtime_ops(), ops(&["aten::nonzero.out", "aten::select_copy.int_out", "aten::sym_size.int", "executorch_prim::le.Scalar"]));
+    // The kernel sizes the rows from the data; later ops see that size.
+    let x = [0.0, 1.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 3.0, 0.0, 0.0, 4.0];
+    assert_eq!(i64s(&run(nonzero.lower(), &[f32_input(&[3, 4], &x)])), [0, 0, 2, 2]);
 
     let masked = Synth::default()
         .input("x", F32, &[S::N(2), S::N(3)])
@@ -526,6 +548,8 @@ fn data_dependent_results_take_the_archive_bound_and_max_dim() {
         .output("picked");
     assert_eq!(bound_of(&masked.lower()), 6);
     assert_eq!(masked.runtime_ops(), ops(&["aten::index.Tensor_out"]));
+    let mask = (rbuild_runtime::ScalarType::Bool, vec![2, 3], vec![1u8, 0, 1, 0, 0, 1]);
+    assert_eq!(f32s(&run(masked.lower(), &[f32_input(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), mask])), [1.0, 3.0, 6.0]);
 
     let repeat = Synth::default()
         .input("r", I64, &[S::N(4)])
@@ -533,6 +557,7 @@ fn data_dependent_results_take_the_archive_bound_and_max_dim() {
         .node("aten::repeat_interleave.Tensor", &[("repeats", t("r"))], &[("idx", I64, &[S::Sym("u0")])])
         .output("idx");
     assert_eq!(bound_of(&repeat.lower()), 20);
+    assert_eq!(i64s(&run(repeat.lower(), &[i64_input(&[4], &[2, 0, 1, 3])])), [0, 0, 2, 3, 3, 3]);
     let unbounded = Synth::default()
         .input("r", I64, &[S::N(4)])
         .node("aten::repeat_interleave.Tensor", &[("repeats", t("r"))], &[("idx", I64, &[S::Sym("u0")])])
@@ -626,4 +651,158 @@ fn every_core_aten_operator_is_mapped_or_a_named_exception() {
     );
     assert!(mapped.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
     assert!(mapped.contains(&"aten::group_norm") && mapped.contains(&"_operator.ge"), "{mapped:?}");
+}
+
+fn close(got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    assert!(got.iter().zip(want).all(|(a, b)| (a - b).abs() <= 1e-4), "{got:?} vs {want:?}");
+}
+
+/// The Core ATen ops without testdata run on the runtime's kernels with the sizes the import
+/// plans for them, and compute what PyTorch does (values worked out by hand).
+#[test]
+fn core_ops_without_testdata_run_on_the_runtime_kernels() {
+    // sort, descending along dim 1: values and indices.
+    let sort = Synth::default()
+        .input("x", F32, &[S::N(2), S::N(3)])
+        .node("aten::sort", &[("self", t("x")), ("dim", json!({"as_int": 1})), ("descending", json!({"as_bool": true}))], &[
+            ("v", F32, &[S::N(2), S::N(3)]),
+            ("i", I64, &[S::N(2), S::N(3)]),
+        ])
+        .output("v")
+        .output("i")
+        .lower();
+    let outs = run_all(sort, &[f32_input(&[2, 3], &[3.0, 1.0, 2.0, 0.0, 5.0, 4.0])]);
+    assert_eq!((f32s(&outs[0]), i64s(&outs[1])), (vec![3.0, 2.0, 1.0, 5.0, 4.0, 0.0], vec![0, 2, 1, 1, 2, 0]));
+
+    // scatter_reduce amax without self: the scattered maximum replaces the entry.
+    let scatter = Synth::default()
+        .input("x", F32, &[S::N(1), S::N(4)])
+        .input("index", I64, &[S::N(1), S::N(2)])
+        .input("src", F32, &[S::N(1), S::N(2)])
+        .node(
+            "aten::scatter_reduce.two",
+            &[("self", t("x")), ("dim", json!({"as_int": 1})), ("index", t("index")), ("src", t("src")), ("reduce", json!({"as_string": "amax"})), ("include_self", json!({"as_bool": false}))],
+            &[("y", F32, &[S::N(1), S::N(4)])],
+        )
+        .output("y")
+        .lower();
+    let got = run(scatter, &[f32_input(&[1, 4], &[9.0, 1.0, 1.0, 1.0]), i64_input(&[1, 2], &[0, 0]), f32_input(&[1, 2], &[5.0, 7.0])]);
+    assert_eq!(f32s(&got), [7.0, 1.0, 1.0, 1.0]);
+
+    // 3-D pooling of 0..8 over the whole 2x2x2 volume.
+    let cube: Vec<f32> = (0..8).map(|v| v as f32).collect();
+    let x5 = [S::N(1), S::N(1), S::N(2), S::N(2), S::N(2)];
+    let one5 = [S::N(1), S::N(1), S::N(1), S::N(1), S::N(1)];
+    let k = json!({"as_ints": [2, 2, 2]});
+    let pool3d = |target: &str, extra: (&str, Value), results: &[(&str, i64, &[S])]| {
+        let mut g = Synth::default().input("x", F32, &x5).node(target, &[("self", t("x")), extra], results);
+        for (name, _, _) in results {
+            g = g.output(name);
+        }
+        run_all(g.lower(), &[f32_input(&[1, 1, 2, 2, 2], &cube)])
+    };
+    assert_eq!(f32s(&pool3d("aten::avg_pool3d", ("kernel_size", k.clone()), &[("y", F32, &one5)])[0]), [3.5]);
+    let max = pool3d("aten::max_pool3d_with_indices", ("kernel_size", k.clone()), &[("y", F32, &one5), ("i", I64, &one5)]);
+    assert_eq!((f32s(&max[0]), i64s(&max[1])), (vec![7.0], vec![7]));
+    let adaptive = pool3d("aten::_adaptive_avg_pool3d", ("output_size", json!({"as_ints": [1, 1, 1]})), &[("y", F32, &one5)]);
+    assert_eq!(f32s(&adaptive[0]), [3.5]);
+
+    // col2im of ones: how many 2x2 blocks cover each pixel of a 2x3 image.
+    let pair = |a: i64, b: i64| json!({"as_ints": [a, b]});
+    let col2im = Synth::default()
+        .input("cols", F32, &[S::N(1), S::N(4), S::N(2)])
+        .node(
+            "aten::col2im",
+            &[("self", t("cols")), ("output_size", pair(2, 3)), ("kernel_size", pair(2, 2)), ("dilation", pair(1, 1)), ("padding", pair(0, 0)), ("stride", pair(1, 1))],
+            &[("img", F32, &[S::N(1), S::N(1), S::N(2), S::N(3)])],
+        )
+        .output("img")
+        .lower();
+    assert_eq!(f32s(&run(col2im, &[f32_input(&[1, 4, 2], &[1.0; 8])])), [1.0, 2.0, 1.0, 1.0, 2.0, 1.0]);
+
+    // Embedding bags of rows [i, i, i]: means and sums of two bags, with the bookkeeping
+    // outputs sized as PyTorch's meta function does.
+    let weights: Vec<f32> = (0..10).flat_map(|i| [i as f32; 3]).collect();
+    for (mode, offset2bag, want) in [(1, 6, [1.5, 4.5]), (0, 0, [3.0, 18.0])] {
+        let bag = Synth::default()
+            .input("w", F32, &[S::N(10), S::N(3)])
+            .input("indices", I64, &[S::N(6)])
+            .input("offsets", I64, &[S::N(2)])
+            .node("aten::_embedding_bag", &[("weight", t("w")), ("indices", t("indices")), ("offsets", t("offsets")), ("mode", json!({"as_int": mode}))], &[
+                ("bags", F32, &[S::N(2), S::N(3)]),
+                ("offset2bag", I64, &[S::N(offset2bag)]),
+                ("bag_size", I64, &[S::N(2)]),
+                ("max_indices", I64, &[S::N(2)]),
+            ])
+            .output("bags")
+            .lower();
+        let got = run(bag, &[f32_input(&[10, 3], &weights), i64_input(&[6], &[1, 2, 3, 4, 5, 6]), i64_input(&[2], &[0, 2])]);
+        close(&f32s(&got), &[want[0], want[0], want[0], want[1], want[1], want[1]]);
+    }
+
+    // randperm: a permutation of 0..5.
+    let randperm = Synth::default()
+        .input("x", F32, &[S::N(1)])
+        .node("aten::randperm", &[("n", json!({"as_int": 5}))], &[("p", I64, &[S::N(5)])])
+        .output("p")
+        .lower();
+    let mut perm = i64s(&run(randperm, &[f32_input(&[1], &[0.0])]));
+    perm.sort();
+    assert_eq!(perm, [0, 1, 2, 3, 4]);
+
+    // rfft then irfft (normalized by n) is the identity.
+    let fft = Synth::default()
+        .input("x", F32, &[S::N(1), S::N(4)])
+        .node("aten::_fft_r2c", &[("self", t("x")), ("dim", json!({"as_ints": [1]})), ("normalization", json!({"as_int": 0})), ("onesided", json!({"as_bool": true}))], &[
+            ("z", C64, &[S::N(1), S::N(3)]),
+        ])
+        .node("aten::_fft_c2r", &[("self", t("z")), ("dim", json!({"as_ints": [1]})), ("normalization", json!({"as_int": 2})), ("last_dim_size", json!({"as_int": 4}))], &[
+            ("y", F32, &[S::N(1), S::N(4)]),
+        ])
+        .output("y")
+        .lower();
+    close(&f32s(&run(fft, &[f32_input(&[1, 4], &[1.0, 2.0, -1.0, 0.5])])), &[1.0, 2.0, -1.0, 0.5]);
+
+    // Padding modes of [1, 2, 3, 4, 5] by (2, 1).
+    for (mode, want) in [("reflect", [3.0, 2.0, 1.0, 2.0, 3.0, 4.0, 5.0, 4.0]), ("replicate", [1.0, 1.0, 1.0, 2.0, 3.0, 4.0, 5.0, 5.0]), ("circular", [4.0, 5.0, 1.0, 2.0, 3.0, 4.0, 5.0, 1.0])] {
+        let pad = Synth::default()
+            .input("x", F32, &[S::N(1), S::N(1), S::N(5)])
+            .node("aten::pad", &[("self", t("x")), ("pad", json!({"as_ints": [2, 1]})), ("mode", json!({"as_string": mode}))], &[("y", F32, &[S::N(1), S::N(1), S::N(8)])])
+            .output("y")
+            .lower();
+        assert_eq!(f32s(&run(pad, &[f32_input(&[1, 1, 5], &[1.0, 2.0, 3.0, 4.0, 5.0])])), want, "{mode}");
+    }
+
+    // Instance norm with an affine transform; the unbiased standard deviation.
+    let instance = Synth::default()
+        .input("x", F32, &[S::N(1), S::N(1), S::N(2), S::N(2)])
+        .input("w", F32, &[S::N(1)])
+        .input("b", F32, &[S::N(1)])
+        .node(
+            "aten::instance_norm",
+            &[
+                ("input", t("x")),
+                ("weight", t("w")),
+                ("bias", t("b")),
+                ("running_mean", json!({"as_none": true})),
+                ("running_var", json!({"as_none": true})),
+                ("use_input_stats", json!({"as_bool": true})),
+                ("momentum", json!({"as_float": 0.1})),
+                ("eps", json!({"as_float": 0.0})),
+                ("cudnn_enabled", json!({"as_bool": false})),
+            ],
+            &[("y", F32, &[S::N(1), S::N(1), S::N(2), S::N(2)])],
+        )
+        .output("y")
+        .lower();
+    let got = run(instance, &[f32_input(&[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]), f32_input(&[1], &[2.0]), f32_input(&[1], &[1.0])]);
+    let z = 1.0 / 1.25f32.sqrt();
+    close(&f32s(&got), &[1.0 - 3.0 * z, 1.0 - z, 1.0 + z, 1.0 + 3.0 * z]);
+    let std = Synth::default()
+        .input("x", F32, &[S::N(4)])
+        .node("aten::std.correction", &[("self", t("x"))], &[("y", F32, &[])])
+        .output("y")
+        .lower();
+    close(&f32s(&run(std, &[f32_input(&[4], &[1.0, 2.0, 3.0, 4.0])])), &[(5.0f32 / 3.0).sqrt()]);
 }
