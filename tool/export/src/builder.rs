@@ -119,11 +119,19 @@ impl GraphBuilder {
 
     /// Calls `op` (a functional schema key) with all its arguments in schema order.
     pub fn call(&mut self, op: &str, args: Vec<Arg>) -> Result<Vec<ValueId>> {
+        self.call_bounded(op, args, None)
+    }
+
+    /// [`Self::call`] for an op whose result size depends on the data (`nonzero`): that size
+    /// becomes a new symbol, bounded by the op's worst case narrowed to `bound` (required
+    /// where the inputs give no worst case, as for `repeat_interleave`).
+    pub fn call_bounded(&mut self, op: &str, args: Vec<Arg>, bound: Option<usize>) -> Result<Vec<ValueId>> {
         let def = ops::op(op).ok_or_else(|| crate::ExportError::UnknownOp(op.to_string()))?;
         if args.len() != def.functional.args.len() {
             return Err(shape_err(op, format!("takes {} arguments, {} given", def.functional.args.len(), args.len())));
         }
-        let metas = shape::infer(&self.graph, op, &args)?;
+        let shape::Inferred { metas, new_syms } = shape::infer_with_syms(&self.graph, op, &args, bound)?;
+        self.graph.syms.extend(new_syms);
         let short = op.rsplit("::").next().unwrap_or(op);
         let outputs: Vec<ValueId> = metas
             .into_iter()

@@ -52,7 +52,7 @@ struct Emitter<'g> {
 }
 
 /// Every string argument value an op schema here takes.
-static STRING_ARGS: [&str; 2] = ["none", "tanh"];
+static STRING_ARGS: [&str; 9] = ["none", "tanh", "trunc", "floor", "sum", "prod", "mean", "amax", "amin"];
 
 static DIM_ORDERS: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 
@@ -171,6 +171,7 @@ impl<'g> Emitter<'g> {
             Arg::Float(d) | Arg::Scalar(Scalar::Double(d)) => self.push(KernelTypes::Double(fb::Double { double_val: *d })),
             Arg::Floats(v) => self.push(KernelTypes::DoubleList(fb::DoubleList { items: Some(v.clone()) })),
             Arg::Bool(b) | Arg::Scalar(Scalar::Bool(b)) => self.push(KernelTypes::Bool(fb::Bool { bool_val: *b })),
+            Arg::Bools(v) => self.push(KernelTypes::BoolList(fb::BoolList { items: Some(v.clone()) })),
             Arg::ScalarType(t) => self.int(t.code() as i64),
             Arg::Str(text) => {
                 // Values live as long as the program; the string arguments ops take come from

@@ -62,6 +62,7 @@ pub fn eval_node(g: &Graph, node: &Node, env: &HashMap<ValueId, Vec<u8>>) -> Res
             Arg::Float(f) => h.double(*f),
             Arg::Floats(v) => h.double_list(v),
             Arg::Bool(b) => h.bool(*b),
+            Arg::Bools(v) => h.bool_list(v),
             Arg::Scalar(Scalar::Int(i)) => h.int(*i),
             Arg::Scalar(Scalar::Double(d)) => h.double(*d),
             Arg::Scalar(Scalar::Bool(b)) => h.bool(*b),

@@ -154,6 +154,8 @@ pub enum Arg {
     /// A `float[]` argument (`upsample_*.vec`'s scale factors).
     Floats(Vec<f64>),
     Bool(bool),
+    /// A `bool[]` argument (`convolution_backward`'s output mask).
+    Bools(Vec<bool>),
     Scalar(Scalar),
     ScalarType(ScalarType),
     Str(String),

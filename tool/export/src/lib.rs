@@ -19,11 +19,16 @@ pub mod plan;
 pub mod promote;
 pub mod shape;
 mod shape_create;
+mod shape_dynamic;
 mod shape_elementwise;
+mod shape_index;
 mod shape_layout;
+mod shape_norm;
+mod shape_pad;
 mod shape_qint8;
 mod shape_reduce;
 mod shape_spatial;
+mod shape_views;
 pub mod weights;
 
 pub use builder::GraphBuilder;

@@ -3,7 +3,7 @@
 use rbuild_runtime::{Scalar, ScalarType};
 
 use crate::error::{shape_err, Result};
-use crate::graph::{Arg, Dim, Graph, IntOrSym, TensorMeta};
+use crate::graph::{Arg, Dim, Graph, IntOrSym, Sym, TensorMeta};
 
 pub(crate) fn tensor<'a>(g: &'a Graph, op: &str, args: &[Arg], i: usize) -> Result<&'a TensorMeta> {
     match args.get(i) {
@@ -124,17 +124,45 @@ pub fn broadcast(op: &str, a: &[Dim], b: &[Dim]) -> Result<Vec<Dim>> {
         .collect()
 }
 
-/// Output metas of `op` (functional key) applied to `args`.
+/// Output metas of `op` (functional key) applied to `args`. Ops whose result size depends on
+/// the data (`nonzero`) need [`infer_with_syms`].
 pub fn infer(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
-    let metas = infer_op(g, op, args)?;
+    let inferred = infer_with_syms(g, op, args, None)?;
+    if !inferred.new_syms.is_empty() {
+        return Err(shape_err(op, "its result size depends on the data: add it through GraphBuilder::call"));
+    }
+    Ok(inferred.metas)
+}
+
+/// What inference found: the output metas, and the symbols they introduce.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inferred {
+    pub metas: Vec<TensorMeta>,
+    /// Data-dependent sizes (`nonzero`'s row count): new symbols, numbered from
+    /// `g.syms.len()` in order, which the caller declares; each is bounded by a worst case.
+    pub new_syms: Vec<Sym>,
+}
+
+/// [`infer`], also for ops whose result size depends on the data: such a size becomes a new
+/// symbol bounded by the op's worst case, narrowed to `bound` when given (a worst case the
+/// inputs do not give, such as `repeat_interleave`'s total count, must be given).
+pub fn infer_with_syms(g: &Graph, op: &str, args: &[Arg], bound: Option<usize>) -> Result<Inferred> {
+    let inferred = match crate::shape_dynamic::infer(g, op, args, bound) {
+        Some(r) => r?,
+        None => Inferred { metas: infer_op(g, op, args)?, new_syms: vec![] },
+    };
+    let dim_max = |d: Dim| match d {
+        Dim::Sym(s) if s >= g.syms.len() => inferred.new_syms.get(s - g.syms.len()).map_or(0, |sym| sym.max),
+        d => g.dim_max(d),
+    };
     // Sizes come from user integers: an output must be addressable in bytes.
-    for m in &metas {
-        let bytes = m.shape.iter().try_fold(m.dtype.size(), |acc, &d| acc.checked_mul(g.dim_max(d)));
+    for m in &inferred.metas {
+        let bytes = m.shape.iter().try_fold(m.dtype.size(), |acc, &d| acc.checked_mul(dim_max(d)));
         if !bytes.is_some_and(|b| b <= isize::MAX as usize) {
             return Err(shape_err(op, format!("output {:?} of {} is too large", m.shape, m.dtype)));
         }
     }
-    Ok(metas)
+    Ok(inferred)
 }
 
 fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
@@ -370,6 +398,16 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
         "aten::sym_size.int" => {
             let x = tensor(g, op, args, 0)?;
             norm_dim(op, int(op, args, 1)?, x.rank())?;
+            Ok(vec![TensorMeta::fixed(ScalarType::Long, &[])])
+        }
+        "aten::sym_numel" => tensor(g, op, args, 0).map(|_| vec![TensorMeta::fixed(ScalarType::Long, &[])]),
+        _ if op.starts_with("executorch_prim::") => {
+            let def = crate::ops::op(op).ok_or_else(|| crate::ExportError::UnknownOp(op.to_string()))?;
+            for i in 0..def.functional.args.len() {
+                if !matches!(args.get(i), Some(Arg::Int(_) | Arg::SymInt(_) | Arg::Scalar(Scalar::Int(_) | Scalar::Bool(_)) | Arg::Bool(_))) {
+                    return Err(shape_err(op, format!("argument {i} must be an integer, got {:?}", args.get(i))));
+                }
+            }
             Ok(vec![TensorMeta::fixed(ScalarType::Long, &[])])
         }
         "aten::copy_" => {
@@ -617,7 +655,11 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             .or_else(|| crate::shape_create::infer(g, op, args))
             .or_else(|| crate::shape_reduce::infer(g, op, args))
             .or_else(|| crate::shape_layout::infer(g, op, args))
+            .or_else(|| crate::shape_views::infer(g, op, args))
+            .or_else(|| crate::shape_index::infer(g, op, args))
             .or_else(|| crate::shape_spatial::infer(g, op, args))
+            .or_else(|| crate::shape_pad::infer(g, op, args))
+            .or_else(|| crate::shape_norm::infer(g, op, args))
             .unwrap_or_else(|| Err(crate::ExportError::UnknownOp(op.to_string()))),
     }
 }

@@ -23,6 +23,27 @@ pub(crate) fn infer(g: &Graph, op: &str, args: &[Arg]) -> Option<Result<Vec<Tens
             Ok(vec![TensorMeta::new(dtype.unwrap_or(ScalarType::Float), vec![])])
         }),
         "aten::arange.start_step" => factory(op, args, 3).and_then(|dtype| arange(g, op, args, dtype)),
+        "aten::arange" => factory(op, args, 1).and_then(|dtype| {
+            let end = args.first().cloned().ok_or_else(|| shape_err(op, "needs an end"))?;
+            arange(g, op, &[Arg::Scalar(Scalar::Int(0)), end, Arg::Scalar(Scalar::Int(1))], dtype)
+        }),
+        "aten::empty.memory_format" => factory(op, args, 1).and_then(|dtype| {
+            memory_format(op, args, 5)?;
+            Ok(vec![TensorMeta::new(dtype.unwrap_or(ScalarType::Float), size_dims(g, op, args, 0)?)])
+        }),
+        "aten::rand" | "aten::randn" => factory(op, args, 1).and_then(|dtype| {
+            let dtype = dtype.unwrap_or(ScalarType::Float);
+            crate::shape::require_float(op, &TensorMeta::new(dtype, vec![]))?;
+            Ok(vec![TensorMeta::new(dtype, size_dims(g, op, args, 0)?)])
+        }),
+        "aten::randperm" => factory(op, args, 1).and_then(|dtype| {
+            let n = match args.first() {
+                Some(Arg::Int(n)) => Dim::Fixed(usize::try_from(*n).map_err(|_| shape_err(op, format!("n {n} is negative")))?),
+                Some(Arg::SymInt(v)) => Dim::Sym(sym_of_value(g, *v).ok_or_else(|| shape_err(op, "n is a run-time value that is not a known dimension"))?),
+                other => return Err(shape_err(op, format!("n must be an int, got {other:?}"))),
+            };
+            Ok(vec![TensorMeta::new(dtype.unwrap_or(ScalarType::Long), vec![n])])
+        }),
         "aten::full_like" => factory(op, args, 2).and_then(|dtype| {
             scalar(op, args, 1)?;
             memory_format(op, args, 6)?;

@@ -224,7 +224,8 @@ fn index(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
         let Some(v) = idx else { continue };
         let m = g.meta(*v);
         if matches!(m.dtype, ScalarType::Bool | ScalarType::Byte) {
-            return Err(shape_err(op, format!("index {i} is a mask: its result size depends on the data (use integer indices)")));
+            // Masks give data-dependent sizes, inferred in shape_dynamic.rs before this rule.
+            return Err(shape_err(op, format!("index {i} is a mask: its result size depends on the data")));
         }
         require_index(op, m)?;
         indexed_shape = broadcast(op, &indexed_shape, &m.shape)?;

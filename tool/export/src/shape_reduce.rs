@@ -18,8 +18,30 @@ pub(crate) fn infer(g: &Graph, op: &str, args: &[Arg]) -> Option<Result<Vec<Tens
         // `any` gives bool, except on uint8 where it keeps uint8.
         "aten::any.dims" => reduce(g, op, args, Dims::Optional, |x, _| Ok(any_dtype(x))),
         "aten::any.dim" => reduce(g, op, args, Dims::One, |x, _| Ok(any_dtype(x))),
-        "aten::argmax" => reduce(g, op, args, Dims::OptionalOne, |_, _| Ok(ScalarType::Long)),
+        "aten::argmax" | "aten::argmin" => reduce(g, op, args, Dims::OptionalOne, |_, _| Ok(ScalarType::Long)),
         "aten::cumsum" => cumsum(g, op, args),
+        // Over every element: a rank-0 result.
+        "aten::any" => whole(g, op, args, |x, _| Ok(any_dtype(x))),
+        "aten::mean" => whole(g, op, args, |x, dtype| {
+            let out = dtype.unwrap_or(x);
+            require_float_dtype(op, out).map(|_| out)
+        }),
+        "aten::prod" => whole(g, op, args, |x, dtype| Ok(dtype.unwrap_or(widen_integers(x)))),
+        "aten::max" | "aten::min" => whole(g, op, args, |x, _| Ok(x)),
+        "aten::prod.dim_int" => reduce(g, op, args, Dims::One, |x, dtype| Ok(dtype.unwrap_or(widen_integers(x)))),
+        "aten::max.dim" | "aten::min.dim" => reduce(g, op, args, Dims::One, |x, _| Ok(x)).map(|mut v| {
+            let indices = TensorMeta::new(ScalarType::Long, v[0].shape.clone());
+            v.push(indices);
+            v
+        }),
+        "aten::var.dim" | "aten::var.correction" => variance(g, op, args).map(|m| vec![m]),
+        "aten::var_mean.correction" => variance(g, op, args).map(|m| vec![m.clone(), m]),
+        "aten::topk" => topk(g, op, args),
+        "aten::sort" => tensor(g, op, args, 0).and_then(|x| {
+            wrap_dim(op, int(op, args, 1)?, x.rank())?;
+            flag(op, args, 2)?;
+            Ok(vec![x.clone(), TensorMeta::new(ScalarType::Long, x.shape.clone())])
+        }),
         _ => return None,
     };
     Some(r)
@@ -110,4 +132,46 @@ fn cumsum(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
     wrap_dim(op, int(op, args, 1)?, x.rank())?;
     let dtype = opt_dtype(op, args, 2)?.unwrap_or(widen_integers(x.dtype));
     Ok(vec![TensorMeta::new(dtype, x.shape.clone())])
+}
+
+/// A reduction of every element (`any`, `mean`, `prod`, `max`, `min` without dims): rank 0;
+/// `dtype_of(input dtype, dtype argument)` gives its dtype.
+fn whole(g: &Graph, op: &str, args: &[Arg], dtype_of: impl Fn(ScalarType, Option<ScalarType>) -> Result<ScalarType>) -> Result<Vec<TensorMeta>> {
+    let x = tensor(g, op, args, 0)?;
+    let dtype_arg = if args.len() > 1 { opt_dtype(op, args, 1)? } else { None };
+    Ok(vec![TensorMeta::new(dtype_of(x.dtype, dtype_arg)?, vec![])])
+}
+
+/// `var.dim(self, dim?, unbiased, keepdim)`, `var.correction(self, dim?, correction?, keepdim)`
+/// and `var_mean.correction`: float input, the listed dims (None or []: all) reduced.
+fn variance(g: &Graph, op: &str, args: &[Arg]) -> Result<TensorMeta> {
+    let x = tensor(g, op, args, 0)?;
+    require_float(op, x)?;
+    let dims = opt_ints(op, args, 1)?;
+    match (op, args.get(2)) {
+        ("aten::var.dim", Some(Arg::Bool(_))) => {}
+        (_, Some(Arg::None | Arg::Scalar(_) | Arg::Int(_) | Arg::Float(_))) if op != "aten::var.dim" => {}
+        (_, other) => return Err(shape_err(op, format!("argument 2 must be {}, got {other:?}", if op == "aten::var.dim" { "a bool" } else { "a number or None" }))),
+    }
+    let keepdim = flag(op, args, 3)?;
+    let shape = reduced_shape(op, &x.shape, dims.filter(|d| !d.is_empty()), keepdim)?;
+    Ok(TensorMeta::new(x.dtype, shape))
+}
+
+/// `topk(self, k, dim, largest, sorted)`: values and int64 indices with `dim` cut to k.
+fn topk(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
+    let x = tensor(g, op, args, 0)?;
+    let d = wrap_dim(op, int(op, args, 2)?, x.rank())?;
+    let k = int(op, args, 1)?;
+    let mut shape = x.shape.clone();
+    let size = shape.get(d).copied().unwrap_or(Dim::Fixed(1));
+    if k < 0 || k as usize > g.dim_max(size) {
+        return Err(shape_err(op, format!("k {k} is out of range for dim {d} of {:?}", x.shape)));
+    }
+    if let Some(slot) = shape.get_mut(d) {
+        *slot = Dim::Fixed(k as usize);
+    }
+    flag(op, args, 3)?;
+    flag(op, args, 4)?;
+    Ok(vec![TensorMeta::new(x.dtype, shape.clone()), TensorMeta::new(ScalarType::Long, shape)])
 }

@@ -390,3 +390,21 @@ fn optimize_then_emit_runs_like_the_decomposed_graph() {
     m.execute(&mut KernelContext::default()).unwrap();
     assert_close(&floats(m.output_bytes(0).unwrap()), &want[0], "runtime output");
 }
+
+/// A random draw is made each run: constant folding must not evaluate `rand` once at export
+/// (meaningful once the runtime has its kernel, which folding would otherwise use).
+#[test]
+fn random_ops_are_never_folded() {
+    let mut b = GraphBuilder::new();
+    let x = b.input("x", TensorMeta::fixed(ScalarType::Float, &[4]));
+    let r = b.call1("aten::rand", vec![Arg::Ints(vec![4]), Arg::None, Arg::None, Arg::None, Arg::None]).unwrap();
+    let y = b.add(x, r).unwrap();
+    b.output(y);
+    let mut g = b.finish();
+    rbuild_export::passes::optimize(&mut g).unwrap();
+    assert!(g.ops().contains(&"aten::rand.out".to_string()), "{:?}", g.ops());
+    for key in ["aten::rand", "aten::randn.out", "aten::randperm", "aten::native_dropout.out"] {
+        assert!(rbuild_export::ops::draws_random(key), "{key}");
+    }
+    assert!(!rbuild_export::ops::draws_random("aten::add.Tensor"));
+}

@@ -52,7 +52,7 @@ pub mod tensor;
 
 pub use archive::{PayloadKind, Pt2Archive, DEFAULT_MODEL};
 pub use error::{ErrorKind, Pt2Error, Result};
-pub use lower::{lower, ImportReport, LowerError, LowerOptions, LoweredProgram};
+pub use lower::{exceptions, is_mapped, lower, mapped_targets, unmapped_targets, ImportReport, LowerError, LowerOptions, LoweredProgram};
 pub use model::{
     payload_view, BufferMutation, Dim, ExportedModel, GraphInput, InPlaceBufferWrite, UserInputMutation, UserTensor,
 };

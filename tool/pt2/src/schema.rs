@@ -480,6 +480,11 @@ pub struct TensorMeta {
 pub struct SerdeDtype(pub i64);
 
 impl SerdeDtype {
+    /// The serde number of rbuild's dtype, when the schema has one.
+    pub fn from_scalar_type(t: ScalarType) -> Option<SerdeDtype> {
+        (0..=40).map(SerdeDtype).find(|d| d.scalar_type() == Some(t))
+    }
+
     /// rbuild's dtype for this serde number; `None` for `UNKNOWN`, `FLOAT8E8M0FNU` (which
     /// ExecuTorch lacks) and numbers the schema does not define.
     pub fn scalar_type(self) -> Option<ScalarType> {

@@ -44,7 +44,7 @@ fn every_unmapped_op_is_listed_with_its_count_at_once() {
         ("torch.ops.aten.layer_norm.default", "torch.ops.mylib.custom_norm.default"),
     ]);
     let err = lower_bytes(&bytes, &LowerOptions::default()).expect_err("unmapped ops must fail");
-    let LowerError::Unmapped(ops) = &err else { panic!("expected Unmapped, got {err}") };
+    let LowerError::Unmapped(ops, _) = &err else { panic!("expected Unmapped, got {err}") };
     let ops: BTreeMap<&str, usize> = ops.iter().map(|(op, n)| (op.as_str(), *n)).collect();
     assert_eq!(ops.len(), 2, "{err}");
     assert!(ops["aten::fancy_activation.default"] >= 1, "{err}");

@@ -1,6 +1,7 @@
 //! `rbuild inspect MODEL.pt2 [--json]`: a `torch.export.save` archive's programs — user
 //! inputs with their dynamic dims and bounds, outputs, parameters/buffers/constants, state
-//! updates, and the graph's nodes by target.
+//! updates, the graph's nodes by target, and every target the import would reject
+//! (`unmapped: …`, and the ones not imported by design with the reason) before a build starts.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -86,6 +87,9 @@ fn describe_model(model: &ExportedModel<'_>) -> Json {
         *targets.entry(node.op_name()).or_default() += 1;
     }
     let buffers: Vec<_> = model.buffers().collect();
+    // What an import would reject before it starts: targets without a mapping, and those
+    // mapped to nothing by design (with the reason).
+    let (unmapped, excluded) = rbuild_pt2::unmapped_targets(model);
     json!({
         "name": model.name,
         "schema_version": format!("{}.{}", program.schema_version.major, program.schema_version.minor),
@@ -110,7 +114,9 @@ fn describe_model(model: &ExportedModel<'_>) -> Json {
         "in_place_buffer_writes": model.in_place_buffer_writes().iter()
             .map(|w| json!({"buffer": w.buffer, "op": w.op, "node": w.node})).collect::<Vec<_>>(),
         "nodes": model.graph().nodes.len(),
-        "targets": targets.iter().map(|(op, n)| json!({"op": op, "calls": n})).collect::<Vec<_>>(),
+        "targets": targets.iter().map(|(op, n)| json!({"op": op, "calls": n, "mapped": rbuild_pt2::is_mapped(op)})).collect::<Vec<_>>(),
+        "unmapped": unmapped.iter().map(|(op, n)| json!({"op": op, "calls": n})).collect::<Vec<_>>(),
+        "not_imported": excluded.iter().map(|(op, why)| json!({"op": op, "reason": why})).collect::<Vec<_>>(),
     })
 }
 
@@ -193,7 +199,22 @@ fn print_text(path: &Path, r: &Json) {
         }
         println!("  {} nodes", m["nodes"]);
         for op in m["targets"].as_array().into_iter().flatten() {
-            println!("  op {:<50} x{}", op["op"].as_str().unwrap_or(""), op["calls"]);
+            let mark = if op["mapped"].as_bool() == Some(false) { "  (unmapped)" } else { "" };
+            println!("  op {:<50} x{}{mark}", op["op"].as_str().unwrap_or(""), op["calls"]);
+        }
+        let unmapped: Vec<String> = m["unmapped"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|op| format!("{} (x{})", op["op"].as_str().unwrap_or(""), op["calls"]))
+            .collect();
+        if unmapped.is_empty() {
+            println!("  unmapped: none (every target has an rbuild mapping)");
+        } else {
+            println!("  unmapped: {}", unmapped.join(", "));
+        }
+        for op in m["not_imported"].as_array().into_iter().flatten() {
+            println!("  not imported: {}: {}", op["op"].as_str().unwrap_or(""), op["reason"].as_str().unwrap_or(""));
         }
     }
 }

@@ -101,6 +101,50 @@ fn inspect_text_shows_dynamic_bounds_and_weights() {
     }
 }
 
+/// The archive `path` with every node target `from` renamed `to` (members stored).
+fn renamed_target(path: &Path, from: &str, to: &str) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(std::fs::read(path).unwrap())).unwrap();
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for i in 0..zip.len() {
+        let mut file = zip.by_index(i).unwrap();
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).unwrap();
+        if file.name().ends_with("models/model.json") {
+            bytes = String::from_utf8(bytes).unwrap().replace(&format!("\"{from}\""), &format!("\"{to}\"")).into_bytes();
+        }
+        let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        writer.start_file(file.name(), options).unwrap();
+        writer.write_all(&bytes).unwrap();
+    }
+    writer.finish().unwrap().into_inner()
+}
+
+/// Before a build starts, `inspect` lists the targets an import would reject: unmapped ones,
+/// and the training gradients rbuild does not import, with the reason.
+#[test]
+fn inspect_lists_unmapped_targets() {
+    let archive = common::testdata().join("pt2_ops/aten__abs.out/int32.pt2");
+    let out = rbuild(&["inspect", archive.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("unmapped: none"), "{text}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let edited = dir.path().join("edited.pt2");
+    std::fs::write(&edited, renamed_target(&archive, "torch.ops.aten.abs.default", "torch.ops.mylib.fancy.default")).unwrap();
+    let out = rbuild(&["inspect", edited.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("unmapped: mylib::fancy.default (x1)"), "{text}");
+    let report = inspect_json(&edited);
+    assert_eq!(report["models"][0]["unmapped"][0]["op"], "mylib::fancy.default", "{report}");
+
+    let gradient = dir.path().join("gradient.pt2");
+    std::fs::write(&gradient, renamed_target(&archive, "torch.ops.aten.abs.default", "torch.ops.aten.embedding_dense_backward.default")).unwrap();
+    let out = rbuild(&["inspect", gradient.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("unmapped: none") && text.contains("not imported: aten::embedding_dense_backward") && text.contains("gradient"), "{text}");
+}
+
 #[test]
 fn damaged_archives_fail_naming_file_and_member() {
     let original = std::fs::read(pt2_dir().join("zoo_tied_lm.pt2")).unwrap();

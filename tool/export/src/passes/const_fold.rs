@@ -2,7 +2,8 @@
 //! rbuild's kernels; its outputs become constants and the node goes away. Nodes are visited in
 //! order, so chains of such nodes (permute then view of a weight) fold completely.
 //!
-//! Skipped: ops without an out variant or kernel, outputs with symbolic sizes or over
+//! Skipped: ops without an out variant or kernel, random ones (`rand`: each run draws anew),
+//! outputs with symbolic sizes or over
 //! [`MAX_FOLDED_BYTES`] (folding would bloat the program), and nodes producing a graph output
 //! (an output must stay a planned, computed value).
 
@@ -55,6 +56,7 @@ pub fn fold_constants(g: &mut Graph) -> Result<usize> {
 fn foldable(g: &Graph, n: &Node) -> bool {
     let runnable = ops::out_schema(&n.op).is_some_and(|s| kernels().lookup(&s.key()).is_some());
     runnable
+        && !ops::draws_random(&n.op)
         && n.tensor_inputs().all(|v| g.constant(v).is_some())
         && n.outputs.iter().all(|&o| {
             !g.outputs.contains(&o) && g.meta(o).sizes().is_some() && g.max_bytes(o) <= MAX_FOLDED_BYTES

@@ -237,7 +237,8 @@ fn quantize_with_float_twin(g: &mut Graph, samples: &[Vec<Vec<u8>>], options: &I
 
 /// Appends `op(args)` with outputs from shape inference; returns the new output values.
 pub(crate) fn append(g: &mut Graph, op: &str, args: Vec<Arg>) -> Result<Vec<ValueId>> {
-    let metas = shape::infer(g, op, &args)?;
+    let shape::Inferred { metas, new_syms } = shape::infer_with_syms(g, op, &args, None)?;
+    g.syms.extend(new_syms);
     let short = op.rsplit("::").next().unwrap_or(op);
     let outputs: Vec<ValueId> = metas
         .into_iter()

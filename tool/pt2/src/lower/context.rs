@@ -8,7 +8,7 @@ use rbuild_export::GraphBuilder;
 use rbuild_runtime::{Scalar, ScalarType};
 
 use super::schemas::NodeArgs;
-use crate::schema::{Argument, OptionalTensorArgument, SymIntArgument};
+use crate::schema::{Argument, OptionalTensorArgument, SymBoolArgument, SymIntArgument};
 
 /// What one archive value became.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,6 +32,11 @@ pub(crate) struct Call<'n> {
     pub args: NodeArgs<'n>,
     /// The first result's shape as the archive records it, when it has graph dims.
     pub out_dims: Option<Vec<Dim>>,
+    /// The bound of a data-dependent result size (`nonzero`'s row count): the archive's range
+    /// for that size's symbol, narrowed by the caller's `--max-dim`.
+    pub data_bound: Option<usize>,
+    /// The archive's metadata of the `self` argument (its strides and storage offset).
+    pub self_meta: Option<&'n crate::schema::TensorMeta>,
 }
 
 pub(crate) type OpResult = Result<Vec<Lowered>, String>;
@@ -118,6 +123,11 @@ impl Cx {
 
     pub fn call1(&mut self, op: &str, args: Vec<Arg>) -> Result<ValueId, String> {
         self.b.call1(op, args).map_err(|e| e.to_string())
+    }
+
+    /// Calls an op whose result size may depend on the data, with that size's bound.
+    pub fn call_bounded(&mut self, op: &str, args: Vec<Arg>, bound: Option<usize>) -> Result<Vec<ValueId>, String> {
+        self.b.call_bounded(op, args, bound).map_err(|e| e.to_string())
     }
 
     /// `x` viewed as `dims` (sizes may be symbols).
@@ -228,13 +238,6 @@ impl Cx {
         }
     }
 
-    pub fn opt_int(&self, a: &NodeArgs<'_>, name: &str) -> Result<Option<i64>, String> {
-        match a.get(name)? {
-            Argument::None(_) => Ok(None),
-            _ => self.int(a, name).map(Some),
-        }
-    }
-
     pub fn ints(&self, a: &NodeArgs<'_>, name: &str) -> Result<Vec<i64>, String> {
         self.sym_ints(a, name)?
             .into_iter()
@@ -258,6 +261,38 @@ impl Cx {
             Argument::Int(i) => Ok(IntOrSym::Int(*i)),
             Argument::SymInt(s) => self.sym_int_arg(s),
             other => Err(format!("argument '{name}' must be an int, got {}", other.kind_name())),
+        }
+    }
+
+    /// An integer or boolean operand of a Python operator on sizes (`_operator.ge(u0, 0)`): a
+    /// plain value, or a run-time one (a SymBool is an integer 0/1).
+    pub fn sym_scalar(&self, a: &NodeArgs<'_>, name: &str) -> Result<IntOrSym, String> {
+        match a.get(name)? {
+            Argument::Int(i) => Ok(IntOrSym::Int(*i)),
+            Argument::Bool(b) => Ok(IntOrSym::Int(*b as i64)),
+            Argument::SymInt(s) => self.sym_int_arg(s),
+            Argument::SymBool(SymBoolArgument::Bool(b)) => Ok(IntOrSym::Int(*b as i64)),
+            Argument::SymBool(SymBoolArgument::Name(n)) => {
+                self.sym_ints.get(n).copied().ok_or_else(|| format!("symbolic bool '{n}' is not defined before its use"))
+            }
+            other => Err(format!("argument '{name}' must be an integer or bool size, got {}", other.kind_name())),
+        }
+    }
+
+    /// A `bool[]` argument.
+    pub fn bools(&self, a: &NodeArgs<'_>, name: &str) -> Result<Vec<bool>, String> {
+        match a.get(name)? {
+            Argument::Bools(v) => Ok(v.clone()),
+            other => Err(format!("argument '{name}' must be a bool list, got {}", other.kind_name())),
+        }
+    }
+
+    /// A `float[]?` argument.
+    pub fn opt_floats(&self, a: &NodeArgs<'_>, name: &str) -> Result<Option<Vec<f64>>, String> {
+        match a.get(name)? {
+            Argument::None(_) => Ok(None),
+            Argument::Floats(v) => Ok(Some(v.clone())),
+            other => Err(format!("argument '{name}' must be a float list or None, got {}", other.kind_name())),
         }
     }
 

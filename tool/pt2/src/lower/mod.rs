@@ -19,10 +19,10 @@ mod schemas;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
-use rbuild_export::graph::{Arg, ConstData, Dim, Graph, TensorMeta, ValueId};
+use rbuild_export::graph::{Arg, ConstData, Dim, Graph, IntOrSym, TensorMeta, ValueId};
 
 use crate::model::{Dim as ArchiveDim, ExportedModel, GraphInput};
-use crate::schema::{Argument, Node, OptionalTensorArgument, OutputSpec, SymInt, SymIntArgument, TensorMeta as ArchiveMeta};
+use crate::schema::{Argument, Node, OptionalTensorArgument, OutputSpec, SymBoolArgument, SymInt, SymIntArgument, TensorMeta as ArchiveMeta};
 use crate::tensor::TensorView;
 use context::{Call, Cx, Lowered};
 use ops::broadcast_to;
@@ -84,8 +84,9 @@ pub struct ImportReport {
 /// Why an import failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LowerError {
-    /// Call targets rbuild has no mapping for, with their node counts.
-    Unmapped(Vec<(String, usize)>),
+    /// Call targets rbuild has no mapping for, with their node counts, and the targets it
+    /// maps to nothing by design ([`ops::EXCEPTIONS`]), with the reason.
+    Unmapped(Vec<(String, usize)>, Vec<(String, &'static str)>),
     /// A node that could not be lowered: its name (first output), target and the reason.
     Node { node: String, op: String, message: String },
     /// The program's signature: inputs, dims, buffers, outputs.
@@ -95,9 +96,16 @@ pub enum LowerError {
 impl fmt::Display for LowerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LowerError::Unmapped(ops) => {
+            LowerError::Unmapped(ops, excluded) => {
                 let list: Vec<String> = ops.iter().map(|(op, n)| format!("{op} ({n} node{})", if *n == 1 { "" } else { "s" })).collect();
-                write!(f, "{} operator(s) have no rbuild mapping: {}", ops.len(), list.join(", "))
+                if !ops.is_empty() {
+                    write!(f, "{} operator(s) have no rbuild mapping: {}", ops.len(), list.join(", "))?;
+                }
+                for (i, (op, why)) in excluded.iter().enumerate() {
+                    let sep = if i == 0 && ops.is_empty() { "" } else { "; " };
+                    write!(f, "{sep}{op} is not imported: {why}")?;
+                }
+                Ok(())
             }
             LowerError::Node { node, op, message } => write!(f, "node '{node}' ({op}): {message}"),
             LowerError::Program(m) => f.write_str(m),
@@ -113,8 +121,9 @@ struct Mapping {
     key: String,
     schema: &'static rbuild_export::ops::Schema,
     handler: ops::Handler,
-    /// The op writes its `self` argument.
-    in_place: bool,
+    /// The argument the op writes: `self` for an in-place op (`add_`), `out` for a call of an
+    /// out variant (`atan2.out(…, out=buf)`).
+    writes: Option<&'static str>,
 }
 
 /// `aten::add_.Tensor` → `aten::add.Tensor`; None for functional ops and dunders.
@@ -130,29 +139,31 @@ fn functional_twin(key: &str) -> Option<String> {
 
 fn mapping(op_name: &str) -> Option<Mapping> {
     let key = schemas::schema_key(op_name);
-    let in_place = functional_twin(key).is_some();
+    let in_place = functional_twin(key);
     if let (Some(handler), Some(schema)) = (ops::handler(key), schemas::schema(key)) {
-        return Some(Mapping { key: key.to_string(), schema, handler, in_place });
+        return Some(Mapping { key: key.to_string(), schema, handler, writes: in_place.map(|_| "self") });
     }
-    let twin = functional_twin(key)?;
-    let (handler, schema) = (ops::handler(&twin)?, schemas::schema(&twin)?);
-    Some(Mapping { key: twin, schema, handler, in_place: true })
+    if let Some(twin) = in_place {
+        let (handler, schema) = (ops::handler(&twin)?, schemas::schema(&twin)?);
+        return Some(Mapping { key: twin, schema, handler, writes: Some("self") });
+    }
+    // An out variant called with `out=`: the functional op, stored into `out`.
+    let def = rbuild_export::ops::all().find(|d| d.out.as_ref().is_some_and(|o| o.key() == key && o.key() != d.functional.key()))?;
+    let twin = def.functional.key();
+    let handler = ops::handler(&twin)?;
+    Some(Mapping { key: twin, schema: def.out.as_ref()?, handler, writes: Some("out") })
 }
 
 /// Lowers `model` to one `forward` graph.
 pub fn lower(model: &ExportedModel<'_>, options: &LowerOptions) -> Result<LoweredProgram, LowerError> {
     let graph = model.graph();
     let mut report = ImportReport::default();
-    let mut unmapped: BTreeMap<String, usize> = BTreeMap::new();
-    for node in &graph.nodes {
-        let op = node.op_name();
-        if mapping(&op).is_none() {
-            *unmapped.entry(op.clone()).or_default() += 1;
-        }
-        *report.ops.entry(op).or_default() += 1;
+    let (unmapped, excluded) = unmapped_targets(model);
+    if !unmapped.is_empty() || !excluded.is_empty() {
+        return Err(LowerError::Unmapped(unmapped, excluded));
     }
-    if !unmapped.is_empty() {
-        return Err(LowerError::Unmapped(unmapped.into_iter().collect()));
+    for node in &graph.nodes {
+        *report.ops.entry(node.op_name()).or_default() += 1;
     }
     if let Some(m) = model.user_input_mutations.first() {
         return Err(LowerError::Program(format!("the program writes its input '{}' in place; rbuild programs do not change their inputs", m.user_input)));
@@ -164,7 +175,7 @@ pub fn lower(model: &ExportedModel<'_>, options: &LowerOptions) -> Result<Lowere
     let last_read = last_reads(model);
     let mut writes = StateWrites::default();
     for (index, node) in graph.nodes.iter().enumerate() {
-        lower_node(model, &mut cx, &mut aliases, &mut writes, &last_read, index, node)?;
+        lower_node(model, options, &mut cx, &mut aliases, &mut writes, &last_read, index, node)?;
     }
     finish_outputs(model, &mut cx, &mut writes)?;
     for (fqn, value) in writes.0 {
@@ -175,6 +186,40 @@ pub fn lower(model: &ExportedModel<'_>, options: &LowerOptions) -> Result<Lowere
     }
     report.state = state.keys().cloned().collect();
     Ok(LoweredProgram { graph: cx.b.finish(), report })
+}
+
+/// The call targets of `model` that rbuild does not map, with their node counts, and those it
+/// maps to nothing by design, with the reason: what an import would reject, before it starts.
+pub fn unmapped_targets(model: &ExportedModel<'_>) -> (Vec<(String, usize)>, Vec<(String, &'static str)>) {
+    let mut unmapped: BTreeMap<String, usize> = BTreeMap::new();
+    let mut excluded: BTreeMap<String, &'static str> = BTreeMap::new();
+    for node in &model.graph().nodes {
+        let op = node.op_name();
+        match ops::exception(schemas::schema_key(&op)) {
+            Some(why) => {
+                excluded.insert(op, why);
+            }
+            None if mapping(&op).is_none() => *unmapped.entry(op).or_default() += 1,
+            None => {}
+        }
+    }
+    (unmapped.into_iter().collect(), excluded.into_iter().collect())
+}
+
+/// Every call target key the import maps (`aten::conv2d`, `aten::add.Tensor`, `_operator.ge`),
+/// sorted; an in-place form (`aten::add_.Tensor`) is mapped when its functional twin is.
+pub fn mapped_targets() -> Vec<&'static str> {
+    ops::mapped_targets()
+}
+
+/// The Core ATen targets mapped to nothing by design, with the reason.
+pub fn exceptions() -> &'static [(&'static str, &'static str)] {
+    ops::EXCEPTIONS
+}
+
+/// Whether the import maps the call target `op` (`aten::add_.Tensor`, `aten::conv2d.default`).
+pub fn is_mapped(op: &str) -> bool {
+    mapping(op).is_some()
 }
 
 /// Graph inputs, constants and state; returns the state values by buffer name.
@@ -255,7 +300,11 @@ fn storage_key(t: &TensorView<'_>) -> (usize, usize, Vec<usize>, Vec<usize>, u8)
 
 /// Every `max_dims` key must name a symbol or an input with a dynamic dim.
 fn check_overrides(model: &ExportedModel<'_>, options: &LowerOptions) -> Result<(), LowerError> {
-    let mut known: BTreeSet<&str> = BTreeSet::new();
+    // Input dims, and data-dependent sizes (`u0`): those with a range and those of results.
+    let mut known: BTreeSet<&str> = model.program.range_constraints.keys().map(String::as_str).collect();
+    for meta in model.graph().tensor_values.values() {
+        known.extend(meta.sizes.iter().filter_map(|s| if let SymInt::Expr(e) = s { e.symbol() } else { None }));
+    }
     for t in &model.inputs {
         for d in &t.dims {
             if let ArchiveDim::Dynamic { symbol, .. } = d {
@@ -362,7 +411,7 @@ fn output_slots(node: &Node) -> Vec<Slot<'_>> {
                 .iter()
                 .map(|t| if let OptionalTensorArgument::Tensor(t) = t { Slot::Tensor(&t.name) } else { Slot::Unused })
                 .collect(),
-            Argument::SymInt(SymIntArgument::Name(n)) => vec![Slot::SymInt(n)],
+            Argument::SymInt(SymIntArgument::Name(n)) | Argument::SymBool(SymBoolArgument::Name(n)) => vec![Slot::SymInt(n)],
             _ => vec![Slot::Unused],
         })
         .collect()
@@ -395,8 +444,10 @@ fn archive_dims(cx: &Cx, meta: &ArchiveMeta) -> Result<Vec<Dim>, String> {
         .collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn lower_node(
     model: &ExportedModel<'_>,
+    options: &LowerOptions,
     cx: &mut Cx,
     aliases: &mut Aliases,
     writes: &mut StateWrites,
@@ -412,11 +463,14 @@ fn lower_node(
     let tensor_values = &model.graph().tensor_values;
     let first_meta = slots.iter().find_map(|s| if let Slot::Tensor(n) = s { tensor_values.get(*n) } else { None });
     let out_dims = first_meta.and_then(|meta| archive_dims(cx, meta).ok());
-    let call = Call { key: &m.key, args, out_dims };
-    let mut outs = (m.handler)(cx, &call).map_err(fail)?;
+    let data_bound = first_meta.and_then(|meta| data_dependent_bound(model, options, cx, meta));
     let self_name = node.input("self").and_then(Argument::tensor_name);
-    if m.in_place {
-        let target = self_name.ok_or_else(|| fail("an in-place op without a 'self' tensor".into()))?;
+    let self_meta = self_name.and_then(|n| tensor_values.get(n));
+    let call = Call { key: &m.key, args, out_dims, data_bound, self_meta };
+    let mut outs = (m.handler)(cx, &call).map_err(fail)?;
+    let written = m.writes.and_then(|arg| node.input(arg)).and_then(Argument::tensor_name);
+    if let Some(arg) = m.writes {
+        let target = written.ok_or_else(|| fail(format!("an op writing its '{arg}' argument without that tensor")))?;
         let Some(Lowered::Tensor(result)) = outs.first().copied() else { return Err(fail("an in-place op without a result".into())) };
         let stored = store_in_place(cx, aliases, last_read, index, target, result).map_err(fail)?;
         if let Some((fqn, value)) = stored {
@@ -431,22 +485,75 @@ fn lower_node(
         match (slot, *out) {
             (Slot::Tensor(name), Lowered::Tensor(v)) => {
                 if let Some(meta) = tensor_values.get(*name) {
+                    bind_data_dependent(cx, v, meta);
                     check_meta(cx, v, meta).map_err(|e| fail(format!("result '{name}': {e}")))?;
                 }
                 cx.bind_tensor(name, v);
-                if let Some(of) = self_name {
-                    let whole = m.in_place || (ops::is_whole_alias(&m.key) && cx.tensor_named(of).ok() == Some(v));
+                if let Some(of) = if m.writes.is_some() { written } else { self_name } {
+                    let whole = m.writes.is_some() || (ops::is_whole_alias(&m.key) && cx.tensor_named(of).ok() == Some(v));
                     if whole || ops::is_view(&m.key) {
                         aliases.link(name, of, whole);
                     }
                 }
             }
-            (Slot::SymInt(name), Lowered::Int(i)) => cx.bind_sym_int(name, i),
+            (Slot::SymInt(name), Lowered::Int(i)) => {
+                bind_run_time_int(model, options, cx, name, i);
+                cx.bind_sym_int(name, i)
+            }
             (Slot::Unused, _) => {}
             _ => return Err(fail(format!("lowered output {out:?} does not fit the archive's output kind"))),
         }
     }
     Ok(())
+}
+
+/// The archive's bound for a size of `meta` that is a new (data-dependent) symbol: its range,
+/// narrowed by `--max-dim`.
+fn data_dependent_bound(model: &ExportedModel<'_>, options: &LowerOptions, cx: &Cx, meta: &ArchiveMeta) -> Option<usize> {
+    meta.sizes.iter().find_map(|size| {
+        let SymInt::Expr(e) = size else { return None };
+        let symbol = e.symbol().filter(|s| !cx.symbols.contains_key(*s))?;
+        symbol_bound(model, options, symbol)
+    })
+}
+
+/// A symbol's largest value: its archive range's, narrowed by `--max-dim`.
+fn symbol_bound(model: &ExportedModel<'_>, options: &LowerOptions, symbol: &str) -> Option<usize> {
+    let archive = model.range(symbol).and_then(|r| r.max_val).and_then(|m| usize::try_from(m).ok());
+    match (archive, options.max_dims.get(symbol).copied()) {
+        (Some(a), Some(o)) => Some(a.min(o)),
+        (a, o) => a.or(o),
+    }
+}
+
+/// Names the graph's new symbols after the archive's: a result dim the lowering made a fresh
+/// (data-dependent) symbol is the archive's `u0`, whose run-time value is that dim's size.
+fn bind_data_dependent(cx: &mut Cx, v: ValueId, meta: &ArchiveMeta) {
+    for (d, size) in meta.sizes.iter().enumerate() {
+        let (SymInt::Expr(e), Some(&Dim::Sym(s))) = (size, cx.meta(v).shape.get(d)) else { continue };
+        let Some(symbol) = e.symbol() else { continue };
+        let named = cx.symbols.values().any(|&t| t == s);
+        if !cx.symbols.contains_key(symbol) && !named {
+            cx.symbols.insert(symbol.to_string(), s);
+            cx.sym_source(s, v, d);
+        }
+    }
+}
+
+/// A run-time integer the archive names with a new symbol (`u0 = x.item()`) becomes that
+/// symbol, bounded by its range, so sizes can refer to it.
+fn bind_run_time_int(model: &ExportedModel<'_>, options: &LowerOptions, cx: &mut Cx, name: &str, value: IntOrSym) {
+    let IntOrSym::Sym(v) = value else { return };
+    let Some(SymInt::Expr(e)) = model.graph().sym_int_values.get(name) else { return };
+    let Some(symbol) = e.symbol() else { return };
+    if cx.symbols.contains_key(symbol) || cx.b.graph.syms.iter().any(|s| s.value == Some(v)) {
+        return;
+    }
+    let Some(max) = symbol_bound(model, options, symbol) else { return };
+    let min = model.range(symbol).and_then(|r| r.min_val).and_then(|m| usize::try_from(m).ok()).unwrap_or(0);
+    if let Dim::Sym(s) = cx.symbol(symbol, min, max) {
+        cx.b.graph.syms[s].value = Some(v);
+    }
 }
 
 /// The graph's dtype and shape for `v` against the archive's record.
@@ -598,10 +705,12 @@ mod tests {
         assert_eq!(functional_twin("aten::__and__.Tensor"), None);
         assert_eq!(functional_twin("aten::relu"), None);
         let m = mapping("aten::hardtanh_.default").unwrap();
-        assert!(m.in_place);
+        assert_eq!(m.writes, Some("self"));
         assert_eq!(m.key, "aten::hardtanh");
-        assert!(mapping("aten::copy_.default").unwrap().in_place);
-        assert!(!mapping("aten::conv2d.default").unwrap().in_place);
+        assert_eq!(mapping("aten::copy_.default").unwrap().writes, Some("self"));
+        assert_eq!(mapping("aten::conv2d.default").unwrap().writes, None);
+        let out = mapping("aten::atan2.out").unwrap();
+        assert_eq!((out.key.as_str(), out.writes), ("aten::atan2", Some("out")));
         assert!(mapping("aten::no_such_op.default").is_none());
     }
 

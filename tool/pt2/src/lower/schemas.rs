@@ -36,16 +36,40 @@ const ATEN_SCHEMAS: &[&str] = &[
     "aten::log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
     "aten::clamp_min(Tensor self, Scalar min) -> Tensor",
     "aten::clamp_max(Tensor self, Scalar max) -> Tensor",
-    "aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
-    "aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor",
     "aten::__and__.Tensor(Tensor self, Tensor other) -> Tensor",
     "aten::__or__.Tensor(Tensor self, Tensor other) -> Tensor",
     "aten::__xor__.Tensor(Tensor self, Tensor other) -> Tensor",
     "aten::diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor",
-    "aten::stack(Tensor[] tensors, int dim=0) -> Tensor",
-    "aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor",
     "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor",
-    "aten::any(Tensor self) -> Tensor",
+    "aten::all(Tensor self) -> Tensor",
+    "aten::all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor",
+    "aten::all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor",
+    "aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+    "aten::masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor",
+    "aten::isfinite(Tensor self) -> Tensor",
+    "aten::__and__.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten::__or__.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten::__xor__.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten::__lshift__.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten::__lshift__.Tensor(Tensor self, Tensor other) -> Tensor",
+    "aten::__rshift__.Scalar(Tensor self, Scalar other) -> Tensor",
+    "aten::__rshift__.Tensor(Tensor self, Tensor other) -> Tensor",
+    "aten::group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enabled=True) -> Tensor",
+    "aten::instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor",
+    "aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+    "aten::pad(Tensor self, SymInt[] pad, str mode=\"constant\", float? value=None) -> Tensor",
+    "aten::cdist(Tensor x1, Tensor x2, float p=2., int? compute_mode=None) -> Tensor",
+    "aten::pdist(Tensor self, float p=2) -> Tensor",
+    "aten::grid_sampler(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor",
+    "aten::max_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> Tensor",
+    "aten::adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor",
+    "aten::avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, bool ceil_mode=False, bool count_include_pad=True) -> Tensor",
+    "aten::max_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, int[1] dilation=1, bool ceil_mode=False) -> Tensor",
+    "aten::adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor",
+    "aten::std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor",
+    "aten::std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
+    "aten::_embedding_bag_forward_only(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)",
+    "aten::_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor",
     // Conversions.
     "aten::to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)",
     "aten::to.dtype_layout(Tensor(a) self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)",
@@ -53,13 +77,17 @@ const ATEN_SCHEMAS: &[&str] = &[
     "aten::to.other(Tensor(a) self, Tensor other, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)",
     "aten::type_as(Tensor self, Tensor other) -> Tensor",
     // Creation.
-    "aten::arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
     "aten::arange.start(Scalar start, Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
     "aten::new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
     "aten::new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
     "aten::new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
     "aten::zeros_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+    "aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+    "aten::rand_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+    "aten::randn_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+    "aten::new_empty(Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
     "aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+    "aten::empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
     // Views and aliases (the IR has their `_copy` forms).
     "aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)",
     "aten::_unsafe_view(Tensor self, SymInt[] size) -> Tensor",
@@ -80,6 +108,10 @@ const ATEN_SCHEMAS: &[&str] = &[
     "aten::chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]",
     "aten::unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]",
     "aten::alias(Tensor(a) self) -> Tensor(a)",
+    "aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)",
+    "aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)",
+    "aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)",
+    "aten::narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)",
     "aten::detach(Tensor(a) self) -> Tensor(a)",
     "aten::contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)",
     "aten::lift_fresh_copy(Tensor self) -> Tensor",
@@ -91,6 +123,27 @@ const ATEN_SCHEMAS: &[&str] = &[
     "aten::_assert_tensor_metadata(Tensor a, SymInt[]? size=None, SymInt[]? stride=None, ScalarType? dtype=None, *, Device? device=None, Layout? layout=None) -> ()",
     "aten::_assert_scalar(Scalar self, str assert_msg) -> ()",
     "aten::sym_constrain_range_for_size(Scalar size, *, int? min=None, int? max=None) -> ()",
+    "aten::sym_constrain_range(Scalar size, *, int? min=None, int? max=None) -> ()",
+    "aten::sym_stride.int(Tensor self, int dim) -> SymInt",
+    "aten::sym_storage_offset(Tensor self) -> SymInt",
+    // Python operators on sizes (`torch.export` names their arguments a and b).
+    "_operator.add(Scalar a, Scalar b) -> Scalar",
+    "_operator.sub(Scalar a, Scalar b) -> Scalar",
+    "_operator.mul(Scalar a, Scalar b) -> Scalar",
+    "_operator.floordiv(Scalar a, Scalar b) -> Scalar",
+    "_operator.mod(Scalar a, Scalar b) -> Scalar",
+    "_operator.eq(Scalar a, Scalar b) -> bool",
+    "_operator.ne(Scalar a, Scalar b) -> bool",
+    "_operator.lt(Scalar a, Scalar b) -> bool",
+    "_operator.le(Scalar a, Scalar b) -> bool",
+    "_operator.gt(Scalar a, Scalar b) -> bool",
+    "_operator.ge(Scalar a, Scalar b) -> bool",
+    "_operator.and_(Scalar a, Scalar b) -> bool",
+    "_operator.neg(Scalar a) -> Scalar",
+    "_operator.not_(Scalar a) -> bool",
+    "torch.sym_max(Scalar a, Scalar b) -> Scalar",
+    "torch.sym_min(Scalar a, Scalar b) -> Scalar",
+    "torch.sym_not(Scalar a) -> bool",
 ];
 
 fn table() -> &'static HashMap<String, Schema> {
@@ -117,11 +170,13 @@ pub(crate) fn schema(key: &str) -> Option<&'static Schema> {
 }
 
 /// One node's arguments by schema name, omitted ones filled with their defaults.
+#[derive(Clone)]
 pub(crate) struct NodeArgs<'n> {
     values: Vec<(&'static str, ArgValue<'n>)>,
 }
 
 /// An argument as the node gave it, or its schema default.
+#[derive(Clone)]
 enum ArgValue<'n> {
     Given(&'n Argument),
     Default(Argument),
@@ -145,6 +200,11 @@ impl<'n> NodeArgs<'n> {
             values.push((arg.name.as_str(), value));
         }
         Ok(NodeArgs { values })
+    }
+
+    /// The names of the arguments, in schema order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.values.iter().map(|(n, _)| *n)
     }
 
     /// The argument named `name` (given or default).
@@ -195,7 +255,12 @@ fn default_value(arg: &SchemaArg) -> Option<Argument> {
             Err(_) => Argument::Float(text.parse().ok()?),
         },
         "MemoryFormat" if text == "contiguous_format" => Argument::MemoryFormat(MemoryFormat::ContiguousFormat),
-        "ScalarType" => Argument::ScalarType(SerdeDtype(text.parse().ok()?)),
+        // ATen writes a dtype default as its c10::ScalarType number (`dtype=4`: int64).
+        "ScalarType" => {
+            let code: i64 = text.parse().ok()?;
+            let dtype = rbuild_runtime::ScalarType::from_code(code)?;
+            Argument::ScalarType(SerdeDtype::from_scalar_type(dtype)?)
+        }
         _ => return None,
     })
 }

@@ -41,7 +41,7 @@ fn scalar_or_size(cx: &Cx, c: &Call<'_>, name: &str) -> Result<Arg, String> {
     }
 }
 
-/// `arange(end)`, `arange.start(start, end)`, `arange.start_step(start, end, step)`.
+/// `arange.start(start, end)` as `arange.start_step(start, end, 1)`.
 pub(super) fn arange(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     let start = if c.key == "aten::arange" { Arg::Scalar(Scalar::Int(0)) } else { scalar_or_size(cx, c, "start")? };
     let end = scalar_or_size(cx, c, "end")?;
@@ -102,4 +102,42 @@ pub(super) fn fill(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     let value = if c.key == "aten::zero_" { Scalar::Int(0) } else { cx.scalar(&c.args, "value")? };
     let args = vec![Arg::Tensor(x), Arg::Scalar(value), Arg::None, Arg::None, Arg::None, Arg::None, Arg::None];
     one(cx.call1("aten::full_like", args)?)
+}
+
+/// `empty_strided(size, stride)`: uninitialized memory; the program's tensors are contiguous,
+/// and the strides only describe where PyTorch would have put values nobody wrote yet, so
+/// this is ExecuTorch's `empty`.
+pub(super) fn empty_strided(cx: &mut Cx, c: &Call<'_>) -> OpResult {
+    let size = cx.sym_ints(&c.args, "size")?;
+    let stride = cx.sym_ints(&c.args, "stride")?;
+    if stride.len() != size.len() {
+        return Err(format!("{} strides for {} sizes", stride.len(), size.len()));
+    }
+    let dtype = cx.dtype(&c.args, "dtype")?.map_or(Arg::None, Arg::ScalarType);
+    one(cx.call1("aten::empty.memory_format", vec![Cx::size_list(&size), dtype, Arg::None, Arg::None, Arg::None, Arg::None])?)
+}
+
+/// `new_empty(self, size)`, `empty_like(self)`, `rand_like(self)`, `randn_like(self)`: the
+/// creation op at the size given or self's, in the dtype given or self's.
+pub(super) fn like(cx: &mut Cx, c: &Call<'_>) -> OpResult {
+    let x = cx.tensor(&c.args, "self")?;
+    let size = match c.key {
+        "aten::new_empty" => Cx::size_list(&cx.sym_ints(&c.args, "size")?),
+        _ => {
+            let shape = cx.meta(x).shape.clone();
+            let items = shape.iter().map(|&d| cx.size_of(d)).collect::<Result<Vec<_>, _>>()?;
+            Cx::size_list(&items)
+        }
+    };
+    let dtype = Arg::ScalarType(cx.dtype(&c.args, "dtype")?.unwrap_or(cx.meta(x).dtype));
+    let (op, mut args) = match c.key {
+        "aten::rand_like" => ("aten::rand", vec![size, dtype]),
+        "aten::randn_like" => ("aten::randn", vec![size, dtype]),
+        _ => ("aten::empty.memory_format", vec![size, dtype]),
+    };
+    args.extend([Arg::None, Arg::None, Arg::None]);
+    if op == "aten::empty.memory_format" {
+        args.push(Arg::None);
+    }
+    one(cx.call1(op, args)?)
 }

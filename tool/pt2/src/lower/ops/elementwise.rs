@@ -1,18 +1,12 @@
 //! Elementwise ops: activations, arithmetic and comparisons (numbers given where ATen takes a
 //! tensor become the op's `.Scalar` form or a rank-0 constant), `where`, `clamp`.
 
-use rbuild_export::graph::{Arg, ValueId};
+use rbuild_export::graph::Arg;
 use rbuild_export::promote::{result_type, Operand as Promoted};
 use rbuild_runtime::Scalar;
 
 use super::{one, Call, Cx, OpResult};
 use crate::lower::context::Operand;
-
-/// Ops the IR has under the same name, taking `self` only.
-pub(super) fn unary(cx: &mut Cx, c: &Call<'_>) -> OpResult {
-    let x = cx.tensor(&c.args, "self")?;
-    one(cx.call1(c.key, vec![Arg::Tensor(x)])?)
-}
 
 /// `hardtanh(self, min_val, max_val)`; `relu6` is hardtanh to [0, 6].
 pub(super) fn hardtanh(cx: &mut Cx, c: &Call<'_>) -> OpResult {
@@ -90,33 +84,11 @@ pub(super) fn binary(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     let (op, second) = match (other, number_op) {
         (Operand::Tensor(t), _) => (tensor_op, Arg::Tensor(t)),
         (Operand::Number(n), Some(op)) => (op, Arg::Scalar(n)),
-        (Operand::Number(n), None) => (tensor_op, Arg::Tensor(number_tensor(cx, n, &[x])?)),
+        (Operand::Number(n), None) => (tensor_op, Arg::Tensor(super::direct::number_tensor(cx, n, &[x])?)),
     };
     let mut args = vec![Arg::Tensor(x), second];
     args.extend(alpha);
     one(cx.call1(op, args)?)
-}
-
-/// A Python number among tensor operands, as the rank-0 tensor of the dtype ATen computes in
-/// (so it never changes the result's dtype, as a wrapped number would not).
-fn number_tensor(cx: &mut Cx, n: Scalar, tensors: &[ValueId]) -> Result<ValueId, String> {
-    let mut operands: Vec<Promoted> = tensors.iter().map(|&t| Promoted::Tensor(cx.meta(t).dtype, cx.meta(t).rank())).collect();
-    operands.push(Promoted::Number(n));
-    let dtype = result_type(&operands)?;
-    cx.scalar_constant(n, dtype)
-}
-
-/// `rsub(self, other, alpha)` = `other - alpha * self`, as `(-alpha) * self + other` (exact:
-/// negation and the commuted addition round the same).
-pub(super) fn rsub(cx: &mut Cx, c: &Call<'_>) -> OpResult {
-    let x = cx.tensor(&c.args, "self")?;
-    let (other, alpha) = (cx.scalar(&c.args, "other")?, cx.scalar(&c.args, "alpha")?);
-    let neg_alpha = match alpha {
-        Scalar::Double(a) => Scalar::Double(-a),
-        a => Scalar::Int(-a.to_i64()),
-    };
-    let scaled = cx.call1("aten::mul.Scalar", vec![Arg::Tensor(x), Arg::Scalar(neg_alpha)])?;
-    one(cx.call1("aten::add.Scalar", vec![Arg::Tensor(scaled), Arg::Scalar(other), Arg::Scalar(Scalar::Int(1))])?)
 }
 
 /// `where(condition, self, other)`, either branch possibly a number.
@@ -136,10 +108,27 @@ pub(super) fn where_self(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     one(cx.call1("aten::where.self", vec![Arg::Tensor(cond), Arg::Tensor(a), Arg::Tensor(b)])?)
 }
 
-/// `masked_fill(self, mask, value)` = `where(mask, value, self)` in self's dtype.
-pub(super) fn masked_fill(cx: &mut Cx, c: &Call<'_>) -> OpResult {
-    let (x, mask) = (cx.tensor(&c.args, "self")?, cx.tensor(&c.args, "mask")?);
-    let value = cx.scalar(&c.args, "value")?;
-    let fill = cx.scalar_constant(value, cx.meta(x).dtype)?;
+/// `masked_fill.Tensor(self, mask, value)` (a rank-0 value tensor) = `where(mask, value, self)`
+/// in self's dtype; ExecuTorch has the `.Scalar` form only.
+pub(super) fn masked_fill_tensor(cx: &mut Cx, c: &Call<'_>) -> OpResult {
+    let (x, mask, value) = (cx.tensor(&c.args, "self")?, cx.tensor(&c.args, "mask")?, cx.tensor(&c.args, "value")?);
+    if cx.meta(value).rank() != 0 {
+        return Err(format!("value must be a rank-0 tensor, got {:?}", cx.meta(value).shape));
+    }
+    let fill = cx.cast(value, cx.meta(x).dtype)?;
     one(cx.call1("aten::where.self", vec![Arg::Tensor(mask), Arg::Tensor(fill), Arg::Tensor(x)])?)
+}
+
+/// `isfinite(self)`, as ExecuTorch decomposes it: not NaN (`x == x`) and not infinite
+/// (`|x| != inf`); integers and bools are always finite.
+pub(super) fn isfinite(cx: &mut Cx, c: &Call<'_>) -> OpResult {
+    let x = cx.tensor(&c.args, "self")?;
+    if !cx.meta(x).dtype.is_floating() {
+        let args = vec![Arg::Tensor(x), Arg::Scalar(Scalar::Bool(true)), Arg::ScalarType(rbuild_runtime::ScalarType::Bool), Arg::None, Arg::None, Arg::None, Arg::None];
+        return one(cx.call1("aten::full_like", args)?);
+    }
+    let not_nan = cx.call1("aten::eq.Tensor", vec![Arg::Tensor(x), Arg::Tensor(x)])?;
+    let magnitude = cx.call1("aten::abs", vec![Arg::Tensor(x)])?;
+    let bounded = cx.call1("aten::ne.Scalar", vec![Arg::Tensor(magnitude), Arg::Scalar(Scalar::Double(f64::INFINITY))])?;
+    one(cx.call1("aten::logical_and", vec![Arg::Tensor(not_nan), Arg::Tensor(bounded)])?)
 }

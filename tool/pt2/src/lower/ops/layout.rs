@@ -40,15 +40,10 @@ pub(super) fn permute(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     one(cx.call1("aten::permute_copy", vec![Arg::Tensor(x), Arg::Ints(dims)])?)
 }
 
-/// `transpose.int(self, dim0, dim1)`; `t(self)` swaps the two dims of a matrix (fewer dims:
-/// unchanged).
+/// `transpose.int(self, dim0, dim1)`.
 pub(super) fn transpose(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     let x = cx.tensor(&c.args, "self")?;
-    let (a, b) = match c.key {
-        "aten::t" if cx.meta(x).rank() < 2 => return one(x),
-        "aten::t" => (0, 1),
-        _ => (cx.int(&c.args, "dim0")?, cx.int(&c.args, "dim1")?),
-    };
+    let (a, b) = (cx.int(&c.args, "dim0")?, cx.int(&c.args, "dim1")?);
     one(cx.call1("aten::transpose_copy.int", vec![Arg::Tensor(x), Arg::Int(a), Arg::Int(b)])?)
 }
 
@@ -58,11 +53,10 @@ pub(super) fn unsqueeze(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     one(cx.call1("aten::unsqueeze_copy", vec![Arg::Tensor(x), Arg::Int(dim)])?)
 }
 
-/// `squeeze` (every size-1 dim), `squeeze.dim`, `squeeze.dims`.
+/// `squeeze` (every size-1 dim), `squeeze.dims`.
 pub(super) fn squeeze(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     let x = cx.tensor(&c.args, "self")?;
     let dims = match c.key {
-        "aten::squeeze.dim" => vec![cx.int(&c.args, "dim")?],
         "aten::squeeze.dims" => cx.ints(&c.args, "dim")?,
         _ => cx.meta(x).shape.iter().enumerate().filter(|(_, &d)| d == Dim::Fixed(1)).map(|(i, _)| i as i64).collect(),
     };
@@ -134,18 +128,6 @@ fn concat(cx: &mut Cx, tensors: &[ValueId], dim: i64) -> Result<ValueId, String>
     cx.call1("aten::cat", vec![Arg::Tensors(cast), Arg::Int(dim)])
 }
 
-/// `stack(tensors, dim)`: each unsqueezed at dim, then concatenated.
-pub(super) fn stack(cx: &mut Cx, c: &Call<'_>) -> OpResult {
-    let tensors = cx.tensors(&c.args, "tensors")?;
-    let rank = tensors.first().map_or(0, |&t| cx.meta(t).rank());
-    let dim = wrap(cx.int(&c.args, "dim")?, rank + 1)? as i64;
-    let parts = tensors
-        .iter()
-        .map(|&t| cx.call1("aten::unsqueeze_copy", vec![Arg::Tensor(t), Arg::Int(dim)]))
-        .collect::<Result<Vec<_>, _>>()?;
-    one(concat(cx, &parts, dim)?)
-}
-
 /// The fixed size of dim `d` of `x`.
 fn fixed_dim(cx: &Cx, x: ValueId, d: i64, what: &str) -> Result<(usize, usize), String> {
     let m = cx.meta(x);
@@ -156,8 +138,8 @@ fn fixed_dim(cx: &Cx, x: ValueId, d: i64, what: &str) -> Result<(usize, usize), 
     }
 }
 
-/// `split.Tensor(self, split_size, dim)`, `split_with_sizes(self, split_sizes, dim)`,
-/// `chunk(self, chunks, dim)`: one output per piece.
+/// `split_with_sizes(self, split_sizes, dim)`, `chunk(self, chunks, dim)`: one output per
+/// piece.
 pub(super) fn split(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     let x = cx.tensor(&c.args, "self")?;
     let (dim, n) = fixed_dim(cx, x, cx.int(&c.args, "dim")?, c.key)?;
@@ -166,7 +148,6 @@ pub(super) fn split(cx: &mut Cx, c: &Call<'_>) -> OpResult {
         (0..n.div_ceil(size).max(1)).map(|k| size.min(n - (k * size).min(n)) as i64).collect()
     };
     let sizes = match c.key {
-        "aten::split_with_sizes" => cx.ints(&c.args, "split_sizes")?,
         "aten::chunk" => {
             let chunks = cx.int(&c.args, "chunks")?;
             if chunks <= 0 {
@@ -174,37 +155,10 @@ pub(super) fn split(cx: &mut Cx, c: &Call<'_>) -> OpResult {
             }
             pieces(n.div_ceil(chunks as usize))
         }
-        _ => pieces(usize::try_from(cx.int(&c.args, "split_size")?).map_err(|_| "split_size must not be negative")?),
+        _ => cx.ints(&c.args, "split_sizes")?,
     };
     let outs = cx.call("aten::split_with_sizes_copy", vec![Arg::Tensor(x), Arg::Ints(sizes), Arg::Int(dim as i64)])?;
     Ok(outs.into_iter().map(Lowered::Tensor).collect())
-}
-
-/// `unbind(self, dim)`: one `select` per index.
-pub(super) fn unbind(cx: &mut Cx, c: &Call<'_>) -> OpResult {
-    let x = cx.tensor(&c.args, "self")?;
-    let (dim, n) = fixed_dim(cx, x, cx.int(&c.args, "dim")?, c.key)?;
-    (0..n)
-        .map(|i| cx.call1("aten::select_copy.int", vec![Arg::Tensor(x), Arg::Int(dim as i64), Arg::Int(i as i64)]).map(Lowered::Tensor))
-        .collect()
-}
-
-pub(super) fn repeat(cx: &mut Cx, c: &Call<'_>) -> OpResult {
-    let x = cx.tensor(&c.args, "self")?;
-    let repeats = cx.ints(&c.args, "repeats")?;
-    one(cx.call1("aten::repeat", vec![Arg::Tensor(x), Arg::Ints(repeats)])?)
-}
-
-pub(super) fn index(cx: &mut Cx, c: &Call<'_>) -> OpResult {
-    let x = cx.tensor(&c.args, "self")?;
-    let indices = cx.opt_tensors(&c.args, "indices")?;
-    one(cx.call1("aten::index.Tensor", vec![Arg::Tensor(x), Arg::OptTensors(indices)])?)
-}
-
-pub(super) fn index_select(cx: &mut Cx, c: &Call<'_>) -> OpResult {
-    let (x, index) = (cx.tensor(&c.args, "self")?, cx.tensor(&c.args, "index")?);
-    let dim = cx.int(&c.args, "dim")?;
-    one(cx.call1("aten::index_select", vec![Arg::Tensor(x), Arg::Int(dim), Arg::Tensor(index)])?)
 }
 
 /// `diff(self, n, dim, prepend, append)`: n times `x[1:] - x[:-1]` along dim (`!=` for bool)

@@ -1,5 +1,5 @@
-//! Network layers: convolutions, normalization, matrix products, pooling, resampling,
-//! embeddings, softmax and (inference) dropout.
+//! Network layers: convolutions, matrix products, pooling, resampling, embeddings, softmax
+//! and (inference) dropout.
 
 use rbuild_export::graph::{Arg, Dim, ValueId};
 use rbuild_runtime::Scalar;
@@ -14,13 +14,6 @@ pub(super) fn dropout(cx: &mut Cx, c: &Call<'_>) -> OpResult {
         return Err("dropout in training mode (export the module after .eval())".into());
     }
     one(x)
-}
-
-pub(super) fn embedding(cx: &mut Cx, c: &Call<'_>) -> OpResult {
-    let (w, idx) = (cx.tensor(&c.args, "weight")?, cx.tensor(&c.args, "indices")?);
-    let padding_idx = cx.int(&c.args, "padding_idx")?;
-    let (scale, sparse) = (cx.bool(&c.args, "scale_grad_by_freq")?, cx.bool(&c.args, "sparse")?);
-    one(cx.call1("aten::embedding", vec![Arg::Tensor(w), Arg::Tensor(idx), Arg::Int(padding_idx), Arg::Bool(scale), Arg::Bool(sparse)])?)
 }
 
 /// `conv1d`, `conv2d` (also with `padding="same"|"valid"`), `conv_transpose1d/2d`, and the core
@@ -80,41 +73,6 @@ fn same_or_valid(mode: &str, kernel: &[usize], dilation: &[i64]) -> Result<Vec<i
             .collect(),
         other => Err(format!("padding must be \"same\" or \"valid\", got {other:?}")),
     }
-}
-
-/// `batch_norm` in eval mode and `_native_batch_norm_legit_no_training` (whose extra outputs
-/// are empty).
-pub(super) fn batch_norm(cx: &mut Cx, c: &Call<'_>) -> OpResult {
-    let a = &c.args;
-    let x = cx.tensor(a, "input")?;
-    if c.key == "aten::batch_norm" && cx.bool(a, "training")? {
-        return Err("batch_norm in training mode (export the module after .eval())".into());
-    }
-    let stat = |name: &str| cx.opt_tensor(a, name)?.ok_or_else(|| format!("batch_norm without {name} (track_running_stats=False) is not supported"));
-    let (mean, var) = (stat("running_mean")?, stat("running_var")?);
-    let opt = |name| cx.opt_tensor(a, name).map(|t| t.map_or(Arg::None, Arg::Tensor));
-    let (weight, bias) = (opt("weight")?, opt("bias")?);
-    let (momentum, eps) = (cx.float(a, "momentum")?, cx.float(a, "eps")?);
-    let args = vec![Arg::Tensor(x), weight, bias, Arg::Tensor(mean), Arg::Tensor(var), Arg::Float(momentum), Arg::Float(eps)];
-    let outs = cx.call("aten::_native_batch_norm_legit_no_training", args)?;
-    Ok(first_or_all(c.key == "aten::batch_norm", outs))
-}
-
-fn first_or_all(first: bool, outs: Vec<ValueId>) -> Vec<Lowered> {
-    let n = if first { 1 } else { outs.len() };
-    outs.into_iter().take(n).map(Lowered::Tensor).collect()
-}
-
-/// `layer_norm` (the result) and `native_layer_norm` (with mean and rstd).
-pub(super) fn layer_norm(cx: &mut Cx, c: &Call<'_>) -> OpResult {
-    let a = &c.args;
-    let x = cx.tensor(a, "input")?;
-    let shape = cx.ints(a, "normalized_shape")?;
-    let opt = |name| cx.opt_tensor(a, name).map(|t| t.map_or(Arg::None, Arg::Tensor));
-    let (weight, bias) = (opt("weight")?, opt("bias")?);
-    let eps = cx.float(a, "eps")?;
-    let outs = cx.call("aten::native_layer_norm", vec![Arg::Tensor(x), Arg::Ints(shape), weight, bias, Arg::Float(eps)])?;
-    Ok(first_or_all(c.key == "aten::layer_norm", outs))
 }
 
 pub(super) fn linear(cx: &mut Cx, c: &Call<'_>) -> OpResult {
@@ -187,17 +145,14 @@ pub(super) fn matmul_values(cx: &mut Cx, a: ValueId, b: ValueId) -> Result<Value
     cx.view(y, &target([n, m]))
 }
 
-/// `addmm(self, mat1, mat2, beta, alpha)`.
-pub(super) fn addmm(cx: &mut Cx, c: &Call<'_>) -> OpResult {
-    let a = &c.args;
-    let (bias, m1, m2) = (cx.tensor(a, "self")?, cx.tensor(a, "mat1")?, cx.tensor(a, "mat2")?);
-    let (beta, alpha) = (cx.scalar(a, "beta")?, cx.scalar(a, "alpha")?);
-    let args = vec![Arg::Tensor(bias), Arg::Tensor(m1), Arg::Tensor(m2), Arg::Scalar(beta), Arg::Scalar(alpha)];
-    one(cx.call1("aten::addmm", args)?)
+/// The first result (the composite op's) or all of them (the core op's).
+pub(super) fn first_or_all(first: bool, outs: Vec<ValueId>) -> Vec<Lowered> {
+    let n = if first { 1 } else { outs.len() };
+    outs.into_iter().take(n).map(Lowered::Tensor).collect()
 }
 
-/// `max_pool2d` (the values) and `max_pool2d_with_indices` (values and indices).
-pub(super) fn max_pool2d(cx: &mut Cx, c: &Call<'_>) -> OpResult {
+/// `max_pool2d`/`max_pool3d` (the values) and `max_pool2d_with_indices` (values and indices).
+pub(super) fn max_pool(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     let a = &c.args;
     let x = cx.tensor(a, "self")?;
     let lists = ["kernel_size", "stride", "padding", "dilation"].map(|n| cx.ints(a, n));
@@ -206,19 +161,56 @@ pub(super) fn max_pool2d(cx: &mut Cx, c: &Call<'_>) -> OpResult {
         args.push(Arg::Ints(list?));
     }
     args.push(Arg::Bool(cx.bool(a, "ceil_mode")?));
-    let outs = cx.call("aten::max_pool2d_with_indices", args)?;
-    Ok(first_or_all(c.key == "aten::max_pool2d", outs))
+    let op = if c.key == "aten::max_pool3d" { "aten::max_pool3d_with_indices" } else { "aten::max_pool2d_with_indices" };
+    let outs = cx.call(op, args)?;
+    Ok(first_or_all(c.key != "aten::max_pool2d_with_indices", outs))
 }
 
-pub(super) fn avg_pool2d(cx: &mut Cx, c: &Call<'_>) -> OpResult {
+/// `avg_pool1d`, `max_pool1d`, `adaptive_avg_pool1d` as ATen computes them: the 2-D pool over
+/// the input with a height of 1.
+pub(super) fn pool1d(cx: &mut Cx, c: &Call<'_>) -> OpResult {
     let a = &c.args;
     let x = cx.tensor(a, "self")?;
-    let (kernel, stride, padding) = (cx.ints(a, "kernel_size")?, cx.ints(a, "stride")?, cx.ints(a, "padding")?);
-    let (ceil, count_pad) = (cx.bool(a, "ceil_mode")?, cx.bool(a, "count_include_pad")?);
-    let divisor = cx.opt_int(a, "divisor_override")?.map_or(Arg::None, Arg::Int);
-    let args =
-        vec![Arg::Tensor(x), Arg::Ints(kernel), Arg::Ints(stride), Arg::Ints(padding), Arg::Bool(ceil), Arg::Bool(count_pad), divisor];
-    one(cx.call1("aten::avg_pool2d", args)?)
+    let rank = cx.meta(x).rank();
+    if !(2..=3).contains(&rank) {
+        return Err(format!("needs a 2-D or 3-D input, got {:?}", cx.meta(x).shape));
+    }
+    let wide = cx.call1("aten::unsqueeze_copy", vec![Arg::Tensor(x), Arg::Int(-2)])?;
+    // One value of a 1-D list, widened to (1, value) or (0, value).
+    let pair = |cx: &Cx, name: &str, h: i64, empty: Option<i64>| -> Result<Arg, String> {
+        Ok(match (cx.ints(a, name)?.as_slice(), empty) {
+            ([], Some(_)) => Arg::Ints(vec![]),
+            ([v], _) => Arg::Ints(vec![h, *v]),
+            (v, _) => return Err(format!("{name} {v:?} must have one value")),
+        })
+    };
+    let y = match c.key {
+        "aten::avg_pool1d" => {
+            let args = vec![
+                Arg::Tensor(wide),
+                pair(cx, "kernel_size", 1, None)?,
+                pair(cx, "stride", 1, Some(0))?,
+                pair(cx, "padding", 0, None)?,
+                Arg::Bool(cx.bool(a, "ceil_mode")?),
+                Arg::Bool(cx.bool(a, "count_include_pad")?),
+                Arg::None,
+            ];
+            cx.call1("aten::avg_pool2d", args)?
+        }
+        "aten::max_pool1d" => {
+            let args = vec![
+                Arg::Tensor(wide),
+                pair(cx, "kernel_size", 1, None)?,
+                pair(cx, "stride", 1, Some(0))?,
+                pair(cx, "padding", 0, None)?,
+                pair(cx, "dilation", 1, None)?,
+                Arg::Bool(cx.bool(a, "ceil_mode")?),
+            ];
+            cx.call("aten::max_pool2d_with_indices", args)?[0]
+        }
+        _ => cx.call1("aten::adaptive_avg_pool2d", vec![Arg::Tensor(wide), pair(cx, "output_size", 1, None)?])?,
+    };
+    one(cx.call1("aten::squeeze_copy.dims", vec![Arg::Tensor(y), Arg::Ints(vec![-2])])?)
 }
 
 /// Both spellings go through the IR's `adaptive_avg_pool2d`, which the decomposition pass turns
@@ -244,6 +236,29 @@ pub(super) fn upsample(cx: &mut Cx, c: &Call<'_>) -> OpResult {
         _ => vec![Arg::Tensor(x), size, scales],
     };
     one(cx.call1(c.key, args)?)
+}
+
+/// `_upsample_bilinear2d_aa.vec(input, output_size?, align_corners, scale_factors?)` as the
+/// core op: the output size from the scales when not given, and the scales passed on (they,
+/// not the size ratio, place the samples, as in ATen).
+pub(super) fn upsample_aa(cx: &mut Cx, c: &Call<'_>) -> OpResult {
+    let a = &c.args;
+    let x = cx.tensor(a, "input")?;
+    let align = cx.bool(a, "align_corners")?;
+    let scales = cx.opt_floats(a, "scale_factors")?;
+    let size = match (cx.opt_ints(a, "output_size")?, &scales) {
+        (Some(size), None) if size.len() == 2 => size,
+        (None, Some(s)) if s.len() == 2 => {
+            let hw = cx.meta(x).shape.iter().skip(2).map(|&d| cx.b.graph.dim_max(d) as f64).collect::<Vec<_>>();
+            if hw.len() != 2 {
+                return Err(format!("needs a 4-D input, got {:?}", cx.meta(x).shape));
+            }
+            hw.iter().zip(s).map(|(n, f)| (n * f).floor() as i64).collect()
+        }
+        (size, scales) => return Err(format!("needs either 2 output sizes or 2 scale factors, got {size:?} and {scales:?}")),
+    };
+    let scale = |i: usize| scales.as_ref().map_or(Arg::None, |s| Arg::Float(s[i]));
+    one(cx.call1("aten::_upsample_bilinear2d_aa", vec![Arg::Tensor(x), Arg::Ints(size), Arg::Bool(align), scale(0), scale(1)])?)
 }
 
 /// `softmax.int`/`log_softmax.int` (with an optional dtype) and their core forms.

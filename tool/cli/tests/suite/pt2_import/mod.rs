@@ -5,6 +5,8 @@
 //! buffers kept as state), and ExecuTorch 1.3.1 runs the same programs within tolerance.
 //! New archives and cases dropped into the folder are picked up without code changes.
 
+mod ops;
+
 use crate::common;
 
 use std::collections::BTreeMap;
@@ -43,7 +45,7 @@ fn cases_by_archive(dir: &Path) -> BTreeMap<PathBuf, Vec<IoCase>> {
     by_archive
 }
 
-fn rbuild(args: &[&std::ffi::OsStr]) -> std::process::Output {
+pub(super) fn rbuild(args: &[&std::ffi::OsStr]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_rbuild")).args(args).output().unwrap()
 }
 

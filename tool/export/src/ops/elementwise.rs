@@ -1,0 +1,188 @@
+//! Elementwise ops: math, activations, arithmetic, comparisons, logic, `where`, `clamp`.
+
+pub(super) const SCHEMAS: &[(&str, &str)] = &[
+    (
+        "aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor",
+        "aten::hardtanh.out(Tensor self, Scalar min_val=-1, Scalar max_val=1, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("aten::relu(Tensor self) -> Tensor", "aten::relu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor",
+        "aten::clamp.out(Tensor self, Scalar? min=None, Scalar? max=None, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+        "aten::add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+        "aten::add.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+        "aten::sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("aten::mul.Tensor(Tensor self, Tensor other) -> Tensor", "aten::mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::mul.Scalar(Tensor self, Scalar other) -> Tensor", "aten::mul.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::div.Tensor(Tensor self, Tensor other) -> Tensor", "aten::div.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::div.Scalar(Tensor self, Scalar other) -> Tensor", "aten::div.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::sigmoid(Tensor self) -> Tensor", "aten::sigmoid.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::rsqrt(Tensor self) -> Tensor", "aten::rsqrt.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::neg(Tensor self) -> Tensor", "aten::neg.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
+        "aten::pow.Tensor_Scalar_out(Tensor self, Scalar exponent, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::gelu(Tensor self, *, str approximate=\"none\") -> Tensor",
+        "aten::gelu.out(Tensor self, *, str approximate=\"none\", Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("aten::cos(Tensor self) -> Tensor", "aten::cos.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::sin(Tensor self) -> Tensor", "aten::sin.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::exp(Tensor self) -> Tensor", "aten::exp.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::tanh(Tensor self) -> Tensor", "aten::tanh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::erf(Tensor self) -> Tensor", "aten::erf.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::sqrt(Tensor self) -> Tensor", "aten::sqrt.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::log(Tensor self) -> Tensor", "aten::log.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::reciprocal(Tensor self) -> Tensor", "aten::reciprocal.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::abs(Tensor self) -> Tensor", "aten::abs.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::floor(Tensor self) -> Tensor", "aten::floor.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::ceil(Tensor self) -> Tensor", "aten::ceil.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::round(Tensor self) -> Tensor", "aten::round.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor",
+        "aten::leaky_relu.out(Tensor self, Scalar negative_slope=0.01, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor",
+        "aten::clamp.Tensor_out(Tensor self, Tensor? min=None, Tensor? max=None, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+        "aten::sub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor",
+        "aten::pow.Tensor_Tensor_out(Tensor self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("aten::minimum(Tensor self, Tensor other) -> Tensor", "aten::minimum.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::maximum(Tensor self, Tensor other) -> Tensor", "aten::maximum.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::eq.Scalar(Tensor self, Scalar other) -> Tensor", "aten::eq.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::eq.Tensor(Tensor self, Tensor other) -> Tensor", "aten::eq.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::ne.Scalar(Tensor self, Scalar other) -> Tensor", "aten::ne.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::ne.Tensor(Tensor self, Tensor other) -> Tensor", "aten::ne.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::lt.Scalar(Tensor self, Scalar other) -> Tensor", "aten::lt.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::lt.Tensor(Tensor self, Tensor other) -> Tensor", "aten::lt.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::le.Scalar(Tensor self, Scalar other) -> Tensor", "aten::le.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::le.Tensor(Tensor self, Tensor other) -> Tensor", "aten::le.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::gt.Scalar(Tensor self, Scalar other) -> Tensor", "aten::gt.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::gt.Tensor(Tensor self, Tensor other) -> Tensor", "aten::gt.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::ge.Scalar(Tensor self, Scalar other) -> Tensor", "aten::ge.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::ge.Tensor(Tensor self, Tensor other) -> Tensor", "aten::ge.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::logical_and(Tensor self, Tensor other) -> Tensor", "aten::logical_and.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::logical_or(Tensor self, Tensor other) -> Tensor", "aten::logical_or.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::logical_xor(Tensor self, Tensor other) -> Tensor", "aten::logical_xor.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::logical_not(Tensor self) -> Tensor", "aten::logical_not.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::bitwise_and.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::bitwise_or.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::bitwise_xor.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor",
+        "aten::where.self_out(Tensor condition, Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // Core ATen unary math, activations and arithmetic of imported programs (ExecuTorch portable kernels).
+    ("aten::acos(Tensor self) -> Tensor", "aten::acos.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::acosh(Tensor self) -> Tensor", "aten::acosh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::asin(Tensor self) -> Tensor", "aten::asin.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::asinh(Tensor self) -> Tensor", "aten::asinh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::atan(Tensor self) -> Tensor", "aten::atan.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::atanh(Tensor self) -> Tensor", "aten::atanh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::cosh(Tensor self) -> Tensor", "aten::cosh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::sinh(Tensor self) -> Tensor", "aten::sinh.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::tan(Tensor self) -> Tensor", "aten::tan.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::expm1(Tensor self) -> Tensor", "aten::expm1.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::log10(Tensor self) -> Tensor", "aten::log10.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::log1p(Tensor self) -> Tensor", "aten::log1p.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::log2(Tensor self) -> Tensor", "aten::log2.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::trunc(Tensor self) -> Tensor", "aten::trunc.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::sign(Tensor self) -> Tensor", "aten::sign.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::bitwise_not(Tensor self) -> Tensor", "aten::bitwise_not.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::isinf(Tensor self) -> Tensor", "aten::isinf.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::isnan(Tensor self) -> Tensor", "aten::isnan.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor",
+        "aten::elu.out(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("aten::atan2(Tensor self, Tensor other) -> Tensor", "aten::atan2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor", "aten::fmod.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor", "aten::fmod.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::remainder.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::remainder.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor",
+        "aten::div.out_mode(Tensor self, Tensor other, *, str? rounding_mode, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor",
+        "aten::div.Scalar_mode_out(Tensor self, Scalar other, *, str? rounding_mode, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::bitwise_and.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::bitwise_or.Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::bitwise_or.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::bitwise_xor.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor",
+        "aten::pow.Scalar_out(Scalar self, Tensor exponent, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    // Not Core ATen (ATen decomposes them), but in ExecuTorch's portable library with PyTorch's schemas.
+    (
+        "aten::bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::bitwise_left_shift.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::bitwise_left_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::bitwise_left_shift.Tensor_Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor",
+        "aten::bitwise_right_shift.Tensor_out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::bitwise_right_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor",
+        "aten::bitwise_right_shift.Tensor_Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    ("aten::floor_divide(Tensor self, Tensor other) -> Tensor", "aten::floor_divide.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::glu(Tensor self, int dim=-1) -> Tensor", "aten::glu.out(Tensor self, int dim=-1, *, Tensor(a!) out) -> Tensor(a!)"),
+    ("aten::logit(Tensor self, float? eps=None) -> Tensor", "aten::logit.out(Tensor self, float? eps=None, *, Tensor(a!) out) -> Tensor(a!)"),
+    (
+        "aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+        "aten::rsub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "aten::masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor",
+        "aten::masked_fill.Scalar_out(Tensor self, Tensor mask, Scalar value, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+];
