@@ -239,6 +239,44 @@ fn dynamically_quantized_convolution_matches_the_kernel_reference() {
 }
 
 #[test]
+fn dynamically_quantized_transposed_convolution_matches_the_kernel_reference() {
+    let mut r = Lcg(5);
+    let (h, w, cin, cout) = (4, 5, 3, 2);
+    let mut g = G::new();
+    let x = g.input(D::Fp32, &[1, h, w, cin], Quant::None);
+    let q = g.internal(D::QdInt8, &[1, h, w, cin], Quant::PerTokenDynamic { num_nonbatch_dims: 3 });
+    g.node(NodeKind::Convert, NodeParams::Unary { input: x, output: q, flags: 0 }, None);
+    let filter = r.i8s(cout * 9 * cin);
+    let scales = r.f32s(cout, 0.001, 0.01);
+    let wv = g.constant(D::QcInt8, &[cout, 3, 3, cin], pc(scales.clone(), 0), &i8_bytes(&filter));
+    // (4 − 1)·2 + 3 + 1 − 2 = 8 rows, (5 − 1)·2 + 3 + 1 − 2 = 10 columns.
+    let y = g.output(D::Fp32, &[1, 8, 10, cout], Quant::None);
+    let mut p = conv_params(3, 1, cin as u32, cout as u32, q, wv, None, y);
+    (p.subsampling_height, p.subsampling_width, p.adjustment_height, p.adjustment_width) = (2, 2, 1, 1);
+    g.node(NodeKind::ConvTranspose2d, NodeParams::Conv(p), None);
+    let mut plan = g.compile().unwrap();
+    let xv = r.f32s(h * w * cin, -1.0, 2.0);
+    let out = f32s(&plan.run_bytes(1, &[&f32_bytes(&xv)]).unwrap()[0]);
+    let geom = Conv2dGeom { batch: 1, in_h: h, in_w: w, out_h: 8, out_w: 10, kernel_h: 3, kernel_w: 3, stride_h: 2, stride_w: 2, dilation_h: 1, dilation_w: 1, pad_top: 1, pad_left: 1, groups: 1, group_in: cin, group_out: cout };
+    let want = rbuild_kernels::nhwc::qs8::deconv::reference::deconv_qd8(&geom, &xv, &filter, &scales, None, f32::NEG_INFINITY, f32::INFINITY);
+    assert!(out.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+#[test]
+fn weights_only_quantized_fully_connected() {
+    let mut g = G::new();
+    let x = g.input(D::Fp32, &[2, 4], Quant::None);
+    let w = g.constant(D::QcInt8, &[3, 4], pc(vec![0.5, 0.25, 2.0], 0), &i8_bytes(&[1, -2, 3, 4, 5, 6, -7, 8, 0, 1, 0, -1]));
+    let y = g.output(D::Fp32, &[2, 3], Quant::None);
+    g.node(NodeKind::FullyConnected, NodeParams::FullyConnected { input: x, filter: w, bias: None, output: y, flags: 0 }, None);
+    let mut plan = g.compile().unwrap();
+    let out = f32s(&plan.run_bytes(1, &[&f32_bytes(&[1.0, 2.0, 3.0, 4.0, -1.0, 0.5, 0.0, 2.0])]).unwrap()[0]);
+    // Row 0: (1 − 4 + 9 + 16)·0.5, (5 + 12 − 21 + 32)·0.25, (0 + 2 + 0 − 4)·2.
+    assert_eq!(&out[..3], &[11.0, 7.0, -4.0]);
+    assert_eq!(&out[3..], &[(-1.0 - 1.0 + 8.0) * 0.5, (-5.0 + 3.0 + 16.0) * 0.25, (0.5 - 2.0) * 2.0]);
+}
+
+#[test]
 fn int8_resize_max_pool_requantize_and_tables() {
     let mut r = Lcg(4);
     let q = pt(0.04, -3);
@@ -401,6 +439,22 @@ fn malformed_payloads_are_rejected_with_clear_errors() {
             let a = g.input(D::Fp32, &[2, 6], Quant::None);
             let y = g.output(D::Fp32, &[3, 4], Quant::None);
             g.node(NodeKind::StaticReshape, NodeParams::Reshape { new_shape: vec![4, 3], input: a, output: y }, None);
+        }),
+        ("TensorFlow SAME padding", |g| {
+            let x = g.input(D::Fp32, &[1, 3, 3, 1], Quant::None);
+            let w = g.constant(D::Fp32, &[1, 1, 1, 1], Quant::None, &f32_bytes(&[1.0]));
+            let y = g.output(D::Fp32, &[1, 3, 3, 1], Quant::None);
+            let mut p = conv_params(1, 0, 1, 1, x, w, None, y);
+            p.flags = 4;
+            g.node(NodeKind::Conv2d, NodeParams::Conv(p), None);
+        }),
+        ("qbint4 weights need per-channel-group quantization", |g| {
+            let x = g.input(D::Fp32, &[2, 64], Quant::None);
+            let q = g.internal(D::QdInt8, &[2, 64], Quant::PerTokenDynamic { num_nonbatch_dims: 1 });
+            g.node(NodeKind::Convert, NodeParams::Unary { input: x, output: q, flags: 0 }, None);
+            let w = g.constant(D::QbInt4, &[3, 64], pc(vec![0.1; 3], 0), &[0x88; 96]);
+            let y = g.output(D::Fp32, &[2, 3], Quant::None);
+            g.node(NodeKind::FullyConnected, NodeParams::FullyConnected { input: q, filter: w, bias: None, output: y, flags: 0 }, None);
         }),
         ("repeats or lies outside", |g| {
             let a = g.input(D::Fp32, &[2], Quant::None);

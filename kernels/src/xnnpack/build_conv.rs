@@ -17,7 +17,7 @@ use super::plan::{Op, Round};
 use super::rewrite::Node;
 use crate::nhwc::conv_f32::ConvF32;
 use crate::nhwc::dwconv_f32::DepthwiseF32;
-use crate::nhwc::qs8::{ConvQd8, ConvQs8, DeconvQs8, DepthwiseQs8};
+use crate::nhwc::qs8::{ConvQd8, ConvQs8, DeconvQd8, DeconvQs8, DepthwiseQs8};
 use crate::nhwc::Conv2dGeom;
 
 /// The geometry a convolution node's parameters give for input `[n, h, w, ·]` and output
@@ -111,11 +111,13 @@ pub fn int32_bias(consts: &Constants<'_, '_>, id: u32, v: &XnnValue) -> Result<V
     }
 }
 
-/// Float weights (any float datatype), rounded to the compute format of a half/bfloat16 node.
+/// Float weights (any float datatype) of a node whose output is rounded to `round`: a half
+/// node's are rounded to half, as XNNPACK packs fp32 static weights and biases for its fp16
+/// kernels; bfloat16 kernels (fully connected only) keep f32 biases and bf16 weights as given.
 pub fn float_weights(consts: &Constants<'_, '_>, id: u32, v: &XnnValue, round: Option<Round>) -> Result<Vec<f32>, String> {
     let mut w = consts.floats(id, v)?;
-    if let Some(r) = round {
-        r.apply(&mut w);
+    if round == Some(Round::F16) {
+        Round::F16.apply(&mut w);
     }
     Ok(w)
 }
@@ -129,7 +131,13 @@ fn int8_weights(consts: &Constants<'_, '_>, id: u32, w: &XnnValue) -> Result<Vec
     }
 }
 
+/// XNNPACK's `XNN_FLAG_TENSORFLOW_SAME_PADDING` (ExecuTorch writes explicit padding instead).
+const SAME_PADDING: u32 = 4;
+
 pub fn conv(graph: &XnnGraph, consts: &Constants<'_, '_>, node: &Node, p: &ConvParams, round: Option<Round>) -> Result<Op, String> {
+    if p.flags & SAME_PADDING != 0 {
+        return Err(String::from("TensorFlow SAME padding (flag 0x4) is not supported; give the padding explicitly"));
+    }
     let depthwise = node.kind == rbuild_runtime::backends::xnnpack::NodeKind::DepthwiseConv2d;
     let g = conv_geom(graph, p, depthwise)?;
     let (x, w, y) = (value(graph, p.input), value(graph, p.filter), value(graph, p.output));
@@ -186,6 +194,9 @@ fn dynamic_conv(graph: &XnnGraph, consts: &Constants<'_, '_>, p: &ConvParams, g:
 /// `ConvTranspose2d`: output `(in − 1)·stride + dilation·(k − 1) + 1 + adjustment − padding`
 /// along each axis; filter `[groups·group_out, kh, kw, group_in]`.
 pub fn deconv(graph: &XnnGraph, consts: &Constants<'_, '_>, node: &Node, p: &ConvParams, round: Option<Round>) -> Result<Op, String> {
+    if p.flags & SAME_PADDING != 0 {
+        return Err(String::from("TensorFlow SAME padding (flag 0x4) is not supported; give the padding explicitly"));
+    }
     let (x, w, y) = (value(graph, p.input), value(graph, p.filter), value(graph, p.output));
     let [n, h, wd, c] = dims4(p.input, x)?;
     let [on, oh, ow, oc] = dims4(p.output, y)?;
@@ -206,7 +217,14 @@ pub fn deconv(graph: &XnnGraph, consts: &Constants<'_, '_>, node: &Node, p: &Con
     }
     let (min, max) = range(node.range, round);
     if node.dynamic {
-        return Err(String::from("a dynamically quantized input is not supported here"));
+        if !is_float(x) || x.datatype != y.datatype || w.datatype != XnnDatatype::QcInt8 {
+            return Err(format!("dynamically quantized input: input/filter/output datatypes {}/{}/{} (float, qcint8, float expected)", x.datatype.name(), w.datatype.name(), y.datatype.name()));
+        }
+        let filter = consts.i8s(p.filter, w)?;
+        let scales = weight_scales(consts, p.filter, w, oc, 0)?;
+        let bias = p.bias.map(|b| consts.floats(b, value(graph, b))).transpose()?;
+        check_len("bias", bias.as_deref(), oc)?;
+        return Ok(Op::DeconvQd8 { op: DeconvQd8::new(&geom, &filter, &scales, bias.as_deref())?, min, max });
     }
     if is_float(x) && x.datatype == y.datatype && is_float(w) {
         let filter = float_weights(consts, p.filter, w, round)?;

@@ -1,7 +1,7 @@
 //! Matrix-product nodes (`FullyConnected`, `BatchMatrixMultiply`) → ops. A fully connected
-//! layer with constant weights is packed: float (fp32; fp16/bf16 computed in f32), int8
-//! (qint8/quint8 × qcint8/qint8/qcint4, int32 bias) or dynamically quantized (qdint8 ×
-//! qcint8/qcint4/qbint4, float bias and output); with weights that are activations it runs as a
+//! layer with constant weights is packed: float (fp32; fp16/bf16 computed in f32; fp32 input
+//! with qcint8/qcint4 weights), int8 (qint8/quint8 × qcint8/qint8/qcint4, int32 bias) or
+//! dynamically quantized (qdint8 × qcint8/qcint4/qbint4, float bias and output); with weights that are activations it runs as a
 //! float GEMM at each call, as does a batch matrix multiply.
 
 use alloc::format;
@@ -79,6 +79,17 @@ pub fn fully_connected(graph: &XnnGraph, consts: &Constants<'_, '_>, node: &Node
             f = transpose2(&f, k, n);
         }
         let bias = bias.map(|b| float_weights(consts, b, value(graph, b), round)).transpose()?;
+        check_len("bias", bias.as_deref(), n)?;
+        return Ok(Op::FullyConnectedF32 { op: FullyConnectedF32::new(n, k, &f, bias.as_deref())?, m, min, max });
+    }
+    if x.datatype == XnnDatatype::Fp32 && y.datatype == XnnDatatype::Fp32 && matches!(w.datatype, XnnDatatype::QcInt8 | XnnDatatype::QcInt4) {
+        // Weights-only quantization (XNNPACK's f32-qc8w / f32-qc4w): the weights dequantized
+        // once, each channel's values times its scale.
+        let values = if w.datatype == XnnDatatype::QcInt4 { int4_weights(consts, filter, w)? } else { consts.i8s(filter, w)? };
+        let scales = weight_scales(consts, filter, w, n, if transposed { 1 } else { 0 })?;
+        let at = |r: usize, c: usize| if transposed { values[c * n + r] } else { values[r * k + c] };
+        let f: Vec<f32> = (0..n * k).map(|i| at(i / k, i % k) as f32 * scales[i / k]).collect();
+        let bias = bias.map(|b| consts.floats(b, value(graph, b))).transpose()?;
         check_len("bias", bias.as_deref(), n)?;
         return Ok(Op::FullyConnectedF32 { op: FullyConnectedF32::new(n, k, &f, bias.as_deref())?, m, min, max });
     }

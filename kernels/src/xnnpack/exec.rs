@@ -232,6 +232,7 @@ fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: us
         }
         (Op::ConvQd8 { op, min, max }, Buf::F32(y)) => op.run(par, in_f32(0)?, &mut y[..on], *min, *max).map_err(msg),
         (Op::DeconvQs8(op), Buf::I8(y)) => op.run(par, in_i8(0)?, &mut y[..on]).map_err(msg),
+        (Op::DeconvQd8 { op, min, max }, Buf::F32(y)) => op.run(par, in_f32(0)?, &mut y[..on], *min, *max).map_err(msg),
         (Op::Requantize(op), Buf::I8(y)) => op.apply(in_i8(0)?, &mut y[..on]).map_err(msg),
         (Op::MaxPoolQs8 { geom, lo, hi }, Buf::I8(y)) => qs8::max_pool_qs8(geom, in_i8(0)?, &mut y[..on], *lo, *hi).map_err(msg),
         (Op::ResizeF32(op), Buf::F32(y)) => op.run_f32(in_f32(0)?, &mut y[..on]).map_err(msg),

@@ -15,7 +15,7 @@ use crate::nhwc::conv_f32::ConvF32;
 use crate::nhwc::dwconv_f32::DepthwiseF32;
 use crate::nhwc::fc_f32::FullyConnectedF32;
 use crate::nhwc::qs8::dynamic::FullyConnectedQd8;
-use crate::nhwc::qs8::{AddQs8, ConvQd8, ConvQs8, DeconvQs8, DepthwiseQs8, FullyConnectedQs8, MulQs8, QParams, RequantizeQs8};
+use crate::nhwc::qs8::{AddQs8, ConvQd8, ConvQs8, DeconvQd8, DeconvQs8, DepthwiseQs8, FullyConnectedQs8, MulQs8, QParams, RequantizeQs8};
 use crate::nhwc::resize::ResizeBilinear;
 use crate::nhwc::{Conv2dGeom, PostOp};
 
@@ -133,6 +133,8 @@ pub enum Op {
     ConvQd8 { op: ConvQd8, min: f32, max: f32 },
     DeconvF32 { geom: Conv2dGeom, filter: Vec<f32>, bias: Option<Vec<f32>>, min: f32, max: f32 },
     DeconvQs8(DeconvQs8),
+    /// f32 images quantized per image at run time, int8 weights.
+    DeconvQd8 { op: DeconvQd8, min: f32, max: f32 },
     BinaryF32 { op: BinOp, bc: Broadcast, min: f32, max: f32 },
     /// Add, and Subtract (`AddQs8::new_subtract`).
     AddQs8 { op: AddQs8, bc: Broadcast },
@@ -177,6 +179,7 @@ impl Op {
             Op::ConvQs8(op) => g(op.geom()),
             Op::DepthwiseQs8(op) => g(op.geom()),
             Op::DeconvQs8(op) => format!("{} qs8", g(op.geom())),
+            Op::DeconvQd8 { op, .. } => format!("{} qd8", g(op.geom())),
             Op::DeconvF32 { geom, .. } => g(geom),
             Op::ConvQd8 { op, .. } => format!("{} qd8", g(op.geom())),
             Op::FullyConnectedF32 { op, m, .. } => format!("{m}x{}->{}", op.k(), op.n()),

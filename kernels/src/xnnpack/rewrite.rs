@@ -24,7 +24,7 @@ pub struct Node {
     /// Set when this float unary node absorbed the int8→f32 Convert before it and the
     /// f32→int8 Convert after it: (input, output) quantization. It then maps int8 to int8.
     pub lut: Option<(QParams, QParams)>,
-    /// A FullyConnected or Conv2d whose input is dynamically quantized: it reads the float
+    /// A FullyConnected, Conv2d or ConvTranspose2d whose input is dynamically quantized: it reads the float
     /// value the qdint8 `Convert` read and quantizes it itself (per row / per image).
     pub dynamic: bool,
     /// An f32 convolution that absorbed the activation node after it ([`fuse_post_ops`]).
@@ -57,8 +57,8 @@ fn without(nodes: Vec<Node>, dead: &[bool]) -> Vec<Node> {
 }
 
 /// Dynamic quantization (`Convert` float → qdint8, parameters computed at run time) feeds fully
-/// connected layers (per-token: `num_nonbatch_dims` 1) and convolutions (per image:
-/// `num_nonbatch_dims` 3 of an NHWC tensor) only: each such Convert is dropped and its readers
+/// connected layers (per-token: `num_nonbatch_dims` 1) and convolutions, transposed ones included
+/// (per image: `num_nonbatch_dims` 3 of an NHWC tensor) only: each such Convert is dropped and its readers
 /// take the float value with `dynamic` set. The older form, a float external input marked
 /// `dq_datatype = qint8`, sets `dynamic` on the fully connected layers reading it.
 pub fn fold_dynamic_quantization(graph: &XnnGraph, mut nodes: Vec<Node>) -> Result<Vec<Node>, String> {
@@ -91,7 +91,7 @@ pub fn fold_dynamic_quantization(graph: &XnnGraph, mut nodes: Vec<Node>) -> Resu
         let kind = n.kind;
         let (reader_input, want_dims) = match &mut n.params {
             NodeParams::FullyConnected { input, .. } => (Some(input), 1),
-            NodeParams::Conv(c) if kind == NodeKind::Conv2d => (Some(&mut c.input), 3),
+            NodeParams::Conv(c) if matches!(kind, NodeKind::Conv2d | NodeKind::ConvTranspose2d) => (Some(&mut c.input), 3),
             _ => (None, 0),
         };
         if let Some(input) = reader_input {
@@ -112,7 +112,7 @@ pub fn fold_dynamic_quantization(graph: &XnnGraph, mut nodes: Vec<Node>) -> Resu
         }
         if let Some(v) = n.params.inputs().into_iter().find(|&v| source[usize_of(v)].is_some()) {
             return Err(format!(
-                "node {i} ({}) reads the dynamically quantized value {v}; only FullyConnected and Conv2d take qdint8 inputs",
+                "node {i} ({}) reads the dynamically quantized value {v}; only FullyConnected, Conv2d and ConvTranspose2d take qdint8 inputs",
                 kind.name()
             ));
         }

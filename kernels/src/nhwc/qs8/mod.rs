@@ -91,7 +91,7 @@ pub mod pooling;
 pub mod reference;
 
 pub use conv::{ConvQs8, FullyConnectedQs8};
-pub use deconv::DeconvQs8;
+pub use deconv::{DeconvQd8, DeconvQs8};
 pub use dwconv::DepthwiseQs8;
 pub use dynamic_conv::ConvQd8;
 pub use elementwise::{dequantize_f32, global_avg_pool_qs8, lookup_table, quantize_f32, AddQs8, MulQs8, RequantizeQs8};
