@@ -165,6 +165,46 @@ fn quint8_runs_as_qint8_shifted_by_128() {
 }
 
 #[test]
+fn quint8_weights_with_a_zero_point_match_the_kernel_reference() {
+    use rbuild_kernels::nhwc::qs8::{asymmetric::reference::conv_qu8, QParams};
+    let mut r = Lcg(6);
+    let (qx, qw, qy) = (QParams { scale: 0.05, zero_point: 140 }, QParams { scale: 0.02, zero_point: 117 }, QParams { scale: 0.2, zero_point: 100 });
+    let shift = |q: QParams| QParams { scale: q.scale, zero_point: q.zero_point - 128 };
+    let mut g = G::new();
+    let x = g.input(D::QUInt8, &[1, 5, 5, 3], pt(qx.scale, qx.zero_point));
+    let w: Vec<u8> = (0..4 * 9 * 3).map(|_| r.next() as u8).collect();
+    let wv = g.constant(D::QUInt8, &[4, 3, 3, 3], pt(qw.scale, qw.zero_point), &w);
+    let bias: Vec<i32> = (0..4).map(|_| (r.next() as i32) >> 22).collect();
+    let bv = g.constant(D::QInt32, &[4], pt(qx.scale * qw.scale, 0), &i32_bytes(&bias));
+    let y = g.output(D::QUInt8, &[1, 5, 5, 4], pt(qy.scale, qy.zero_point));
+    g.node(NodeKind::Conv2d, NodeParams::Conv(conv_params(3, 1, 3, 4, x, wv, Some(bv), y)), None);
+    // A depthwise 3×3 (multiplier 2) and a fully connected layer on the same input.
+    let dw: Vec<u8> = (0..9 * 6).map(|_| r.next() as u8).collect();
+    let dwv = g.constant(D::QUInt8, &[1, 3, 3, 6], pt(qw.scale, qw.zero_point), &dw);
+    let yd = g.output(D::QUInt8, &[1, 5, 5, 6], pt(qy.scale, qy.zero_point));
+    let mut pd = conv_params(3, 1, 1, 2, x, dwv, None, yd);
+    pd.groups = 3;
+    g.node(NodeKind::DepthwiseConv2d, NodeParams::Conv(pd), None);
+    let fw: Vec<u8> = (0..2 * 3).map(|_| r.next() as u8).collect();
+    let fv = g.constant(D::QUInt8, &[2, 3], pt(qw.scale, qw.zero_point), &fw);
+    let yf = g.output(D::QUInt8, &[1, 5, 5, 2], pt(qy.scale, qy.zero_point));
+    g.node(NodeKind::FullyConnected, NodeParams::FullyConnected { input: x, filter: fv, bias: None, output: yf, flags: 0 }, None);
+    let mut plan = g.compile().unwrap();
+    let xv: Vec<u8> = (0..75).map(|_| r.next() as u8).collect();
+    let out = plan.run_bytes(2, &[&xv]).unwrap();
+    let to_i8 = |v: &[u8]| v.iter().map(|&b| (b ^ 0x80) as i8).collect::<Vec<_>>();
+    let from_i8 = |v: Vec<i8>| v.iter().map(|&b| b as u8 ^ 0x80).collect::<Vec<_>>();
+    let geom = |groups: usize, gi: usize, go: usize, k: usize, p: usize| Conv2dGeom { batch: 1, in_h: 5, in_w: 5, out_h: 5, out_w: 5, kernel_h: k, kernel_w: k, stride_h: 1, stride_w: 1, dilation_h: 1, dilation_w: 1, pad_top: p, pad_left: p, groups, group_in: gi, group_out: go };
+    let want = conv_qu8(&geom(1, 3, 4, 3, 1), false, shift(qx), &to_i8(&xv), &to_i8(&w), shift(qw), Some(&bias), shift(qy), -128, 127);
+    assert_eq!(out[0], from_i8(want));
+    let dw_grouped: Vec<u8> = (0..54).map(|i| dw[(i % 9) * 6 + i / 9]).collect();
+    let want = conv_qu8(&geom(3, 1, 2, 3, 1), false, shift(qx), &to_i8(&xv), &to_i8(&dw_grouped), shift(qw), None, shift(qy), -128, 127);
+    assert_eq!(out[1], from_i8(want));
+    let want = conv_qu8(&geom(1, 3, 2, 1, 0), false, shift(qx), &to_i8(&xv), &to_i8(&fw), shift(qw), None, shift(qy), -128, 127);
+    assert_eq!(out[2], from_i8(want));
+}
+
+#[test]
 fn int8_subtract_broadcasts_and_rounds_like_the_real_difference() {
     let mut g = G::new();
     let (qa, qb, qy) = ((0.05, 4), (0.03, -10), (0.06, 1));

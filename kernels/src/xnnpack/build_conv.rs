@@ -1,7 +1,8 @@
 //! Convolution nodes (`Conv2d`, `DepthwiseConv2d`, `ConvTranspose2d`) → ops: geometry checked
 //! against the values' shapes, weights packed. Float (fp32; fp16/bf16 computed in f32 with the
-//! weights rounded to the compute format, as XNNPACK packs them), int8 (qint8/quint8 activations,
-//! qcint8/qint8 weights, int32 bias) and dynamically quantized (qdint8 × qcint8 → float).
+//! weights rounded to the compute format, as XNNPACK packs them), 8-bit (qint8/quint8
+//! activations; qcint8/qint8 weights, or quint8 weights with a zero point; int32 bias) and
+//! dynamically quantized (qdint8 × qcint8 → float).
 
 use alloc::format;
 use alloc::string::String;
@@ -17,7 +18,7 @@ use super::plan::{Op, Round};
 use super::rewrite::Node;
 use crate::nhwc::conv_f32::ConvF32;
 use crate::nhwc::dwconv_f32::DepthwiseF32;
-use crate::nhwc::qs8::{ConvQd8, ConvQs8, DeconvQd8, DeconvQs8, DepthwiseQs8};
+use crate::nhwc::qs8::{ConvQd8, ConvQs8, ConvQu8, DeconvQd8, DeconvQs8, DepthwiseQs8, QParams};
 use crate::nhwc::Conv2dGeom;
 
 /// The geometry a convolution node's parameters give for input `[n, h, w, ·]` and output
@@ -122,6 +123,20 @@ pub fn float_weights(consts: &Constants<'_, '_>, id: u32, v: &XnnValue, round: O
     Ok(w)
 }
 
+/// Weights with a zero point (quint8, or qint8 with a nonzero one): their int8-form values and
+/// per-tensor quantization, for [`ConvQu8`]; `None` for symmetric weights.
+pub fn asymmetric_weights(consts: &Constants<'_, '_>, id: u32, w: &XnnValue) -> Result<Option<(Vec<i8>, QParams)>, String> {
+    let asymmetric = match (w.datatype, &w.quant) {
+        (XnnDatatype::QUInt8, _) => true,
+        (XnnDatatype::QInt8, Quant::PerTensor { zero_point, .. }) => *zero_point != 0,
+        _ => false,
+    };
+    if !asymmetric {
+        return Ok(None);
+    }
+    Ok(Some((consts.i8s(id, w)?, qparams(id, w)?)))
+}
+
 /// The int8 weights of a quantized convolution: qcint8 (per channel, zero point 0) or qint8
 /// (per tensor).
 fn int8_weights(consts: &Constants<'_, '_>, id: u32, w: &XnnValue) -> Result<Vec<i8>, String> {
@@ -161,11 +176,21 @@ pub fn conv(graph: &XnnGraph, consts: &Constants<'_, '_>, node: &Node, p: &ConvP
     }
     if is_q8(x) && x.datatype == y.datatype {
         let (xq, yq) = (qparams(p.input, x)?, qparams(p.output, y)?);
+        let (lo, hi) = qrange(node.range, yq);
+        if let Some((mut filter, wq)) = asymmetric_weights(consts, p.filter, w)? {
+            if depthwise {
+                // [1, kh, kw, C·M] → the grouped layout [C·M, kh, kw, 1].
+                let (taps, co) = (g.kernel_h * g.kernel_w, g.out_channels());
+                filter = (0..co * taps).map(|i| filter[(i % taps) * co + i / taps]).collect();
+            }
+            let bias = p.bias.map(|b| int32_bias(consts, b, value(graph, b))).transpose()?;
+            check_len("bias", bias.as_deref(), g.out_channels())?;
+            return Ok(Op::ConvQu8(ConvQu8::new(&g, false, xq, &filter, wq, bias.as_deref(), yq, lo, hi)?));
+        }
         let filter = int8_weights(consts, p.filter, w)?;
         let scales = weight_scales(consts, p.filter, w, g.out_channels(), if depthwise { 3 } else { 0 })?;
         let bias = p.bias.map(|b| int32_bias(consts, b, value(graph, b))).transpose()?;
         check_len("bias", bias.as_deref(), g.out_channels())?;
-        let (lo, hi) = qrange(node.range, yq);
         return if depthwise {
             Ok(Op::DepthwiseQs8(DepthwiseQs8::new(&g, xq, &filter, &scales, bias.as_deref(), yq, lo, hi)?))
         } else {
@@ -234,11 +259,14 @@ pub fn deconv(graph: &XnnGraph, consts: &Constants<'_, '_>, node: &Node, p: &Con
     }
     if is_q8(x) && x.datatype == y.datatype {
         let (xq, yq) = (qparams(p.input, x)?, qparams(p.output, y)?);
-        let filter = int8_weights(consts, p.filter, w)?;
-        let scales = weight_scales(consts, p.filter, w, oc, 0)?;
         let bias = p.bias.map(|b| int32_bias(consts, b, value(graph, b))).transpose()?;
         check_len("bias", bias.as_deref(), oc)?;
         let (lo, hi) = qrange(node.range, yq);
+        if let Some((filter, wq)) = asymmetric_weights(consts, p.filter, w)? {
+            return Ok(Op::ConvQu8(ConvQu8::new(&geom, true, xq, &filter, wq, bias.as_deref(), yq, lo, hi)?));
+        }
+        let filter = int8_weights(consts, p.filter, w)?;
+        let scales = weight_scales(consts, p.filter, w, oc, 0)?;
         return Ok(Op::DeconvQs8(DeconvQs8::new(&geom, xq, &filter, &scales, bias.as_deref(), yq, lo, hi)?));
     }
     Err(format!("transposed convolution on {}/{}/{} values is not supported", x.datatype.name(), w.datatype.name(), y.datatype.name()))

@@ -1,6 +1,7 @@
 //! Matrix-product nodes (`FullyConnected`, `BatchMatrixMultiply`) → ops. A fully connected
 //! layer with constant weights is packed: float (fp32; fp16/bf16 computed in f32; fp32 input
-//! with qcint8/qcint4 weights), int8 (qint8/quint8 × qcint8/qint8/qcint4, int32 bias) or
+//! with qcint8/qcint4 weights), 8-bit (qint8/quint8 × qcint8/qint8/qcint4, or quint8 weights
+//! with a zero point; int32 bias) or
 //! dynamically quantized (qdint8 × qcint8/qcint4/qbint4, float bias and output); with weights that are activations it runs as a
 //! float GEMM at each call, as does a batch matrix multiply.
 
@@ -10,7 +11,7 @@ use alloc::vec::Vec;
 
 use rbuild_runtime::backends::xnnpack::{NodeParams, Quant, XnnDatatype, XnnGraph, XnnValue};
 
-use super::build_conv::{float_weights, int32_bias, weight_scales};
+use super::build_conv::{asymmetric_weights, float_weights, int32_bias, weight_scales};
 use super::compile::{check_len, is_float, is_q8, qparams, qrange, range, value};
 use super::constants::Constants;
 use super::matmul::{BatchMatMul, FullyConnectedRuntime};
@@ -18,7 +19,8 @@ use super::plan::{Op, Round};
 use super::rewrite::Node;
 use crate::nhwc::fc_f32::FullyConnectedF32;
 use crate::nhwc::qs8::dynamic::{self as qd8, FullyConnectedQd8, WeightScales};
-use crate::nhwc::qs8::FullyConnectedQs8;
+use crate::nhwc::qs8::{ConvQu8, FullyConnectedQs8};
+use crate::nhwc::Conv2dGeom;
 
 /// XNNPACK's `XNN_FLAG_TRANSPOSE_WEIGHTS` / `XNN_FLAG_TRANSPOSE_B`.
 const TRANSPOSE_WEIGHTS: u32 = 1;
@@ -95,6 +97,17 @@ pub fn fully_connected(graph: &XnnGraph, consts: &Constants<'_, '_>, node: &Node
     }
     if is_q8(x) && x.datatype == y.datatype {
         let (xq, yq) = (qparams(input, x)?, qparams(output, y)?);
+        if let Some((mut f, wq)) = asymmetric_weights(consts, filter, w)? {
+            // A 1×1 convolution over `m` one-pixel images.
+            if transposed {
+                f = transpose2(&f, k, n);
+            }
+            let bias = bias.map(|b| int32_bias(consts, b, value(graph, b))).transpose()?;
+            check_len("bias", bias.as_deref(), n)?;
+            let (lo, hi) = qrange(node.range, yq);
+            let g = Conv2dGeom { batch: m, in_h: 1, in_w: 1, out_h: 1, out_w: 1, kernel_h: 1, kernel_w: 1, stride_h: 1, stride_w: 1, dilation_h: 1, dilation_w: 1, pad_top: 0, pad_left: 0, groups: 1, group_in: k, group_out: n };
+            return Ok(Op::ConvQu8(ConvQu8::new(&g, false, xq, &f, wq, bias.as_deref(), yq, lo, hi)?));
+        }
         let mut f = match w.datatype {
             XnnDatatype::QcInt8 | XnnDatatype::QInt8 => consts.i8s(filter, w)?,
             XnnDatatype::QcInt4 => int4_weights(consts, filter, w)?,

@@ -181,6 +181,7 @@ fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: us
         },
         (Op::FullyConnectedF32 { op, m, min, max }, Buf::F32(y)) => op.run(par, *m, in_f32(0)?, &mut y[..on], *min, *max).map_err(msg),
         (Op::ConvQs8(op), Buf::I8(y)) => op.run(par, in_i8(0)?, &mut y[..on]).map_err(msg),
+        (Op::ConvQu8(op), Buf::I8(y)) => op.run(par, in_i8(0)?, &mut y[..on]).map_err(msg),
         (Op::DepthwiseQs8(op), Buf::I8(y)) => op.run(par, in_i8(0)?, &mut y[..on]).map_err(msg),
         (Op::FullyConnectedQs8 { op, m }, Buf::I8(y)) => op.run(par, *m, in_i8(0)?, &mut y[..on]).map_err(msg),
         (Op::FullyConnectedQd8 { op, m, min, max }, Buf::F32(y)) => op.run(par, in_f32(0)?, *m, &mut y[..on], *min, *max).map_err(msg),

@@ -8,8 +8,9 @@ use alloc::vec::Vec;
 
 use super::plan::{Buf, Elem};
 
-/// Activation memory a delegate may allocate unless told otherwise (4 GiB).
-pub const DEFAULT_ACTIVATION_LIMIT: usize = 4 << 30;
+/// Activation memory a delegate may allocate unless told otherwise (4 GiB; all of the address
+/// space on 32-bit targets, where `4 << 30` would wrap to 0).
+pub const DEFAULT_ACTIVATION_LIMIT: usize = if (usize::MAX as u64) < (4u64 << 30) { usize::MAX } else { (4u64 << 30) as usize };
 
 pub struct Alloc {
     pub bufs: Vec<Buf>,

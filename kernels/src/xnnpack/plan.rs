@@ -15,7 +15,7 @@ use crate::nhwc::conv_f32::ConvF32;
 use crate::nhwc::dwconv_f32::DepthwiseF32;
 use crate::nhwc::fc_f32::FullyConnectedF32;
 use crate::nhwc::qs8::dynamic::FullyConnectedQd8;
-use crate::nhwc::qs8::{AddQs8, ConvQd8, ConvQs8, DeconvQd8, DeconvQs8, DepthwiseQs8, FullyConnectedQs8, MulQs8, QParams, RequantizeQs8};
+use crate::nhwc::qs8::{AddQs8, ConvQd8, ConvQs8, ConvQu8, DeconvQd8, DeconvQs8, DepthwiseQs8, FullyConnectedQs8, MulQs8, QParams, RequantizeQs8};
 use crate::nhwc::resize::ResizeBilinear;
 use crate::nhwc::{Conv2dGeom, PostOp};
 
@@ -125,6 +125,9 @@ pub enum Op {
     /// A fully connected layer whose filter (input 1) and bias (input 2, if any) are activations.
     FullyConnectedRuntime { op: FullyConnectedRuntime, bias: bool, min: f32, max: f32 },
     ConvQs8(ConvQs8),
+    /// An 8-bit convolution, depthwise, transposed convolution or fully connected layer whose
+    /// weights have a zero point (quint8 weights).
+    ConvQu8(ConvQu8),
     DepthwiseQs8(DepthwiseQs8),
     FullyConnectedQs8 { op: FullyConnectedQs8, m: usize },
     /// f32 rows quantized per row at run time (the qdint8 `Convert` folded in), int8/int4 weights.
@@ -177,6 +180,7 @@ impl Op {
                 None => format!("{} then {}", conv(expand), dwc(dw)),
             },
             Op::ConvQs8(op) => g(op.geom()),
+            Op::ConvQu8(op) => format!("{} qu8", g(op.geom())),
             Op::DepthwiseQs8(op) => g(op.geom()),
             Op::DeconvQs8(op) => format!("{} qs8", g(op.geom())),
             Op::DeconvQd8 { op, .. } => format!("{} qd8", g(op.geom())),

@@ -72,12 +72,14 @@
 //! padded with the input zero point. Depthwise ([`dwconv`]) vectorizes 16 channels. Every fast
 //! path has a plain-Rust twin ([`reference`]) and the tests compare them bit for bit.
 //!
-//! Also: transposed convolution ([`deconv`], the same requantization), dynamically quantized
+//! Also: convolutions whose weights have a zero point (XNNPACK's qu8 operators:
+//! [`asymmetric`]), transposed convolution ([`deconv`], the same requantization), dynamically quantized
 //! fully connected layers and convolutions ([`dynamic`], [`dynamic_conv`]: per-row / per-image
 //! parameters computed at run time), max pooling ([`pooling`]), and the elementwise ops above
 //! plus subtract (add with the second scale negated) and requantizing conversion
 //! ([`elementwise`]); each with its own twin or formula test.
 
+pub mod asymmetric;
 pub mod conv;
 pub mod deconv;
 pub mod dwconv;
@@ -90,6 +92,7 @@ pub mod gemm;
 pub mod pooling;
 pub mod reference;
 
+pub use asymmetric::ConvQu8;
 pub use conv::{ConvQs8, FullyConnectedQs8};
 pub use deconv::{DeconvQd8, DeconvQs8};
 pub use dwconv::DepthwiseQs8;
