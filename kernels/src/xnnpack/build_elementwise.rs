@@ -114,6 +114,10 @@ pub fn unary(graph: &XnnGraph, node: &Node, kind: NodeKind, input: u32, output: 
             }
             Ok(Op::Copy)
         }
+        K::Clamp if is_q8(x) && x.datatype == y.datatype && x.quant != y.quant => {
+            // Other output parameters: a requantizing table, as XNNPACK's quantized unary ops.
+            elementwise(graph, node, UnOp::Identity, input, output, round)
+        }
         K::Clamp if is_q8(x) => {
             same_type(input, x, output, y)?;
             if x.dims != y.dims {

@@ -259,8 +259,10 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
             return Err(ctx(format!("output value {out_id} is a constant or written twice")));
         }
         let out_s = storage(out_id, out_v).map_err(ctx)?;
-        let op = build_op(graph, &consts, node, out_s.round).map_err(ctx)?;
+        // The output's memory first: a hostile output size fails here, before the op sizes
+        // anything by it.
         let out_buf = alloc.take(out_s.elem, out_v.numel()).map_err(ctx)?;
+        let op = build_op(graph, &consts, node, out_s.round).map_err(ctx)?;
         alloc.slot[usize_of(out_id)] = Some(out_buf);
         // Values whose last reader this is go back to the free list (after the output took its
         // buffer).

@@ -94,7 +94,8 @@ pub fn execute(plan: &mut Plan, workers: &mut Workers, threads: usize, args: &Ke
         if !t.dim_order.is_contiguous() {
             return Err(kerr!("{ID}: input {i}: dim order {:?} is not supported (contiguous only)", t.dim_order));
         }
-        copy_in(ext, t.bytes(), &mut plan.bufs[ext.buf]).map_err(|e| kerr!("{ID}: input {i}: {e}"))?;
+        let bytes = t.bytes().get(..numel * ext.dtype.size()).ok_or_else(|| kerr!("{ID}: input {i}: tensor data shorter than its shape"))?;
+        copy_in(ext, bytes, &mut plan.bufs[ext.buf]).map_err(|e| kerr!("{ID}: input {i}: {e}"))?;
     }
     run_steps(plan, workers, threads)?;
     for ext in &plan.outputs {

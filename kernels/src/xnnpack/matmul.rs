@@ -21,8 +21,10 @@ pub struct BatchMatMul {
     k: usize,
     n: usize,
     transpose_b: bool,
-    /// For each output batch, the batch index into `a` and into `b`.
-    pairs: Vec<(usize, usize)>,
+    /// The output's batch dims and each operand's, padded to the same rank (1 = broadcast).
+    batch: Vec<usize>,
+    batch_a: Vec<usize>,
+    batch_b: Vec<usize>,
 }
 
 impl BatchMatMul {
@@ -48,34 +50,41 @@ impl BatchMatMul {
                 return Err(bad());
             }
         }
-        let batches: usize = batch_y.iter().product();
-        let mut pairs = Vec::with_capacity(batches);
-        let mut idx = vec![0usize; batch_y.len()];
-        for _ in 0..batches {
+        Ok(BatchMatMul { m, k, n, transpose_b, batch: batch_y.to_vec(), batch_a: ba, batch_b: bb })
+    }
+
+    /// For each output batch in order, its batch index into `a` and into `b` (computed as the
+    /// batches run: a broadcast over many batches costs no memory).
+    fn pairs(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let batches: usize = self.batch.iter().product();
+        let mut idx = vec![0usize; self.batch.len()];
+        (0..batches).map(move |_| {
             let (mut ia, mut ib) = (0, 0);
             for d in 0..idx.len() {
-                ia = ia * ba[d] + if ba[d] == 1 { 0 } else { idx[d] };
-                ib = ib * bb[d] + if bb[d] == 1 { 0 } else { idx[d] };
+                ia = ia * self.batch_a[d] + if self.batch_a[d] == 1 { 0 } else { idx[d] };
+                ib = ib * self.batch_b[d] + if self.batch_b[d] == 1 { 0 } else { idx[d] };
             }
-            pairs.push((ia, ib));
             for d in (0..idx.len()).rev() {
                 idx[d] += 1;
-                if idx[d] < batch_y[d] {
+                if idx[d] < self.batch[d] {
                     break;
                 }
                 idx[d] = 0;
             }
-        }
-        Ok(BatchMatMul { m, k, n, transpose_b, pairs })
+            (ia, ib)
+        })
     }
 
     pub fn describe(&self) -> String {
-        format!("{}x({}x{} by {}x{}{})", self.pairs.len(), self.m, self.k, self.k, self.n, if self.transpose_b { "ᵀ" } else { "" })
+        format!("{}x({}x{} by {}x{}{})", self.batch.iter().product::<usize>(), self.m, self.k, self.k, self.n, if self.transpose_b { "ᵀ" } else { "" })
     }
 
     pub fn run(&self, a: &[f32], b: &[f32], y: &mut [f32], min: f32, max: f32) -> KernelResult {
         let (m, k, n) = (self.m, self.k, self.n);
-        for (i, &(ia, ib)) in self.pairs.iter().enumerate() {
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        for (i, (ia, ib)) in self.pairs().enumerate() {
             let (a0, b0, y0) = (ia * m * k, ib * k * n, i * m * n);
             let ai = a.get(a0..a0 + m * k).ok_or_else(|| rbuild_runtime::kerr!("batch matrix multiply: operand a too short"))?;
             let bi = b.get(b0..b0 + k * n).ok_or_else(|| rbuild_runtime::kerr!("batch matrix multiply: operand b too short"))?;
@@ -165,14 +174,14 @@ mod tests {
             let mut got = vec![f32::NAN; ny];
             op.run(&av, &bv, &mut got, f32::NEG_INFINITY, f32::INFINITY).unwrap();
             let (m, k, n) = (op.m, op.k, op.n);
-            for (i, &(ia, ib)) in op.pairs.iter().enumerate() {
+            for (i, (ia, ib)) in op.pairs().enumerate() {
                 let want = naive(&av[ia * m * k..][..m * k], &bv[ib * k * n..][..k * n], m, k, n, tb);
                 assert_eq!(&got[i * m * n..][..m * n], &want[..], "{a:?} {b:?}");
             }
         }
         // Batch index pairs follow broadcasting: [2,1] × [3] → (0,0) (0,1) (0,2) (1,0) …
         let op = BatchMatMul::new(&[2, 1, 1, 1], &[3, 1, 1], &[2, 3, 1, 1], false).unwrap();
-        assert_eq!(op.pairs, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]);
+        assert_eq!(op.pairs().collect::<Vec<_>>(), [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]);
         assert!(BatchMatMul::new(&[3, 5, 8], &[3, 6, 8], &[3, 5, 6], false).is_err());
         assert!(BatchMatMul::new(&[2, 5, 8], &[3, 8, 6], &[3, 5, 6], false).is_err());
         assert!(BatchMatMul::new(&[8], &[8, 6], &[6], false).is_err());
