@@ -67,7 +67,7 @@ pub fn pad(graph: &XnnGraph, pre: &[usize], post: &[usize], pad: f32, input: u32
     let (x, y) = (value(graph, input), value(graph, output));
     same_type(input, x, output, y)?;
     let r = x.dims.len();
-    if pre.len() != r || post.len() != r || (0..r).any(|i| Some(y.dims[i]) != x.dims[i].checked_add(pre[i]).and_then(|s| s.checked_add(post[i]))) {
+    if pre.len() != r || post.len() != r || y.dims.len() != r || (0..r).any(|i| Some(y.dims[i]) != x.dims[i].checked_add(pre[i]).and_then(|s| s.checked_add(post[i]))) {
         return Err(format!("padding {pre:?}/{post:?} of {:?} does not give {:?}", x.dims, y.dims));
     }
     let value_i8 = if is_q8(x) { qs8::quantize_bound(pad, qparams(input, x)?) } else { 0 };

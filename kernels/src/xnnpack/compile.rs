@@ -174,6 +174,7 @@ pub fn compile<'g, 'n: 'g>(graph: &'g XnnGraph, region: &'g [u8], named: NamedDa
     let lookup = move |key: &str| -> Option<&'g [u8]> { named(key) };
     let consts = Constants { graph, region, named: &lookup };
     let nodes: Vec<Node> = graph.nodes.iter().map(Node::from).collect();
+    rewrite::check_ranges(&nodes)?;
     let nodes = rewrite::fold_dynamic_quantization(graph, nodes)?;
     let nodes = rewrite::fuse_clamps(graph, nodes);
     let nodes = rewrite::fuse_int8_unary(graph, nodes);

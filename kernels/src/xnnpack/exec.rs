@@ -202,7 +202,7 @@ fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: us
         }
         (Op::ClampI8 { lo, hi }, Buf::I8(y)) => {
             for (y, &x) in y[..on].iter_mut().zip(in_i8(0)?) {
-                *y = x.clamp(*lo, *hi);
+                *y = x.max(*lo).min(*hi);
             }
             Ok(())
         }

@@ -45,11 +45,26 @@ fn set_output(p: &mut NodeParams, out: u32) {
     }
 }
 
-fn intersect(a: Option<(f32, f32)>, b: Option<(f32, f32)>) -> Option<(f32, f32)> {
-    match (a, b) {
+/// The range of clamping to `producer` then to `clamp`, as XNNPACK merges them
+/// (`min' = min(max(min_p, min_c), max_c)`, `max' = min(max(max_p, min_c), max_c)`): the same
+/// clamp, and never an empty range.
+fn intersect(producer: Option<(f32, f32)>, clamp: Option<(f32, f32)>) -> Option<(f32, f32)> {
+    match (producer, clamp) {
         (None, x) | (x, None) => x,
-        (Some((a0, a1)), Some((b0, b1))) => Some((a0.max(b0), a1.min(b1))),
+        (Some((p0, p1)), Some((c0, c1))) => Some((p0.max(c0).min(c1), p1.max(c0).min(c1))),
     }
+}
+
+/// Every node's output range must be a range: bounds not NaN, min ≤ max (XNNPACK's check).
+pub fn check_ranges(nodes: &[Node]) -> Result<(), String> {
+    for (i, n) in nodes.iter().enumerate() {
+        if let Some((lo, hi)) = n.range {
+            if lo.is_nan() || hi.is_nan() || lo > hi {
+                return Err(format!("node {i} ({}): output range [{lo}, {hi}] is not a range", n.kind.name()));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn without(nodes: Vec<Node>, dead: &[bool]) -> Vec<Node> {

@@ -12,6 +12,9 @@ pub fn max_pool_qs8(g: &Conv2dGeom, x: &[i8], y: &mut [i8], lo: i8, hi: i8) -> R
     if x.len() != g.batch * g.in_h * g.in_w * c || y.len() != g.batch * g.out_h * g.out_w * c {
         return Err(format!("max pooling: {} inputs / {} outputs do not fit {g:?}", x.len(), y.len()));
     }
+    if lo > hi {
+        return Err(format!("max pooling: output bounds [{lo}, {hi}] are empty"));
+    }
     if c == 0 {
         return Ok(());
     }
