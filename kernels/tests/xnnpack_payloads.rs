@@ -11,6 +11,8 @@ use rbuild_kernels::xnnpack::{compile_payload, Plan, DEFAULT_ACTIVATION_LIMIT};
 use rbuild_runtime::backends::xnnpack::graph::{ConvParams, PoolParams};
 use rbuild_runtime::backends::xnnpack::{write_payload, ConstantRef, NodeKind, NodeParams, Quant, Scales, XnnDatatype as D, XnnGraph, XnnNode, XnnValue};
 
+mod xnnpack_mutate;
+
 /// A graph under construction: values, nodes, constant bytes.
 struct G {
     values: Vec<XnnValue>,
@@ -519,4 +521,94 @@ fn malformed_payloads_are_rejected_with_clear_errors() {
             Err(e) => assert!(e.contains(want), "expected an error containing {want:?}, got {e:?}"),
         }
     }
+}
+
+/// Small graphs of the node kinds and datatypes only this file covers, for the mutation test.
+fn mutation_seeds() -> Vec<Vec<u8>> {
+    let mut r = Lcg(7);
+    let mut seeds = vec![int8_graph(true, &r.i8s(144), &[1, -2, 3, 4]), int8_graph(false, &r.i8s(144), &[0; 4])];
+    // Dynamically quantized convolution and transposed convolution, 8-bit resize and pooling,
+    // zero-point weights, runtime and weights-only fully connected, half precision.
+    for transposed in [false, true] {
+        let mut g = G::new();
+        let x = g.input(D::Fp32, &[1, 4, 4, 2], Quant::None);
+        let q = g.internal(D::QdInt8, &[1, 4, 4, 2], Quant::PerTokenDynamic { num_nonbatch_dims: 3 });
+        g.node(NodeKind::Convert, NodeParams::Unary { input: x, output: q, flags: 0 }, None);
+        let w = g.constant(D::QcInt8, &[3, 3, 3, 2], pc(vec![0.01, 0.02, 0.03], 0), &i8_bytes(&r.i8s(54)));
+        let b = g.constant(D::Fp32, &[3], Quant::None, &f32_bytes(&[0.1, 0.2, 0.3]));
+        let side = if transposed { 7 } else { 4 };
+        let y = g.output(D::Fp32, &[1, side, side, 3], Quant::None);
+        let mut p = conv_params(3, 1, 2, 3, q, w, Some(b), y);
+        if transposed {
+            (p.subsampling_height, p.subsampling_width) = (2, 2);
+        }
+        g.node(if transposed { NodeKind::ConvTranspose2d } else { NodeKind::Conv2d }, NodeParams::Conv(p), Some((-1.0, 1.0)));
+        seeds.push(g.payload());
+    }
+    let mut g = G::new();
+    let x = g.input(D::QUInt8, &[1, 3, 4, 2], pt(0.1, 130));
+    let up = g.internal(D::QUInt8, &[1, 6, 8, 2], pt(0.1, 130));
+    g.node(NodeKind::StaticResizeBilinear2D, NodeParams::ResizeBilinear { new_height: 6, new_width: 8, input: x, output: up, flags: 0 }, None);
+    let pooled = g.internal(D::QUInt8, &[1, 3, 4, 2], pt(0.1, 130));
+    let pool = PoolParams { padding_top: 0, padding_right: 0, padding_bottom: 0, padding_left: 0, pooling_height: 2, pooling_width: 2, stride_height: 2, stride_width: 2, dilation_height: 1, dilation_width: 1, input: up, output: pooled, flags: 0 };
+    g.node(NodeKind::MaxPooling2d, NodeParams::Pool(pool), None);
+    let w = g.constant(D::QUInt8, &[3, 1, 1, 2], pt(0.02, 120), &[1, 200, 50, 90, 128, 7]);
+    let y = g.output(D::QUInt8, &[1, 3, 4, 3], pt(0.3, 128));
+    g.node(NodeKind::Conv2d, NodeParams::Conv(conv_params(1, 0, 2, 3, pooled, w, None, y)), None);
+    let z = g.output(D::QUInt8, &[1, 3, 4, 3], pt(0.2, 100));
+    g.node(NodeKind::Subtract, NodeParams::Binary { input1: y, input2: y, output: z, flags: 0 }, None);
+    seeds.push(g.payload());
+    let mut g = G::new();
+    let x = g.input(D::Fp16, &[3, 4], Quant::None);
+    let w = g.input(D::Fp16, &[4, 2], Quant::None);
+    let h = g.internal(D::Fp16, &[3, 2], Quant::None);
+    g.node(NodeKind::FullyConnected, NodeParams::FullyConnected { input: x, filter: w, bias: None, output: h, flags: 1 }, None);
+    let wq = g.constant(D::QcInt4, &[3, 2], pc(vec![0.5, 0.25, 0.125], 0), &[0x9F, 0x18, 0x07]);
+    let xf = g.input(D::Fp32, &[3, 2], Quant::None);
+    let y = g.output(D::Fp32, &[3, 3], Quant::None);
+    g.node(NodeKind::FullyConnected, NodeParams::FullyConnected { input: xf, filter: wq, bias: None, output: y, flags: 0 }, None);
+    let yh = g.output(D::Fp16, &[3, 2], Quant::None);
+    g.node(NodeKind::Sigmoid, NodeParams::Unary { input: h, output: yh, flags: 0 }, None);
+    seeds.push(g.payload());
+    seeds
+}
+
+/// The graphs above with one or two fields changed: each fails to compile with a message or
+/// compiles and runs on zeros — never a panic.
+#[test]
+fn changed_payloads_fail_cleanly_or_run() {
+    let mut seed = 0x853c49e6748fea9bu64;
+    let mut next = move || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) as usize
+    };
+    let rounds = std::env::var("RBUILD_XNNPACK_MUTATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let (mut compiled, mut rejected) = (0, 0);
+    for seed_payload in mutation_seeds() {
+        let decoded = rbuild_runtime::backends::xnnpack::parse_payload(&seed_payload).unwrap();
+        assert!(compile_payload(&seed_payload, &|_| None, DEFAULT_ACTIVATION_LIMIT).is_ok(), "the unchanged graph compiles");
+        for _ in 0..rounds {
+            let mut g = decoded.graph.clone();
+            for _ in 0..1 + next() % 2 {
+                xnnpack_mutate::mutate_graph(&mut g, &mut next);
+            }
+            let m = write_payload(&g, decoded.constants);
+            let r = std::panic::catch_unwind(|| match compile_payload(&m, &|_| None, 64 << 20) {
+                Ok(mut plan) => {
+                    let _ = plan.run_in_place(2);
+                    true
+                }
+                Err(e) => {
+                    assert!(!e.is_empty());
+                    false
+                }
+            });
+            match r {
+                Ok(true) => compiled += 1,
+                Ok(false) => rejected += 1,
+                Err(_) => panic!("graph {g:?}: panicked"),
+            }
+        }
+    }
+    eprintln!("changed payloads: {compiled} compiled and ran, {rejected} rejected");
 }
