@@ -49,10 +49,17 @@ pub(super) fn copy_in(ext: &Extern, bytes: &[u8], buf: &mut Buf) -> Result<(), a
     }
     let short = || alloc::format!("buffer shorter than {n}");
     match (ext.dtype, buf) {
-        (ScalarType::Float, Buf::F32(v)) => v.get_mut(..n).ok_or_else(short)?.iter_mut().zip(bytes.chunks_exact(4)).for_each(|(o, c)| *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        (ScalarType::Float, Buf::F32(v)) => {
+            let v = v.get_mut(..n).ok_or_else(short)?;
+            // An aligned tensor (the usual case) is one copy.
+            match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+                Ok(x) if cfg!(target_endian = "little") => v.copy_from_slice(x),
+                _ => v.iter_mut().zip(bytes.chunks_exact(4)).for_each(|(o, c)| *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            }
+        }
         (ScalarType::Half, Buf::F32(v)) => v.get_mut(..n).ok_or_else(short)?.iter_mut().zip(bytes.chunks_exact(2)).for_each(|(o, c)| *o = half::f16::from_le_bytes([c[0], c[1]]).to_f32()),
         (ScalarType::BFloat16, Buf::F32(v)) => v.get_mut(..n).ok_or_else(short)?.iter_mut().zip(bytes.chunks_exact(2)).for_each(|(o, c)| *o = half::bf16::from_le_bytes([c[0], c[1]]).to_f32()),
-        (ScalarType::Char, Buf::I8(v)) => v.get_mut(..n).ok_or_else(short)?.iter_mut().zip(bytes).for_each(|(o, &x)| *o = x as i8),
+        (ScalarType::Char, Buf::I8(v)) => v.get_mut(..n).ok_or_else(short)?.copy_from_slice(bytemuck::cast_slice(bytes)),
         (ScalarType::Byte, Buf::I8(v)) => v.get_mut(..n).ok_or_else(short)?.iter_mut().zip(bytes).for_each(|(o, &x)| *o = (x ^ 0x80) as i8),
         (ScalarType::Int, Buf::I32(v)) => v.get_mut(..n).ok_or_else(short)?.iter_mut().zip(bytes.chunks_exact(4)).for_each(|(o, c)| *o = i32::from_le_bytes([c[0], c[1], c[2], c[3]])),
         (d, _) => return Err(alloc::format!("input of dtype {d} does not fit its buffer")),
