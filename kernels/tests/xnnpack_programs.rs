@@ -155,7 +155,7 @@ fn dynamic_quantization_feeds_fully_connected_only() {
     assert!(plan.step_names()[0].contains("qd8"), "{:?}", plan.step_names());
     let add = dynamic_payload(false, 1);
     let e = rbuild_kernels::xnnpack::compile_payload(&add, &none, limit).err().expect("an Add of qdint8 values must be refused");
-    assert!(e.contains("Add") && e.contains("only FullyConnected takes qdint8"), "{e}");
+    assert!(e.contains("Add") && e.contains("only FullyConnected, Conv2d and ConvTranspose2d take qdint8"), "{e}");
     let two = dynamic_payload(true, 2);
     let e = rbuild_kernels::xnnpack::compile_payload(&two, &none, limit).err().expect("num_nonbatch_dims 2 must be refused");
     assert!(e.contains("num_nonbatch_dims"), "{e}");

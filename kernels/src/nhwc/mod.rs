@@ -10,6 +10,7 @@
 //!   [`conv_f32`], [`dwconv_f32`], [`fc_f32`].
 //! - int8 (XNNPACK's qs8/qc8 arithmetic, so programs quantized for XNNPACK reproduce its
 //!   results): [`qs8`].
+//! - [`resize`]: bilinear resizing (f32 and int8).
 //! - [`Parallel`]: how an operator splits its work over threads; [`pool`] is a persistent
 //!   thread pool whose idle workers block (no spinning), for shared machines.
 
@@ -21,6 +22,7 @@ pub mod gemm_f32;
 pub mod pool;
 pub mod qs8;
 pub mod reference;
+pub mod resize;
 
 /// Geometry of a 2-D convolution over NHWC tensors.
 ///
@@ -60,6 +62,17 @@ impl Conv2dGeom {
     pub fn out_len(&self) -> usize {
         self.batch * self.out_h * self.out_w * self.out_channels()
     }
+}
+
+/// The taps `t < kernel` of a window whose input position `o·stride + t·dilation − pad` lies in
+/// `0..size` (a contiguous range; empty when none does), so loops over a window skip its
+/// padding without visiting it.
+pub fn window_taps(o: usize, stride: usize, dilation: usize, pad: usize, size: usize, kernel: usize) -> core::ops::Range<usize> {
+    let base = o.saturating_mul(stride);
+    let d = dilation.max(1);
+    let first = pad.saturating_sub(base).div_ceil(d);
+    let end = pad.saturating_add(size).saturating_sub(base).div_ceil(d);
+    first.min(kernel)..end.min(kernel).max(first.min(kernel))
 }
 
 /// MobileNetV3's activation: `x · min(max(x + 3, 0), 6) / 6`, as XNNPACK computes it (a
@@ -152,5 +165,19 @@ impl Parallel for Serial {
         for i in 0..tasks {
             f(i);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn window_taps_are_the_taps_inside_the_input() {
+        for (o, s, d, pad, size, k) in [(0usize, 1usize, 1usize, 1usize, 5usize, 3usize), (4, 1, 1, 1, 5, 3), (2, 2, 2, 3, 7, 4), (0, 3, 1, 10, 4, 5), (9, 1, 1, 0, 4, 3), (1, 2, 3, 0, 100, 6)] {
+            let want: alloc::vec::Vec<usize> = (0..k).filter(|&t| (o * s + t * d).checked_sub(pad).is_some_and(|p| p < size)).collect();
+            let got: alloc::vec::Vec<usize> = super::window_taps(o, s, d, pad, size, k).collect();
+            assert_eq!(got, want, "o {o} s {s} d {d} pad {pad} size {size} k {k}");
+        }
+        // Huge windows: only the valid taps are visited.
+        assert_eq!(super::window_taps(0, 1, 1, 1 << 30, 2, 1 << 31), (1 << 30)..((1 << 30) + 2));
     }
 }

@@ -7,8 +7,8 @@ use rbuild_runtime::backends::xnnpack::XNNPACK_BACKEND_ID as ID;
 use rbuild_runtime::kernel::{KernelArgs, KernelResult};
 use rbuild_runtime::{kerr, KernelError, ScalarType};
 
-use super::compile::{Buf, Elem, Op, Plan, Step};
 use super::ops;
+use super::plan::{Buf, Extern, Op, Plan, Step};
 use crate::nhwc::qs8;
 use crate::nhwc::{Parallel, Serial};
 
@@ -39,12 +39,51 @@ impl Workers {
     }
 }
 
-fn scalar_type(e: Elem) -> ScalarType {
-    match e {
-        Elem::F32 => ScalarType::Float,
-        Elem::I8 => ScalarType::Char,
-        Elem::I32 => ScalarType::Int,
+/// A delegate input's bytes (the call's tensor, `ext.dtype`) into its buffer: half and
+/// bfloat16 widened to f32, uint8 shifted into the int8 form.
+pub(super) fn copy_in(ext: &Extern, bytes: &[u8], buf: &mut Buf) -> Result<(), alloc::string::String> {
+    let n: usize = ext.dims.iter().product();
+    let width = ext.dtype.size();
+    if bytes.len() != n * width {
+        return Err(alloc::format!("{} bytes for {n} elements of {}", bytes.len(), ext.dtype));
     }
+    let short = || alloc::format!("buffer shorter than {n}");
+    match (ext.dtype, buf) {
+        (ScalarType::Float, Buf::F32(v)) => {
+            let v = v.get_mut(..n).ok_or_else(short)?;
+            // An aligned tensor (the usual case) is one copy.
+            match bytemuck::try_cast_slice::<u8, f32>(bytes) {
+                Ok(x) if cfg!(target_endian = "little") => v.copy_from_slice(x),
+                _ => v.iter_mut().zip(bytes.chunks_exact(4)).for_each(|(o, c)| *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            }
+        }
+        (ScalarType::Half, Buf::F32(v)) => v.get_mut(..n).ok_or_else(short)?.iter_mut().zip(bytes.chunks_exact(2)).for_each(|(o, c)| *o = half::f16::from_le_bytes([c[0], c[1]]).to_f32()),
+        (ScalarType::BFloat16, Buf::F32(v)) => v.get_mut(..n).ok_or_else(short)?.iter_mut().zip(bytes.chunks_exact(2)).for_each(|(o, c)| *o = half::bf16::from_le_bytes([c[0], c[1]]).to_f32()),
+        (ScalarType::Char, Buf::I8(v)) => v.get_mut(..n).ok_or_else(short)?.copy_from_slice(bytemuck::cast_slice(bytes)),
+        (ScalarType::Byte, Buf::I8(v)) => v.get_mut(..n).ok_or_else(short)?.iter_mut().zip(bytes).for_each(|(o, &x)| *o = (x ^ 0x80) as i8),
+        (ScalarType::Int, Buf::I32(v)) => v.get_mut(..n).ok_or_else(short)?.iter_mut().zip(bytes.chunks_exact(4)).for_each(|(o, c)| *o = i32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        (d, _) => return Err(alloc::format!("input of dtype {d} does not fit its buffer")),
+    }
+    Ok(())
+}
+
+/// A delegate output's buffer into the call's tensor bytes (the reverse of [`copy_in`]).
+pub(super) fn copy_out(ext: &Extern, buf: &Buf, bytes: &mut [u8]) -> Result<(), alloc::string::String> {
+    let n: usize = ext.dims.iter().product();
+    if bytes.len() != n * ext.dtype.size() {
+        return Err(alloc::format!("{} bytes for {n} elements of {}", bytes.len(), ext.dtype));
+    }
+    let short = || alloc::format!("buffer shorter than {n}");
+    match (ext.dtype, buf) {
+        (ScalarType::Float, Buf::F32(v)) => bytes.chunks_exact_mut(4).zip(v.get(..n).ok_or_else(short)?).for_each(|(o, x)| o.copy_from_slice(&x.to_le_bytes())),
+        (ScalarType::Half, Buf::F32(v)) => bytes.chunks_exact_mut(2).zip(v.get(..n).ok_or_else(short)?).for_each(|(o, &x)| o.copy_from_slice(&half::f16::from_f32(x).to_le_bytes())),
+        (ScalarType::BFloat16, Buf::F32(v)) => bytes.chunks_exact_mut(2).zip(v.get(..n).ok_or_else(short)?).for_each(|(o, &x)| o.copy_from_slice(&half::bf16::from_f32(x).to_le_bytes())),
+        (ScalarType::Char, Buf::I8(v)) => bytes.iter_mut().zip(v.get(..n).ok_or_else(short)?).for_each(|(o, &x)| *o = x as u8),
+        (ScalarType::Byte, Buf::I8(v)) => bytes.iter_mut().zip(v.get(..n).ok_or_else(short)?).for_each(|(o, &x)| *o = x as u8 ^ 0x80),
+        (ScalarType::Int, Buf::I32(v)) => bytes.chunks_exact_mut(4).zip(v.get(..n).ok_or_else(short)?).for_each(|(o, x)| o.copy_from_slice(&x.to_le_bytes())),
+        (d, _) => return Err(alloc::format!("output of dtype {d} does not fit its buffer")),
+    }
+    Ok(())
 }
 
 pub fn execute(plan: &mut Plan, workers: &mut Workers, threads: usize, args: &KernelArgs<'_>) -> KernelResult {
@@ -52,38 +91,31 @@ pub fn execute(plan: &mut Plan, workers: &mut Workers, threads: usize, args: &Ke
     if args.len() != ni + no {
         return Err(kerr!("{ID}: delegate call has {} arguments, the payload takes {ni} inputs + {no} outputs", args.len()));
     }
-    for (i, ext) in plan.inputs.iter().enumerate() {
+    for ext in &plan.inputs {
+        let i = ext.arg;
         let t = args.tensor(i).map_err(|e| kerr!("{ID}: input {i}: {e}"))?;
-        let want = scalar_type(ext.elem);
         let numel: usize = ext.dims.iter().product();
-        if t.dtype != want || t.numel() != numel {
-            return Err(kerr!("{ID}: input {i} is {} {:?}, the payload expects {want} {:?}", t.dtype, t.sizes(), ext.dims));
+        if t.dtype != ext.dtype || t.numel() != numel {
+            return Err(kerr!("{ID}: input {i} is {} {:?}, the payload expects {} {:?}", t.dtype, t.sizes(), ext.dtype, ext.dims));
         }
         if !t.dim_order.is_contiguous() {
             return Err(kerr!("{ID}: input {i}: dim order {:?} is not supported (contiguous only)", t.dim_order));
         }
-        match &mut plan.bufs[ext.buf] {
-            Buf::F32(v) => v[..numel].copy_from_slice(t.data::<f32>()?),
-            Buf::I8(v) => v[..numel].copy_from_slice(t.data::<i8>()?),
-            Buf::I32(v) => v[..numel].copy_from_slice(t.data::<i32>()?),
-        }
+        let bytes = t.bytes().get(..numel * ext.dtype.size()).ok_or_else(|| kerr!("{ID}: input {i}: tensor data shorter than its shape"))?;
+        copy_in(ext, bytes, &mut plan.bufs[ext.buf]).map_err(|e| kerr!("{ID}: input {i}: {e}"))?;
     }
     run_steps(plan, workers, threads)?;
-    for (j, ext) in plan.outputs.iter().enumerate() {
-        let mut t = args.out(ni + j).map_err(|e| kerr!("{ID}: output {j}: {e}"))?;
-        let want = scalar_type(ext.elem);
-        if t.dtype != want {
-            return Err(kerr!("{ID}: output {j}: the program's tensor is {}, the payload's value is {want}", t.dtype));
+    for ext in &plan.outputs {
+        let j = ext.arg;
+        let mut t = args.out(j).map_err(|e| kerr!("{ID}: output {j}: {e}"))?;
+        if t.dtype != ext.dtype {
+            return Err(kerr!("{ID}: output {j}: the program's tensor is {}, the payload's value is {}", t.dtype, ext.dtype));
         }
         let numel: usize = ext.dims.iter().product();
         if t.numel() != numel {
             t.resize(&ext.dims).map_err(|e| kerr!("{ID}: output {j}: {e}"))?;
         }
-        match &plan.bufs[ext.buf] {
-            Buf::F32(v) => t.data_mut::<f32>()?.copy_from_slice(&v[..numel]),
-            Buf::I8(v) => t.data_mut::<i8>()?.copy_from_slice(&v[..numel]),
-            Buf::I32(v) => t.data_mut::<i32>()?.copy_from_slice(&v[..numel]),
-        }
+        copy_out(ext, &plan.bufs[ext.buf], t.bytes_mut()).map_err(|e| kerr!("{ID}: output {j}: {e}"))?;
     }
     Ok(())
 }
@@ -120,7 +152,13 @@ fn run_step(par: &dyn Parallel, bufs: &mut [Buf], step: &Step) -> KernelResult {
     let (ob, on) = step.output;
     let mut out = core::mem::replace(&mut bufs[ob], Buf::F32(super::aligned::Aligned::empty()));
     let mut scratch: Vec<Buf> = step.scratch.iter().map(|&b| core::mem::replace(&mut bufs[b], Buf::F32(super::aligned::Aligned::empty()))).collect();
-    let result = run_into(par, bufs, step, &mut out, on, &mut scratch);
+    let mut result = run_into(par, bufs, step, &mut out, on, &mut scratch);
+    if let (Some(round), Buf::F32(y), Ok(())) = (step.round, &mut out, &result) {
+        match y.get_mut(..on) {
+            Some(y) => round.apply(y),
+            None => result = Err(kerr!("output buffer shorter than {on}")),
+        }
+    }
     bufs[ob] = out;
     for (&b, buf) in step.scratch.iter().zip(scratch) {
         bufs[b] = buf;
@@ -151,6 +189,7 @@ fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: us
         },
         (Op::FullyConnectedF32 { op, m, min, max }, Buf::F32(y)) => op.run(par, *m, in_f32(0)?, &mut y[..on], *min, *max).map_err(msg),
         (Op::ConvQs8(op), Buf::I8(y)) => op.run(par, in_i8(0)?, &mut y[..on]).map_err(msg),
+        (Op::ConvQu8(op), Buf::I8(y)) => op.run(par, in_i8(0)?, &mut y[..on]).map_err(msg),
         (Op::DepthwiseQs8(op), Buf::I8(y)) => op.run(par, in_i8(0)?, &mut y[..on]).map_err(msg),
         (Op::FullyConnectedQs8 { op, m }, Buf::I8(y)) => op.run(par, *m, in_i8(0)?, &mut y[..on]).map_err(msg),
         (Op::FullyConnectedQd8 { op, m, min, max }, Buf::F32(y)) => op.run(par, in_f32(0)?, *m, &mut y[..on], *min, *max).map_err(msg),
@@ -170,7 +209,7 @@ fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: us
         }
         (Op::ClampI8 { lo, hi }, Buf::I8(y)) => {
             for (y, &x) in y[..on].iter_mut().zip(in_i8(0)?) {
-                *y = x.clamp(*lo, *hi);
+                *y = x.max(*lo).min(*hi);
             }
             Ok(())
         }
@@ -195,23 +234,18 @@ fn run_into(par: &dyn Parallel, bufs: &[Buf], step: &Step, out: &mut Buf, on: us
             ops::softmax_f32(*rows, *cols, in_f32(0)?, &mut y[..on]);
             Ok(())
         }
-        (Op::BatchMatMulF32 { batch_a, batch_b, m, k, n }, Buf::F32(y)) => {
-            let (a, b) = (in_f32(0)?, in_f32(1)?);
-            let batch = (*batch_a).max(*batch_b);
-            for i in 0..batch {
-                let ai = &a[(i % batch_a) * m * k..][..m * k];
-                let bi = &b[(i % batch_b) * k * n..][..k * n];
-                let yi = &mut y[i * m * n..][..m * n];
-                crate::optimized::gemm::sgemm(
-                    1.0,
-                    crate::optimized::gemm::Mat::row_major(ai, *m, *k),
-                    crate::optimized::gemm::Mat::row_major(bi, *k, *n),
-                    0.0,
-                    yi,
-                )?;
-            }
-            Ok(())
+        (Op::BatchMatMulF32 { op, min, max }, Buf::F32(y)) => op.run(in_f32(0)?, in_f32(1)?, &mut y[..on], *min, *max),
+        (Op::FullyConnectedRuntime { op, bias, min, max }, Buf::F32(y)) => {
+            let b = if *bias { Some(in_f32(2)?) } else { None };
+            op.run(in_f32(0)?, in_f32(1)?, b, &mut y[..on], *min, *max)
         }
+        (Op::ConvQd8 { op, min, max }, Buf::F32(y)) => op.run(par, in_f32(0)?, &mut y[..on], *min, *max).map_err(msg),
+        (Op::DeconvQs8(op), Buf::I8(y)) => op.run(par, in_i8(0)?, &mut y[..on]).map_err(msg),
+        (Op::DeconvQd8 { op, min, max }, Buf::F32(y)) => op.run(par, in_f32(0)?, &mut y[..on], *min, *max).map_err(msg),
+        (Op::Requantize(op), Buf::I8(y)) => op.apply(in_i8(0)?, &mut y[..on]).map_err(msg),
+        (Op::MaxPoolQs8 { geom, lo, hi }, Buf::I8(y)) => qs8::max_pool_qs8(geom, in_i8(0)?, &mut y[..on], *lo, *hi).map_err(msg),
+        (Op::ResizeF32(op), Buf::F32(y)) => op.run_f32(in_f32(0)?, &mut y[..on]).map_err(msg),
+        (Op::ResizeQs8(op), Buf::I8(y)) => op.run_s8(in_i8(0)?, &mut y[..on]).map_err(msg),
         (Op::Transpose { dims, perm }, y) => {
             move_elems(input(0)?, len(0), y, on, |x, y| ops::transpose(dims, perm, x, y), |x, y| ops::transpose(dims, perm, x, y), |x, y| {
                 ops::transpose(dims, perm, x, y)

@@ -1,16 +1,36 @@
 //! `XnnpackBackend`: runs ExecuTorch's XNNPACK-delegated subgraphs on rbuild's NHWC kernels.
 //!
 //! [`XnnpackBackend::init`] decodes the payload (`rbuild_runtime::backends::xnnpack`), resolves
-//! every constant (named data by key, else the payload's constant region), checks each node's
-//! shapes and dtypes, packs weights for the NHWC kernels ([`crate::nhwc`]), fuses a Clamp into
-//! the operator before it (as XNNPACK's subgraph optimizer does) and plans activation memory
-//! ([`compile`]). `execute` copies the call's inputs in, runs the steps ([`exec`]) and copies
-//! the outputs out. A node kind or dtype combination it cannot run fails at init naming it.
+//! every constant (named data by key, else the payload's constant region: [`constants`]),
+//! rewrites the graph (dynamic quantization folded into its readers, Clamps fused into the
+//! operator before them as XNNPACK's subgraph optimizer does: [`rewrite`], [`fusion`]), checks
+//! each node's shapes and dtypes and builds its op, packing weights for the NHWC kernels
+//! ([`crate::nhwc`]; `build_*` modules), and plans activation memory ([`memory`]), all driven
+//! by [`compile`]. `execute` copies the call's inputs in (bound by external id), runs the steps
+//! ([`exec`]) and copies the outputs out. A node kind or dtype combination it cannot run fails
+//! at init naming it.
+//!
+//! Every node kind of ExecuTorch's schema that its runtime defines runs, with the datatypes
+//! XNNPACK takes for it: fp32; fp16 and bf16 (held in f32 buffers and rounded to their format
+//! after each node, as XNNPACK's x86 kernels compute them in f32); qint8 and quint8 (quint8 held
+//! shifted into int8, which XNNPACK's arithmetic treats identically) with qcint8/qint8/qcint4
+//! weights and int32 biases; qdint8 (dynamic quantization) feeding fully connected layers
+//! (qcint8, qcint4, qbint4 weights) and convolutions (qcint8).
 
 mod aligned;
+mod build_conv;
+mod build_elementwise;
+mod build_fc;
+mod build_layout;
 mod compile;
+mod constants;
 mod exec;
-mod ops;
+mod fusion;
+mod matmul;
+mod memory;
+pub(crate) mod ops;
+mod plan;
+mod rewrite;
 
 use alloc::boxed::Box;
 use alloc::format;
@@ -20,7 +40,7 @@ use rbuild_runtime::backend::{Backend, BackendInitContext, CompileSpec, Delegate
 use rbuild_runtime::backends::xnnpack::{parse_payload, XNNPACK_BACKEND_ID};
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
 
-pub use compile::Plan;
+pub use plan::Plan;
 
 /// The backend to register for programs with `XnnpackBackend` delegates.
 #[derive(Clone, Copy, Debug, Default)]
@@ -102,7 +122,7 @@ pub use compile::DEFAULT_ACTIVATION_LIMIT;
 impl Plan {
     /// Elements of all activation buffers together (what running the plan touches).
     pub fn activation_elements(&self) -> usize {
-        self.bufs.iter().map(compile::Buf::len).sum()
+        self.bufs.iter().map(plan::Buf::len).sum()
     }
 
     /// [`Plan::run_in_place`], timing each step with `now()` (seconds): (node kind, seconds).
@@ -115,10 +135,41 @@ impl Plan {
 
     /// A description of each step (node kind and the operator's shape), in order.
     pub fn step_names(&self) -> alloc::vec::Vec<String> {
-        let counts = |s: &compile::Step| s.inputs.iter().map(|(_, n)| alloc::format!("{n}")).collect::<alloc::vec::Vec<_>>().join(",");
+        let counts = |s: &plan::Step| s.inputs.iter().map(|(_, n)| alloc::format!("{n}")).collect::<alloc::vec::Vec<_>>().join(",");
         self.steps
             .iter()
             .map(|s| format!("{} {} [{} -> {}]", s.kind.name(), s.op.describe(), counts(s), s.output.1))
+            .collect()
+    }
+
+    /// The delegate's inputs, in argument order: (dtype, dims).
+    pub fn input_types(&self) -> alloc::vec::Vec<(rbuild_runtime::ScalarType, alloc::vec::Vec<usize>)> {
+        self.inputs.iter().map(|e| (e.dtype, e.dims.clone())).collect()
+    }
+
+    /// The delegate's outputs, in argument order: (dtype, dims).
+    pub fn output_types(&self) -> alloc::vec::Vec<(rbuild_runtime::ScalarType, alloc::vec::Vec<usize>)> {
+        self.outputs.iter().map(|e| (e.dtype, e.dims.clone())).collect()
+    }
+
+    /// Runs the plan on `inputs` (each the little-endian bytes of the input's dtype and dims, in
+    /// argument order) on `threads` threads; the outputs' bytes, in argument order.
+    pub fn run_bytes(&mut self, threads: usize, inputs: &[&[u8]]) -> Result<alloc::vec::Vec<alloc::vec::Vec<u8>>, String> {
+        if inputs.len() != self.inputs.len() {
+            return Err(format!("{} inputs given, the payload takes {}", inputs.len(), self.inputs.len()));
+        }
+        for (k, (ext, bytes)) in self.inputs.iter().zip(inputs).enumerate() {
+            exec::copy_in(ext, bytes, &mut self.bufs[ext.buf]).map_err(|e| format!("input {k}: {e}"))?;
+        }
+        self.run_in_place(threads)?;
+        self.outputs
+            .iter()
+            .enumerate()
+            .map(|(k, ext)| {
+                let mut out = alloc::vec![0u8; ext.dims.iter().product::<usize>() * ext.dtype.size()];
+                exec::copy_out(ext, &self.bufs[ext.buf], &mut out).map_err(|e| format!("output {k}: {e}"))?;
+                Ok(out)
+            })
             .collect()
     }
 

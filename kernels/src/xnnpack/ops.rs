@@ -556,18 +556,12 @@ pub fn pool_f32(max_pool: bool, g: &Conv2dGeom, x: &[f32], y: &mut [f32], min: f
             for ox in 0..g.out_w {
                 acc.fill(if max_pool { f32::NEG_INFINITY } else { 0.0 });
                 let mut count = 0usize;
-                for ky in 0..g.kernel_h {
-                    let iy = (oy * g.stride_h + ky * g.dilation_h) as isize - g.pad_top as isize;
-                    if iy < 0 || iy as usize >= g.in_h {
-                        continue;
-                    }
-                    for kx in 0..g.kernel_w {
-                        let ix = (ox * g.stride_w + kx * g.dilation_w) as isize - g.pad_left as isize;
-                        if ix < 0 || ix as usize >= g.in_w {
-                            continue;
-                        }
+                for ky in crate::nhwc::window_taps(oy, g.stride_h, g.dilation_h, g.pad_top, g.in_h, g.kernel_h) {
+                    let iy = oy * g.stride_h + ky * g.dilation_h - g.pad_top;
+                    for kx in crate::nhwc::window_taps(ox, g.stride_w, g.dilation_w, g.pad_left, g.in_w, g.kernel_w) {
+                        let ix = ox * g.stride_w + kx * g.dilation_w - g.pad_left;
                         count += 1;
-                        let row = &x[((n * g.in_h + iy as usize) * g.in_w + ix as usize) * c..][..c];
+                        let row = &x[((n * g.in_h + iy) * g.in_w + ix) * c..][..c];
                         for (a, &v) in acc.iter_mut().zip(row) {
                             *a = if max_pool { a.max(v) } else { *a + v };
                         }

@@ -191,6 +191,16 @@ pub struct AddQs8 {
 impl AddQs8 {
     /// `xnn_init_qs8_add_minmax_scalar_params`.
     pub fn new(a: QParams, b: QParams, y: QParams, out_min: i8, out_max: i8) -> Result<Self, String> {
+        Self::with_b_sign(a, b, y, out_min, out_max, false)
+    }
+
+    /// `y = a − b`: XNNPACK runs a qs8 Subtract as this add with `b`'s scale negated (the
+    /// multipliers come from the absolute scales, then take the scale's sign).
+    pub fn new_subtract(a: QParams, b: QParams, y: QParams, out_min: i8, out_max: i8) -> Result<Self, String> {
+        Self::with_b_sign(a, b, y, out_min, out_max, true)
+    }
+
+    fn with_b_sign(a: QParams, b: QParams, y: QParams, out_min: i8, out_max: i8, negate_b: bool) -> Result<Self, String> {
         a.check("add input a")?;
         b.check("add input b")?;
         y.check("add output")?;
@@ -211,7 +221,7 @@ impl AddQs8 {
             return Err(format!("add: shift {shift} outside [12, 30]"));
         }
         let mult = |s: f32| libm::rintf(f32::from_bits(s.to_bits() + ((shift as u32) << 23))) as i32;
-        let (a_mult, b_mult) = (mult(sa), mult(sb));
+        let (a_mult, b_mult) = (mult(sa), if negate_b { -mult(sb) } else { mult(sb) });
         let bias = (1i32 << (shift - 1))
             .wrapping_sub(a_mult.wrapping_mul(a.zero_point))
             .wrapping_sub(b_mult.wrapping_mul(b.zero_point));
@@ -463,6 +473,37 @@ pub fn dequantize_f32(x: &[i8], q: QParams, y: &mut [f32]) -> Result<(), String>
     Ok(())
 }
 
+/// int8 → int8 with other quantization parameters (XNNPACK's qs8 `Convert`,
+/// `xnn_init_qs8_cvt_scalar_params` and the scalar `qs8-vcvt` kernel, which the AVX2 one's
+/// rounding multiply-high equals): `m = lrintf(256 · in_scale / out_scale)` (in [1, 2¹⁵]),
+/// `y = clamp(((out_zp << 8) − m·in_zp + 0x80 + x·m) >> 8, −128, 127)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequantizeQs8 {
+    bias: i32,
+    mult: i32,
+}
+
+impl RequantizeQs8 {
+    pub fn new(input: QParams, output: QParams) -> Result<Self, String> {
+        input.check("convert input")?;
+        output.check("convert output")?;
+        let ratio = input.scale / output.scale;
+        if !(1.0 / 256.0..=128.0).contains(&ratio) {
+            return Err(format!("convert: input/output scale ratio {ratio} outside XNNPACK's [2^-8, 2^7]"));
+        }
+        let mult = libm::rintf(256.0 * ratio) as i32;
+        Ok(RequantizeQs8 { bias: (output.zero_point << 8) - mult * input.zero_point + 0x80, mult })
+    }
+
+    pub fn apply(&self, x: &[i8], y: &mut [i8]) -> Result<(), String> {
+        check_len("convert y", y.len(), x.len())?;
+        for (o, &v) in y.iter_mut().zip(x) {
+            *o = ((self.bias + v as i32 * self.mult) >> 8).clamp(-128, 127) as i8;
+        }
+        Ok(())
+    }
+}
+
 impl Qs8Binary for MulQs8 {
     #[inline(always)]
     fn one(&self, a: i8, b: i8) -> i8 {
@@ -541,6 +582,46 @@ mod tests {
                 assert_eq!(y2[i] as i32, want);
             }
         }
+    }
+
+    #[test]
+    fn subtract_is_add_with_b_negated() {
+        let mut r = Lcg(31);
+        for _ in 0..40 {
+            let (a, b, yq) = (q(r.f32(0.01, 0.1), r.i8() as i32), q(r.f32(0.01, 0.1), r.i8() as i32), q(r.f32(0.02, 0.2), r.i8() as i32));
+            let (lo, hi) = (r.i8().min(0), r.i8().max(0));
+            let add = AddQs8::new(a, b, yq, lo, hi).unwrap();
+            let sub = AddQs8::new_subtract(a, b, yq, lo, hi).unwrap();
+            assert_eq!((sub.a_mult, sub.b_mult, sub.shift), (add.a_mult, -add.b_mult, add.shift));
+            let n = 1 + r.below(50);
+            let (xa, xb) = (r.i8s(n), r.i8s(n));
+            let mut y = vec![0i8; n];
+            sub.apply(&xa, &xb, &mut y).unwrap();
+            for i in 0..n {
+                // Wide arithmetic; against real values, within a step of the rounding.
+                let acc = sub.bias as i64 + xa[i] as i64 * sub.a_mult as i64 + xb[i] as i64 * sub.b_mult as i64;
+                assert_eq!(y[i] as i64, ((acc >> sub.shift) + yq.zero_point as i64).clamp(lo as i64, hi as i64));
+                let real = (xa[i] as i32 - a.zero_point) as f32 * a.scale - (xb[i] as i32 - b.zero_point) as f32 * b.scale;
+                let want = (real / yq.scale + yq.zero_point as f32).clamp(lo as f32, hi as f32);
+                assert!((y[i] as f32 - want).abs() <= 0.51, "{} vs {want}", y[i]);
+            }
+        }
+    }
+
+    #[test]
+    fn requantize_follows_qs8_vcvt() {
+        // m = 256·0.5/0.25 = 512: y = ((zo << 8) − 512·zi + 128 + 512x) >> 8 = 2(x − zi) + zo.
+        let op = RequantizeQs8::new(q(0.5, 3), q(0.25, -7)).unwrap();
+        let mut y = [0i8; 4];
+        op.apply(&[3, 4, 100, -128], &mut y).unwrap();
+        assert_eq!(y, [-7, -5, 127, -128]);
+        // Halves round up: m = 128 (ratio 0.5): 1·128 + 128 = 256 → 1; −1·128 + 128 = 0 → 0.
+        let op = RequantizeQs8::new(q(0.5, 0), q(1.0, 0)).unwrap();
+        op.apply(&[1, -1, 3, -3], &mut y).unwrap();
+        assert_eq!(y, [1, 0, 2, -1]);
+        assert!(RequantizeQs8::new(q(1.0, 0), q(1000.0, 0)).is_err());
+        assert!(RequantizeQs8::new(q(1.0, 0), q(-1.0, 0)).is_err());
+        assert!(op.apply(&[1, 2], &mut y[..1]).is_err());
     }
 
     #[test]

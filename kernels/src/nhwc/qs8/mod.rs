@@ -71,19 +71,34 @@
 //! convolutions and fully-connected layers read rows in place, others gather an im2col tile
 //! padded with the input zero point. Depthwise ([`dwconv`]) vectorizes 16 channels. Every fast
 //! path has a plain-Rust twin ([`reference`]) and the tests compare them bit for bit.
+//!
+//! Also: convolutions whose weights have a zero point (XNNPACK's qu8 operators:
+//! [`asymmetric`]), transposed convolution ([`deconv`], the same requantization), dynamically quantized
+//! fully connected layers and convolutions ([`dynamic`], [`dynamic_conv`]: per-row / per-image
+//! parameters computed at run time), max pooling ([`pooling`]), and the elementwise ops above
+//! plus subtract (add with the second scale negated) and requantizing conversion
+//! ([`elementwise`]); each with its own twin or formula test.
 
+pub mod asymmetric;
 pub mod conv;
+pub mod deconv;
 pub mod dwconv;
 #[cfg(target_arch = "x86_64")]
 mod dwconv_vnni;
 pub mod dynamic;
+pub mod dynamic_conv;
 pub mod elementwise;
 pub mod gemm;
+pub mod pooling;
 pub mod reference;
 
+pub use asymmetric::ConvQu8;
 pub use conv::{ConvQs8, FullyConnectedQs8};
+pub use deconv::{DeconvQd8, DeconvQs8};
 pub use dwconv::DepthwiseQs8;
-pub use elementwise::{dequantize_f32, global_avg_pool_qs8, lookup_table, quantize_f32, AddQs8, MulQs8};
+pub use dynamic_conv::ConvQd8;
+pub use elementwise::{dequantize_f32, global_avg_pool_qs8, lookup_table, quantize_f32, AddQs8, MulQs8, RequantizeQs8};
+pub use pooling::max_pool_qs8;
 
 use alloc::format;
 use alloc::string::String;
