@@ -13,6 +13,7 @@
 
 extern crate alloc;
 
+pub mod dtypes;
 pub mod gpu_reference;
 pub mod nhwc;
 pub mod xnnpack;

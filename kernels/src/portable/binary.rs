@@ -12,6 +12,7 @@ use half::{bf16, f16};
 use rbuild_runtime::kernel::{Element, KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
 use rbuild_runtime::{kerr, Scalar, ScalarType, Value};
 
+use super::complex_arith::{self, BinaryOp};
 use super::util::{broadcast_shapes, broadcast_strides, for_each_broadcast, Elems, ElemsMut};
 
 rbuild_runtime::kernel_table! {
@@ -334,6 +335,9 @@ fn add_sub(args: &KernelArgs<'_>, other: Operand<'_>, negate: bool, name: &str) 
 
 /// `add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out)`: [self, other, alpha, out, out].
 pub fn add_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    if any_complex(args, &[0, 1, 3])? {
+        return complex_arith::binary(args, 0, 1, 3, BinaryOp::Add(args.scalar(2)?.to_f64()), "add.out");
+    }
     add_sub(args, Operand::tensor(args, 1)?, false, "add.out")
 }
 
@@ -358,6 +362,9 @@ fn mul(args: &KernelArgs<'_>, other: Operand<'_>, name: &str) -> KernelResult {
 
 /// `mul.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
 pub fn mul_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    if any_complex(args, &[0, 1, 2])? {
+        return complex_arith::binary(args, 0, 1, 2, BinaryOp::Mul, "mul.out");
+    }
     mul(args, Operand::tensor(args, 1)?, "mul.out")
 }
 
@@ -441,6 +448,16 @@ pub(super) fn out_dtype(args: &KernelArgs<'_>, i: usize) -> KernelResult<ScalarT
     }
 }
 
+/// Whether any of the tensor arguments `ids` is complex (read without borrowing an out).
+fn any_complex(args: &KernelArgs<'_>, ids: &[usize]) -> KernelResult<bool> {
+    for &i in ids {
+        if complex_arith::is_complex(out_dtype(args, i)?) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 fn opt_string<'a>(args: &KernelArgs<'a>, i: usize) -> KernelResult<Option<&'a str>> {
     if args.is_none(i)? {
         Ok(None)
@@ -451,6 +468,9 @@ fn opt_string<'a>(args: &KernelArgs<'a>, i: usize) -> KernelResult<Option<&'a st
 
 /// `div.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
 pub fn div_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    if any_complex(args, &[0, 1, 2])? {
+        return complex_arith::binary(args, 0, 1, 2, BinaryOp::Div, "div.out");
+    }
     div(args, Operand::tensor(args, 1)?, None, 2, "div.out")
 }
 

@@ -579,7 +579,9 @@ fn max_pool_ref<A: Acc>(g: &PoolGeom, x: &Elems<'_>, o: &mut ElemsMut<'_>, indic
 }
 
 /// `_adaptive_avg_pool2d.out(self, SymInt[2] output_size, *, out)`: args = [self, size, out, out].
-/// Output cell `i` averages input rows `floor(i*H/oh) .. ceil((i+1)*H/oh)`.
+/// Output cell `i` averages input rows `floor(i*H/oh) .. ceil((i+1)*H/oh)`. Floating inputs
+/// average in f64; Long inputs (which ExecuTorch's portable kernel also takes) sum exactly and
+/// divide truncating, as integer `avg_pool2d` does.
 pub fn adaptive_avg_pool2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     let input = args.tensor(0)?;
     let (planes, [ih, iw]) = pool_input(&input, "adaptive_avg_pool2d")?;
@@ -589,30 +591,45 @@ pub fn adaptive_avg_pool2d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> 
         return Err(kerr!("adaptive_avg_pool2d: empty input {:?} cannot give output {size:?}", input.sizes()));
     }
     let mut out = args.out(2)?;
-    if out.dtype != input.dtype
-        || !matches!(input.dtype, ScalarType::Float | ScalarType::Double | ScalarType::Half | ScalarType::BFloat16)
-    {
-        return Err(kerr!("adaptive_avg_pool2d: needs matching floating dtypes, got {} / {}", input.dtype, out.dtype));
+    if out.dtype != input.dtype || !(input.dtype.is_floating() || input.dtype == ScalarType::Long) {
+        return Err(kerr!(
+            "adaptive_avg_pool2d: needs matching floating (or Long) dtypes, got {} / {}",
+            input.dtype,
+            out.dtype
+        ));
     }
     out.resize(&pooled_sizes(&input, [oh, ow]))?;
     let x = Elems::of(&input)?;
     let mut o = ElemsMut::of(&mut out)?;
+    let geom = (planes, [ih, iw], [oh, ow]);
+    if input.dtype == ScalarType::Long {
+        adaptive_avg_ref::<i64>(geom, &x, &mut o);
+    } else {
+        adaptive_avg_ref::<f64>(geom, &x, &mut o);
+    }
+    Ok(())
+}
+
+fn adaptive_avg_ref<A: Acc>(
+    (planes, [ih, iw], [oh, ow]): (usize, [usize; 2], [usize; 2]),
+    x: &Elems<'_>,
+    o: &mut ElemsMut<'_>,
+) {
     for p in 0..planes {
         for oy in 0..oh {
             let (y0, y1) = (oy * ih / oh, ((oy + 1) * ih).div_ceil(oh));
             for ox in 0..ow {
                 let (x0, x1) = (ox * iw / ow, ((ox + 1) * iw).div_ceil(ow));
-                let mut sum = 0.0;
+                let mut sum = A::ZERO;
                 for iy in y0..y1 {
                     for ix in x0..x1 {
-                        sum += x.f64((p * ih + iy) * iw + ix);
+                        sum = sum.add(A::load(x, (p * ih + iy) * iw + ix));
                     }
                 }
-                o.set_f64((p * oh + oy) * ow + ox, sum / ((y1 - y0) * (x1 - x0)) as f64);
+                A::store(o, (p * oh + oy) * ow + ox, sum.div(((y1 - y0) * (x1 - x0)) as i64));
             }
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -792,5 +809,21 @@ mod tests {
         h.call(super::adaptive_avg_pool2d_out, &[x, size, out, out]).unwrap();
         // Columns 0..2 and 1..3 over both rows.
         assert_eq!(h.read::<f32>(out), vec![3.0, 4.0]);
+    }
+
+    #[test]
+    fn adaptive_avg_pool_of_long_truncates() {
+        let mut h = OpHarness::new();
+        let x = h.i64(&[2, 2, 2], &[1, 2, 4, 4, -1, -2, -4, -4]);
+        let size = h.int_list(&[1, 1]);
+        let out = h.out(ScalarType::Long, &[1, 1, 1]);
+        // 11 / 4 and -11 / 4 truncate toward zero.
+        let out2 = h.out(ScalarType::Long, &[2, 1, 1]);
+        assert!(h.call(super::adaptive_avg_pool2d_out, &[x, size, out, out]).is_err(), "shape [2,1,1] expected");
+        h.call(super::adaptive_avg_pool2d_out, &[x, size, out2, out2]).unwrap();
+        assert_eq!(h.read::<i64>(out2), vec![2, -2]);
+        let int = h.tensor(ScalarType::Int, &[1, 2, 2], &[1i32, 2, 3, 4]);
+        let oi = h.out(ScalarType::Int, &[1, 1, 1]);
+        assert!(h.call(super::adaptive_avg_pool2d_out, &[int, size, oi, oi]).is_err());
     }
 }

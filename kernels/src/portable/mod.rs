@@ -8,6 +8,7 @@ pub mod binary;
 pub mod bitwise;
 pub mod comparison;
 pub mod complex;
+pub mod complex_arith;
 pub mod conv;
 pub mod copy;
 pub mod create;

@@ -11,6 +11,7 @@ use alloc::vec::Vec;
 use rbuild_runtime::kernel::{normalize_dim, KernelArgs, KernelContext, KernelResult, TensorMut, TensorRef};
 use rbuild_runtime::{kerr, ScalarType};
 
+use super::complex_arith::is_complex;
 use super::util::{for_each_broadcast, normalize_dims, require_contiguous, Elems, ElemsMut};
 
 rbuild_runtime::kernel_table! {
@@ -159,6 +160,9 @@ fn sum_mean(args: &KernelArgs<'_>, dims: Option<Vec<i64>>, keepdim: bool, dtype:
         let offs = &p.red_offs;
         p.for_each_group(|i, base| o[i] = et_f32_sum(offs.iter().map(|&r| x[base + r]), single_dim) / n as f32);
         return Ok(());
+    }
+    if !mean && (is_complex(inp.dtype) || is_complex(out.dtype)) {
+        return super::complex_arith::sum(&inp, &mut out, &p);
     }
     let x = Elems::of(&inp)?;
     let mut eo = ElemsMut::of(&mut out)?;

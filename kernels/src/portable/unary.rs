@@ -126,11 +126,18 @@ macro_rules! real_kernels {
 real_kernels! {
     // `x < 0` is false for NaN, so NaN passes through as in PyTorch.
     relu_out, "relu.out": |x| if x < 0.0 { 0.0 } else { x }, |x: i64| x.max(0), |x| if x < 0.0 { 0.0 } else { x };
-    abs_out, "abs.out": libm::fabs, |x: i64| x.wrapping_abs(), libm::fabsf;
     floor_out, "floor.out": libm::floor, |x: i64| x, libm::floorf;
     ceil_out, "ceil.out": libm::ceil, |x: i64| x, libm::ceilf;
     // rint rounds half to even, as torch.round does.
     round_out, "round.out": libm::rint, |x: i64| x, libm::rintf;
+}
+
+/// `abs.out(Tensor self, *, Tensor(a!) out)`: complex inputs give their magnitude.
+pub fn abs_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    if super::complex_arith::is_complex(args.tensor(0)?.dtype) {
+        return super::complex_arith::abs(args, 1);
+    }
+    unary(args, 1, "abs.out", libm::fabs, Some(&|x: i64| x.wrapping_abs()), libm::fabsf)
 }
 
 /// `neg.out(Tensor self, *, Tensor(a!) out)`.
