@@ -7,126 +7,13 @@
 use rbuild_kernels::nhwc::qs8::dynamic_conv;
 use rbuild_kernels::nhwc::resize::{reference as resize_ref, ResizeMode};
 use rbuild_kernels::nhwc::Conv2dGeom;
-use rbuild_kernels::xnnpack::{compile_payload, Plan, DEFAULT_ACTIVATION_LIMIT};
-use rbuild_runtime::backends::xnnpack::graph::{ConvParams, PoolParams};
-use rbuild_runtime::backends::xnnpack::{write_payload, ConstantRef, NodeKind, NodeParams, Quant, Scales, XnnDatatype as D, XnnGraph, XnnNode, XnnValue};
+use rbuild_kernels::xnnpack::{compile_payload, DEFAULT_ACTIVATION_LIMIT};
+use rbuild_runtime::backends::xnnpack::graph::PoolParams;
+use rbuild_runtime::backends::xnnpack::{write_payload, NodeKind, NodeParams, Quant, XnnDatatype as D};
 
+mod xnnpack_graph;
 mod xnnpack_mutate;
-
-/// A graph under construction: values, nodes, constant bytes.
-struct G {
-    values: Vec<XnnValue>,
-    nodes: Vec<XnnNode>,
-    region: Vec<u8>,
-    refs: Vec<ConstantRef>,
-}
-
-impl G {
-    fn new() -> G {
-        G { values: Vec::new(), nodes: Vec::new(), region: Vec::new(), refs: vec![ConstantRef { offset: 0, size: 0, named_key: None, inline: None }] }
-    }
-    fn value(&mut self, datatype: D, dims: &[usize], quant: Quant, flags: u32, constant: Option<u32>) -> u32 {
-        self.values.push(XnnValue { datatype, dims: dims.to_vec(), constant, external_id: None, flags, dq_datatype: None, quant });
-        (self.values.len() - 1) as u32
-    }
-    fn input(&mut self, datatype: D, dims: &[usize], quant: Quant) -> u32 {
-        self.value(datatype, dims, quant, 1, None)
-    }
-    fn output(&mut self, datatype: D, dims: &[usize], quant: Quant) -> u32 {
-        self.value(datatype, dims, quant, 2, None)
-    }
-    fn internal(&mut self, datatype: D, dims: &[usize], quant: Quant) -> u32 {
-        self.value(datatype, dims, quant, 0, None)
-    }
-    fn constant(&mut self, datatype: D, dims: &[usize], quant: Quant, bytes: &[u8]) -> u32 {
-        let offset = self.region.len() as u64;
-        self.region.extend_from_slice(bytes);
-        self.region.resize(self.region.len().div_ceil(16) * 16, 0);
-        self.refs.push(ConstantRef { offset, size: bytes.len() as u64, named_key: None, inline: None });
-        let c = (self.refs.len() - 1) as u32;
-        self.value(datatype, dims, quant, 0, Some(c))
-    }
-    fn node(&mut self, kind: NodeKind, params: NodeParams, range: Option<(f32, f32)>) {
-        self.nodes.push(XnnNode { kind, params, debug_handle: self.nodes.len() as u32, output_min_max: range });
-    }
-    /// External ids: inputs first, then outputs, in value order.
-    fn payload(mut self) -> Vec<u8> {
-        let mut next = 0;
-        for flag in [1, 2] {
-            for v in self.values.iter_mut().filter(|v| v.flags == flag) {
-                v.external_id = Some(next);
-                next += 1;
-            }
-        }
-        let ids = |flag: u32| self.values.iter().enumerate().filter(|(_, v)| v.flags == flag).map(|(i, _)| i as u32).collect::<Vec<_>>();
-        let graph = XnnGraph { version: "0".into(), input_ids: ids(1), output_ids: ids(2), num_externs: next, values: self.values.clone(), nodes: self.nodes, constants: self.refs };
-        write_payload(&graph, &self.region)
-    }
-    fn compile(self) -> Result<Plan, String> {
-        let bytes = self.payload();
-        let none = |_: &str| None;
-        compile_payload(&bytes, &none, DEFAULT_ACTIVATION_LIMIT)
-    }
-}
-
-fn pt(scale: f32, zero_point: i32) -> Quant {
-    Quant::PerTensor { scale, zero_point }
-}
-fn pc(scales: Vec<f32>, channel_dim: i32) -> Quant {
-    Quant::PerChannel { scales: Scales::Inline(scales), channel_dim }
-}
-fn f32_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
-}
-fn i8_bytes(v: &[i8]) -> Vec<u8> {
-    v.iter().map(|&x| x as u8).collect()
-}
-fn i32_bytes(v: &[i32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// Deterministic pseudo-random numbers.
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 33) as u32
-    }
-    fn i8s(&mut self, n: usize) -> Vec<i8> {
-        (0..n).map(|_| self.next() as i8).collect()
-    }
-    fn f32s(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n).map(|_| lo + (hi - lo) * (self.next() as f32 / 4294967296.0)).collect()
-    }
-}
-
-fn conv_params(k: u32, pad: u32, cin: u32, cout: u32, input: u32, filter: u32, bias: Option<u32>, output: u32) -> ConvParams {
-    ConvParams {
-        padding_top: pad,
-        padding_right: pad,
-        padding_bottom: pad,
-        padding_left: pad,
-        kernel_height: k,
-        kernel_width: k,
-        subsampling_height: 1,
-        subsampling_width: 1,
-        dilation_height: 1,
-        dilation_width: 1,
-        group_input_channels: cin,
-        group_output_channels: cout,
-        groups: 1,
-        adjustment_height: 0,
-        adjustment_width: 0,
-        input,
-        filter,
-        bias,
-        output,
-        flags: 0,
-    }
-}
+use xnnpack_graph::{conv_params, f32_bytes, f32s, i32_bytes, i8_bytes, pc, pt, Lcg, G};
 
 /// An int8 3×3 convolution then an add of the input's first channel group… in qint8 or, with
 /// `unsigned`, the same graph in quint8 (zero points and data shifted by 128).

@@ -113,6 +113,9 @@ pub fn resize(graph: &XnnGraph, [new_h, new_w]: [u32; 2], input: u32, output: u3
         return Err(format!("output dims {:?}, expected {out:?}", y.dims));
     }
     same_type(input, x, output, y)?;
+    if !is_float(x) && !is_q8(x) {
+        return Err(format!("resizing {} values is not supported (float or 8-bit quantized)", x.datatype.name()));
+    }
     if flags & ALIGN_CORNERS != 0 && flags & TENSORFLOW_LEGACY != 0 {
         return Err(String::from("align-corners and TensorFlow legacy mode exclude each other"));
     }

@@ -15,7 +15,8 @@
 //! after each node, as XNNPACK's x86 kernels compute them in f32); qint8 and quint8 (quint8 held
 //! shifted into int8, which XNNPACK's arithmetic treats identically) with qcint8/qint8/qcint4
 //! weights and int32 biases; qdint8 (dynamic quantization) feeding fully connected layers
-//! (qcint8, qcint4, qbint4 weights) and convolutions (qcint8).
+//! (qcint8, qcint4, qbint4 weights) and convolutions (qcint8). [`SUPPORTED_NODES`] is that list as data
+//! (for `rbuild ops`), checked against the compiler by `tests/xnnpack_support.rs`.
 
 mod aligned;
 mod build_conv;
@@ -31,6 +32,7 @@ mod memory;
 pub(crate) mod ops;
 mod plan;
 mod rewrite;
+mod support;
 
 use alloc::boxed::Box;
 use alloc::format;
@@ -41,6 +43,7 @@ use rbuild_runtime::backends::xnnpack::{parse_payload, XNNPACK_BACKEND_ID};
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
 
 pub use plan::Plan;
+pub use support::SUPPORTED_NODES;
 
 /// The backend to register for programs with `XnnpackBackend` delegates.
 #[derive(Clone, Copy, Debug, Default)]
