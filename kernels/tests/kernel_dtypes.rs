@@ -13,11 +13,13 @@
 //! The probe's recipes also name each operator's primary argument, which check 2 reads.
 
 mod dtype_probe;
+mod testdata;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use dtype_probe::recipes::RECIPES;
+use testdata::pte_files;
 use dtype_probe::schemas::{probed_recipe, PROBED_SCHEMAS};
 use dtype_probe::{primary, probe, rejections, R, PROBE_DTYPES};
 use rbuild_kernels::dtypes;
@@ -123,18 +125,6 @@ fn primary_arg(op: &str) -> Option<usize> {
     Some(RECIPES.iter().find(|r| r.0 == op).and_then(|r| primary(r.1)).unwrap_or(0))
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out);
-        } else if p.extension().is_some_and(|e| e == "pte") {
-            out.push(p);
-        }
-    }
-}
 
 /// The dtype of value `index` (a tensor, or a list's first tensor).
 fn value_dtype(values: &[EValue<'_>], index: i64) -> Option<ScalarType> {
@@ -158,7 +148,7 @@ fn testdata_programs_use_declared_dtypes() {
     let testdata = shared().join("testdata");
     let mut cases = Vec::new();
     for folder in PROGRAM_FOLDERS {
-        walk(&testdata.join(folder), &mut cases);
+        cases.extend(pte_files(&testdata.join(folder)));
     }
     let schema_probed: BTreeSet<&str> = PROBED_SCHEMAS.iter().map(|s| s.split_once('(').unwrap().0).collect();
     // op → primary dtypes seen; errors.

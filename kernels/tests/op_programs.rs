@@ -6,29 +6,16 @@
 //! `RBUILD_OPS_FILTER=substring` runs only the cases whose path contains it (kernel work);
 //! `RBUILD_OPS_VERBOSE=1` prints each failure in full.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rbuild_runtime::backend::BackendRegistry;
 use rbuild_runtime::value::Value;
 use rbuild_runtime::{KernelContext, KernelRegistry, Program, ScalarType};
 use safetensors::{Dtype, SafeTensors};
 
-fn testdata() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata")
-}
+mod testdata;
+use testdata::{pte_files, testdata};
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out);
-        } else if p.extension().is_some_and(|e| e == "pte") {
-            out.push(p);
-        }
-    }
-}
 
 fn dtype_of(d: Dtype) -> Option<ScalarType> {
     Some(match d {
@@ -146,8 +133,7 @@ fn run_case(pte_path: &Path, kernels: &KernelRegistry) -> Result<(), String> {
 
 fn walk_cases(folder: &str) -> (usize, Vec<String>) {
     let td = testdata();
-    let mut cases = Vec::new();
-    walk(&td.join(folder), &mut cases);
+    let cases = pte_files(&td.join(folder));
     let filter = std::env::var("RBUILD_OPS_FILTER").ok();
     let verbose = std::env::var_os("RBUILD_OPS_VERBOSE").is_some();
     let kernels = rbuild_kernels::registry();

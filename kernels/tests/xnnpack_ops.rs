@@ -15,25 +15,13 @@ use rbuild_runtime::backend::BackendRegistry;
 use rbuild_runtime::{KernelContext, Program, ScalarType};
 use safetensors::{Dtype, SafeTensors};
 
+mod testdata;
 mod xnnpack_mutate;
+use testdata::{pte_files, testdata};
 use xnnpack_mutate::mutate_graph;
 
 fn cases() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(rd) = std::fs::read_dir(dir) else { return };
-        let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-        entries.sort();
-        for p in entries {
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|e| e == "pte") {
-                out.push(p);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/xnnpack_ops"), &mut out);
-    out
+    pte_files(&testdata().join("xnnpack_ops"))
 }
 
 fn scalar_type(d: Dtype) -> Result<ScalarType, String> {

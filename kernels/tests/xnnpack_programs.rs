@@ -4,7 +4,7 @@
 //! (`et_output.N`); 1 and 2 threads giving the same numbers; a corrupted weight key failing at
 //! load naming it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rbuild_kernels::xnnpack::XnnpackBackend;
 use rbuild_runtime::backend::BackendRegistry;
@@ -13,27 +13,13 @@ use rbuild_runtime::format::PteFile;
 use rbuild_runtime::{KernelContext, Program, ScalarType};
 use safetensors::{Dtype, SafeTensors};
 
-fn testdata() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata")
-}
+mod testdata;
+use testdata::{pte_files, testdata};
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out);
-        } else if p.extension().is_some_and(|e| e == "pte") {
-            out.push(p);
-        }
-    }
-}
 
 fn xnnpack_cases() -> Vec<PathBuf> {
-    let mut all = Vec::new();
-    walk(&testdata().join("models"), &mut all);
-    all.into_iter()
+    pte_files(&testdata().join("models"))
+        .into_iter()
         .filter(|p| {
             let bytes = std::fs::read(p).unwrap();
             let file = PteFile::parse(&bytes).unwrap();

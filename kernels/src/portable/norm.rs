@@ -282,6 +282,53 @@ fn affine_coeffs(mean: f64, rstd: f64, w: Option<&Elems<'_>>, b: Option<&Elems<'
     (scale, b.map_or(0.0, |b| b.f64(c)) - mean * scale)
 }
 
+/// A batch norm's [N, C, ...] input, checked: the tensor, N, C and the elements per (n, c).
+fn batch_input<'a>(args: &KernelArgs<'a>, what: &str) -> KernelResult<(TensorRef<'a>, usize, usize, usize)> {
+    let inp = args.tensor(0)?;
+    require_contiguous(&inp, what)?;
+    require_floating(inp.dtype, what, "input")?;
+    if inp.dim() < 2 {
+        return Err(kerr!("{what}: input must have at least 2 dims ([N, C, ...]), got {:?}", inp.sizes()));
+    }
+    let sizes = inp.sizes();
+    Ok((inp, sizes[0], sizes[1], sizes[2..].iter().product()))
+}
+
+/// Each channel's batch statistics over N and the spatial dims: (mean, 1/sqrt(var + eps),
+/// biased var), in f64.
+fn channel_stats(x: &Elems<'_>, n: usize, c: usize, inner: usize, eps: f64) -> Vec<(f64, f64, f64)> {
+    (0..c)
+        .map(|ch| {
+            // Channel ch: blocks b * C + ch of `inner` elements, for every b in the batch.
+            let values = (0..n).flat_map(move |b| (b * c + ch) * inner..(b * c + ch + 1) * inner).map(|i| x.f64(i));
+            let (mean, invstd) = row_stats(values.clone(), n * inner, eps);
+            let var = values.map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n * inner) as f64;
+            (mean, invstd, var)
+        })
+        .collect()
+}
+
+/// Writes the saved mean and invstd and returns each channel's (scale, shift).
+fn save_stats(
+    stats: &[(f64, f64, f64)],
+    mean_out: &mut TensorMut<'_>,
+    invstd_out: &mut TensorMut<'_>,
+    weight: Option<&Elems<'_>>,
+    bias: Option<&Elems<'_>>,
+) -> KernelResult<Vec<(f64, f64)>> {
+    let mut em = ElemsMut::of(mean_out)?;
+    let mut ei = ElemsMut::of(invstd_out)?;
+    Ok(stats
+        .iter()
+        .enumerate()
+        .map(|(ch, &(mean, invstd, _))| {
+            em.set_f64(ch, mean);
+            ei.set_f64(ch, invstd);
+            affine_coeffs(mean, invstd, weight, bias, ch)
+        })
+        .collect())
+}
+
 /// `_native_batch_norm_legit.no_stats_out(Tensor input, Tensor? weight, Tensor? bias, bool
 /// training, float momentum, float eps, *, Tensor(a!) out, Tensor(b!) save_mean, Tensor(c!)
 /// save_invstd)`: args = [input, weight, bias, training, momentum, eps, out, save_mean,
@@ -292,15 +339,8 @@ fn affine_coeffs(mean: f64, rstd: f64, w: Option<&Elems<'_>>, b: Option<&Elems<'
 /// save_mean/save_invstd are [C]: the mean and 1/sqrt(var + eps).
 pub fn batch_norm_no_stats_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     const WHAT: &str = "_native_batch_norm_legit.no_stats";
-    let inp = args.tensor(0)?;
-    require_contiguous(&inp, WHAT)?;
-    require_floating(inp.dtype, WHAT, "input")?;
-    if inp.dim() < 2 {
-        return Err(kerr!("{WHAT}: input must have at least 2 dims ([N, C, ...]), got {:?}", inp.sizes()));
-    }
+    let (inp, n, c, inner) = batch_input(args, WHAT)?;
     let sizes = inp.sizes();
-    let (n, c) = (sizes[0], sizes[1]);
-    let inner: usize = sizes[2..].iter().product();
     let weight = vector_param(args.opt_tensor(1)?, c, WHAT, "weight")?;
     let bias = vector_param(args.opt_tensor(2)?, c, WHAT, "bias")?;
     args.bool(3)?;
@@ -315,23 +355,8 @@ pub fn batch_norm_no_stats_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> 
         o.resize(sz)?;
     }
 
-    let x = Elems::of(&inp)?;
-    let mut coeffs = Vec::with_capacity(c);
-    {
-        let mut em = ElemsMut::of(&mut mean_out)?;
-        let mut ei = ElemsMut::of(&mut invstd_out)?;
-        for ch in 0..c {
-            // Channel ch: blocks b * C + ch of `inner` elements, for every b in the batch.
-            let indices = (0..n).flat_map(|b| {
-                let start = (b * c + ch) * inner;
-                start..start + inner
-            });
-            let (mean, invstd) = row_stats(indices.map(|i| x.f64(i)), n * inner, eps);
-            em.set_f64(ch, mean);
-            ei.set_f64(ch, invstd);
-            coeffs.push(affine_coeffs(mean, invstd, weight.as_ref(), bias.as_ref(), ch));
-        }
-    }
+    let stats = channel_stats(&Elems::of(&inp)?, n, c, inner, eps);
+    let coeffs = save_stats(&stats, &mut mean_out, &mut invstd_out, weight.as_ref(), bias.as_ref())?;
     apply_affine(&inp, &mut out, inner, &coeffs, |k| k % c)
 }
 
@@ -358,15 +383,8 @@ fn read_stats(t: &TensorMut<'_>, what: &str, name: &str) -> KernelResult<Vec<f64
 /// statistics; the saved ones are empty. (ExecuTorch's portable kernel takes inference only.)
 pub fn batch_norm_legit_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     const WHAT: &str = "_native_batch_norm_legit";
-    let inp = args.tensor(0)?;
-    require_contiguous(&inp, WHAT)?;
-    require_floating(inp.dtype, WHAT, "input")?;
-    if inp.dim() < 2 {
-        return Err(kerr!("{WHAT}: input must have at least 2 dims ([N, C, ...]), got {:?}", inp.sizes()));
-    }
+    let (inp, n, c, inner) = batch_input(args, WHAT)?;
     let sizes = inp.sizes();
-    let (n, c) = (sizes[0], sizes[1]);
-    let inner: usize = sizes[2..].iter().product();
     let weight = vector_param(args.opt_tensor(1)?, c, WHAT, "weight")?;
     let bias = vector_param(args.opt_tensor(2)?, c, WHAT, "bias")?;
     let mut running_mean = args.out(3)?;
@@ -389,41 +407,21 @@ pub fn batch_norm_legit_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Ker
         o.resize(sz)?;
     }
     let (rm, rv) = (read_stats(&running_mean, WHAT, "running_mean")?, read_stats(&running_var, WHAT, "running_var")?);
-    let mut coeffs = Vec::with_capacity(c);
     if !training {
-        for ch in 0..c {
-            coeffs.push(affine_coeffs(rm[ch], 1.0 / libm::sqrt(rv[ch] + eps), weight.as_ref(), bias.as_ref(), ch));
-        }
+        let coeffs: Vec<(f64, f64)> =
+            (0..c).map(|ch| affine_coeffs(rm[ch], 1.0 / libm::sqrt(rv[ch] + eps), weight.as_ref(), bias.as_ref(), ch)).collect();
         return apply_affine(&inp, &mut out, inner, &coeffs, |k| k % c);
     }
     let count = n * inner;
     if count < 2 && c > 0 {
         return Err(kerr!("{WHAT}: training needs more than 1 value per channel, input is {sizes:?}"));
     }
-    let x = Elems::of(&inp)?;
-    let (mut new_mean, mut new_var) = (Vec::with_capacity(c), Vec::with_capacity(c));
-    {
-        let mut em = ElemsMut::of(&mut mean_out)?;
-        let mut ei = ElemsMut::of(&mut invstd_out)?;
-        for ch in 0..c {
-            let indices = (0..n).flat_map(|b| {
-                let start = (b * c + ch) * inner;
-                start..start + inner
-            });
-            let (mean, invstd) = row_stats(indices.map(|i| x.f64(i)), count, eps);
-            em.set_f64(ch, mean);
-            ei.set_f64(ch, invstd);
-            coeffs.push(affine_coeffs(mean, invstd, weight.as_ref(), bias.as_ref(), ch));
-            // Biased variance back from invstd would round twice: recompute it.
-            let indices = (0..n).flat_map(|b| {
-                let start = (b * c + ch) * inner;
-                start..start + inner
-            });
-            let var = indices.map(|i| (x.f64(i) - mean) * (x.f64(i) - mean)).sum::<f64>() / count as f64;
-            new_mean.push((1.0 - momentum) * rm[ch] + momentum * mean);
-            new_var.push((1.0 - momentum) * rv[ch] + momentum * var * count as f64 / (count - 1) as f64);
-        }
-    }
+    let stats = channel_stats(&Elems::of(&inp)?, n, c, inner, eps);
+    let coeffs = save_stats(&stats, &mut mean_out, &mut invstd_out, weight.as_ref(), bias.as_ref())?;
+    // The running variance moves toward the unbiased batch variance.
+    let unbias = count as f64 / (count - 1) as f64;
+    let new_mean: Vec<f64> = stats.iter().zip(&rm).map(|(&(mean, _, _), &r)| (1.0 - momentum) * r + momentum * mean).collect();
+    let new_var: Vec<f64> = stats.iter().zip(&rv).map(|(&(_, _, var), &r)| (1.0 - momentum) * r + momentum * var * unbias).collect();
     apply_affine(&inp, &mut out, inner, &coeffs, |k| k % c)?;
     let mut em = ElemsMut::of(&mut running_mean)?;
     new_mean.iter().enumerate().for_each(|(i, &v)| em.set_f64(i, v));
