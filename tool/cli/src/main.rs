@@ -84,6 +84,9 @@ enum Command {
     /// Describe a .pte program (methods, inputs/outputs, operators, delegates, memory) or a
     /// .pt2 archive (inputs with dynamic dims, weights, state updates, nodes by target).
     Inspect(cli::inspect::InspectArgs),
+    /// The operator coverage table: every operator the runtime's kernels, the .pt2 importer
+    /// and each delegate (XNNPACK, GPU, Ethos-U) support, with dtypes: `rbuild ops [FILTER] [--json]`.
+    Ops(cli::ops::OpsArgs),
 }
 
 #[derive(Subcommand)]
@@ -113,6 +116,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => cli::run::run(a),
         Command::Inspect(a) => cli::inspect::inspect(a),
+        Command::Ops(a) => cli::ops::ops(a),
         Command::Export(a) => cli::export::export(a),
         Command::List => cli::recipes::list(),
         Command::Plan { words, strict } => cli::recipes::plan(&words, strict),

@@ -56,7 +56,7 @@ pub fn export_pt2(archive_path: &Path, a: &ExportArgs) -> CliResult {
 }
 
 /// `SYMBOL_OR_INPUT=N` pairs.
-fn parse_max_dims(items: &[String]) -> CliResult<std::collections::BTreeMap<String, usize>> {
+pub(super) fn parse_max_dims(items: &[String]) -> CliResult<std::collections::BTreeMap<String, usize>> {
     items
         .iter()
         .map(|item| {

@@ -17,11 +17,33 @@ pub struct InspectArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// A .pt2 archive: also tell where each operator would run for this backend (cpu, xnnpack,
+    /// gpu), through the passes and partitioner a build runs.
+    #[arg(long, value_name = "BACKEND")]
+    pub backend: Option<String>,
+    /// A .pt2 archive: the same, for the backend of this recipe (`mobilenet-pt2-cpu`).
+    #[arg(long, value_name = "RECIPE", conflicts_with = "backend")]
+    pub recipe: Option<String>,
+    /// A .pt2 archive with --backend/--recipe: the largest size of a dynamic dim
+    /// (`SYMBOL_OR_INPUT=N`), as `rbuild export --pt2` takes it. Repeatable.
+    #[arg(long = "max-dim", value_name = "SYMBOL_OR_INPUT=N")]
+    pub max_dims: Vec<String>,
 }
 
 pub fn inspect(a: InspectArgs) -> CliResult {
+    let backend = match (&a.backend, &a.recipe) {
+        (Some(b), _) => Some(b.clone()),
+        (None, Some(r)) => {
+            let project = crate::project::Project::find()?;
+            Some(crate::build::load(&project, r, &[])?.recipe.backend.kind.as_str().to_string())
+        }
+        (None, None) => None,
+    };
     if super::inspect_pt2::is_pt2(&a.program) {
-        return super::inspect_pt2::inspect_pt2(&a.program, a.json);
+        return super::inspect_pt2::inspect_pt2(&a.program, a.json, backend.as_deref(), &a.max_dims);
+    }
+    if backend.is_some() {
+        crate::error::bail!("--backend / --recipe apply to a .pt2 archive; a .pte program's placement is fixed (its delegates are listed below without them)");
     }
     let bytes = read_program(&a.program)?;
     let file = PteFile::parse(bytes.as_slice()).in_file(&a.program)?;

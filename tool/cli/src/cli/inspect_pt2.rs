@@ -22,14 +22,24 @@ pub fn is_pt2(path: &Path) -> bool {
         && magic == *b"PK\x03\x04"
 }
 
-pub fn inspect_pt2(path: &Path, as_json: bool) -> CliResult {
+pub fn inspect_pt2(path: &Path, as_json: bool, backend: Option<&str>, max_dims: &[String]) -> CliResult {
     // Reader errors already name the archive and the member.
     let archive = Pt2Archive::open(path).map_err(|e| CliError(e.to_string()))?;
-    let report = describe(&archive).map_err(|e| CliError(e.to_string()))?;
+    let mut report = describe(&archive).map_err(|e| CliError(e.to_string()))?;
+    if let Some(backend) = backend {
+        let model = archive.default_model().map_err(|e| CliError(e.to_string()))?;
+        let options = rbuild_pt2::LowerOptions { max_dims: super::export_pt2::parse_max_dims(max_dims)? };
+        let lowered = rbuild_pt2::lower(&model, &options).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+        let placement = super::placement::placement(lowered.graph, backend).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+        report["placement"] = placement;
+    }
     if as_json {
         println!("{}", serde_json::to_string_pretty(&report).expect("json"));
     } else {
         print_text(path, &report);
+        if report.get("placement").is_some() {
+            super::placement::print(&report["placement"]);
+        }
     }
     Ok(())
 }

@@ -5,5 +5,7 @@ pub mod export;
 pub mod export_pt2;
 pub mod inspect;
 pub mod inspect_pt2;
+pub mod ops;
+pub mod placement;
 pub mod recipes;
 pub mod run;

@@ -1,4 +1,5 @@
-//! Runs every `.pte` case of ../shared/testdata (ops/ and models/) through `rbuild run` and
+//! Runs every `.pte` case of ../shared/testdata (ops/, ops_portable/, xnnpack_ops/ and models/)
+//! through `rbuild run` and
 //! compares each output with the PyTorch reference under the case's tolerance: portable
 //! programs and XNNPACK-delegated ones (on rbuild's `XnnpackBackend`; int8 ones also within one
 //! quantization step of ExecuTorch's own output). Programs for other delegates must fail
@@ -13,12 +14,28 @@ use common::{case_io, case_meta, compare, pte_files, testdata, values};
 
 use safetensors::{Dtype, SafeTensors};
 
+/// Every case under `ops/` (single operators of the model programs), `ops_portable/` (the rest
+/// of ExecuTorch's portable operator set), `xnnpack_ops/` (XNNPACK-delegated single node kinds)
+/// and `models/`, each walk printing its own counts.
 #[test]
-fn every_portable_case_matches_reference() {
+fn every_case_matches_reference() {
     let td = testdata();
-    let mut cases = pte_files(&td.join("ops"));
-    cases.extend(pte_files(&td.join("models")));
-    assert!(cases.len() > 100, "testdata not found at {}", td.display());
+    let mut all_failures = Vec::new();
+    let mut total = 0;
+    for folder in ["ops", "ops_portable", "xnnpack_ops", "models"] {
+        let (n, failures) = walk_folder(folder);
+        total += n;
+        all_failures.extend(failures);
+    }
+    assert!(total > 500, "testdata not found at {}", td.display());
+    assert!(all_failures.is_empty(), "{} of {total} cases failed:\n{}", all_failures.len(), all_failures.join("\n"));
+}
+
+/// Runs every `.pte` case under `folder` through `rbuild run`; returns the case count and the
+/// failures (printed with the counts).
+fn walk_folder(folder: &str) -> (usize, Vec<String>) {
+    let td = testdata();
+    let cases = pte_files(&td.join(folder));
     let tmp = tempfile::tempdir().unwrap();
     let (mut passed, mut skipped) = (0, 0);
     let mut failures = Vec::new();
@@ -66,11 +83,11 @@ fn every_portable_case_matches_reference() {
             failures.push(format!("{label}: {}", errs.join("; ")));
         }
     }
-    eprintln!("testdata: {passed} cases match, {skipped} delegated cases rejected cleanly, {} failed", failures.len());
+    eprintln!("{folder}: {passed} passed, {} failed ({skipped} programs for other delegates rejected cleanly)", failures.len());
     for f in &failures {
         eprintln!("  FAIL {f}");
     }
-    assert!(failures.is_empty(), "{} of {} cases failed", failures.len(), cases.len());
+    (cases.len(), failures)
 }
 
 /// An int8 program's dequantized output against ExecuTorch's (`et_output.N`): every element
@@ -140,6 +157,7 @@ const ET_EXACT_OPS: &[&str] = &[
 fn portable_kernels_against_reference_and_executorch() {
     let td = testdata();
     let mut cases = pte_files(&td.join("ops"));
+    cases.extend(pte_files(&td.join("ops_portable")));
     cases.extend(pte_files(&td.join("models")));
     let tmp = tempfile::tempdir().unwrap();
     let (mut exact, mut close) = (Vec::new(), Vec::new());
