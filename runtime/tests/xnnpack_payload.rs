@@ -26,8 +26,13 @@ fn pte_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// (program path, program bytes, each XNNPACK delegate's processed blob range in the file).
 fn xnnpack_programs() -> Vec<(PathBuf, Vec<u8>)> {
+    xnnpack_programs_in("models")
+}
+
+/// The XNNPACK-delegated programs under `testdata/<folder>`.
+fn xnnpack_programs_in(folder: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let mut files = Vec::new();
-    pte_files(&testdata().join("models"), &mut files);
+    pte_files(&testdata().join(folder), &mut files);
     files
         .into_iter()
         .filter_map(|p| {
@@ -186,8 +191,9 @@ fn payload_without_header_is_a_bare_flatbuffer() {
     assert!(e.contains("identifier"), "{e}");
 }
 
-/// Writes each XNNPACK payload of the testdata to `runtime/fuzz/seeds/xnnpack_payload/` (the
-/// fuzz target's seed corpus).
+/// Writes each XNNPACK payload of the testdata (the MobileNets and every single-node-kind
+/// program of `xnnpack_ops/`) to `runtime/fuzz/seeds/xnnpack_payload/` (the fuzz target's seed
+/// corpus).
 #[test]
 #[ignore]
 fn write_fuzz_seeds() {
@@ -197,7 +203,7 @@ fn write_fuzz_seeds() {
     // lacks): RBUILD_FUZZ_SEED_PROGRAMS=a.pte:b.pte.
     let extra = std::env::var("RBUILD_FUZZ_SEED_PROGRAMS").unwrap_or_default();
     let extra = extra.split(':').filter(|p| !p.is_empty()).map(|p| (PathBuf::from(p), std::fs::read(p).unwrap()));
-    for (path, bytes) in xnnpack_programs().into_iter().chain(extra) {
+    for (path, bytes) in xnnpack_programs().into_iter().chain(xnnpack_programs_in("xnnpack_ops")).chain(extra) {
         for (i, blob) in blobs(&bytes).iter().enumerate() {
             let name = format!("{}-{i}", path.strip_prefix(testdata()).unwrap_or(&path).display()).replace('/', "_");
             std::fs::write(dir.join(name), blob).unwrap();

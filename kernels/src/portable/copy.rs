@@ -409,20 +409,9 @@ pub fn slice_scatter_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Kernel
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::portable::test_util::{iota, set_dim_order};
     use half::bf16;
     use rbuild_runtime::harness::OpHarness;
-    use rbuild_runtime::tensor::DimOrder;
-    use rbuild_runtime::Value;
-
-    fn iota(n: usize) -> Vec<f32> {
-        (0..n).map(|i| i as f32).collect()
-    }
-
-    fn set_dim_order(h: &mut OpHarness, id: u32, order: &[u8]) {
-        if let Value::Tensor(t) = &mut h.frame.values[id as usize] {
-            t.dim_order = DimOrder::new(order).unwrap();
-        }
-    }
 
     #[test]
     fn as_strided_reads_overlapping_windows_and_checks_bounds() {

@@ -399,11 +399,8 @@ pub fn gather_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::portable::test_util::iota;
     use rbuild_runtime::harness::OpHarness;
-
-    fn iota(n: usize) -> Vec<f32> {
-        (0..n).map(|i| i as f32).collect()
-    }
 
     #[test]
     fn index_rows_with_negative() {

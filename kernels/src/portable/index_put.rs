@@ -104,13 +104,10 @@ pub fn index_put_(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::portable::test_util::iota;
     use half::bf16;
     use rbuild_runtime::harness::OpHarness;
     use rbuild_runtime::ScalarType;
-
-    fn iota(n: usize) -> Vec<f32> {
-        (0..n).map(|i| i as f32).collect()
-    }
 
     fn put(
         h: &mut OpHarness,

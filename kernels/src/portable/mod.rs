@@ -40,6 +40,8 @@ pub mod shape;
 pub mod sort;
 pub mod stats;
 pub mod strided;
+#[cfg(test)]
+mod test_util;
 pub mod unary;
 pub mod util;
 pub mod whisper;

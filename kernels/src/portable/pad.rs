@@ -189,14 +189,11 @@ pub fn replication_pad3d_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Ke
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::portable::test_util::iota;
     use alloc::vec;
     use half::f16;
     use rbuild_runtime::harness::OpHarness;
     use rbuild_runtime::ScalarType;
-
-    fn iota(n: usize) -> Vec<f32> {
-        (0..n).map(|i| i as f32).collect()
-    }
 
     #[test]
     fn constant_pad_grows_and_crops() {

@@ -382,20 +382,10 @@ pub fn pixel_unshuffle_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> Kern
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::portable::test_util::{iota, set_dim_order};
     use half::f16;
     use rbuild_runtime::harness::OpHarness;
-    use rbuild_runtime::tensor::DimOrder;
-    use rbuild_runtime::{ScalarType, Value};
-
-    fn iota(n: usize) -> Vec<f32> {
-        (0..n).map(|i| i as f32).collect()
-    }
-
-    fn set_dim_order(h: &mut OpHarness, id: u32, order: &[u8]) {
-        if let Value::Tensor(t) = &mut h.frame.values[id as usize] {
-            t.dim_order = DimOrder::new(order).unwrap();
-        }
-    }
+    use rbuild_runtime::ScalarType;
 
     #[test]
     fn byte_movers_handle_odd_element_sizes() {

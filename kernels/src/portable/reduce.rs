@@ -521,11 +521,8 @@ pub fn log_softmax_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelRe
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::portable::test_util::iota;
     use rbuild_runtime::harness::OpHarness;
-
-    fn iota(n: usize) -> Vec<f32> {
-        (0..n).map(|i| i as f32).collect()
-    }
 
     fn close(a: &[f32], b: &[f32], tol: f32) {
         assert_eq!(a.len(), b.len());

@@ -261,9 +261,15 @@ impl AxisPass {
         starts: &[usize],
         weights: &[Vec<W>],
         combine: impl Fn(&mut dyn Iterator<Item = (V, &W)>) -> V,
-    ) -> Vec<V> {
+    ) -> KernelResult<Vec<V>> {
         let out_len = starts.len();
-        let mut dst = Vec::with_capacity(self.outer * out_len * self.inner);
+        let mut dst = Vec::new();
+        // The intermediate of a two-pass resize can exceed both tensors (a tall input made
+        // wide): its size comes from the program, so a failed allocation is an error.
+        let len = self.outer.checked_mul(out_len).and_then(|n| n.checked_mul(self.inner));
+        if len.is_none_or(|n| dst.try_reserve_exact(n).is_err()) {
+            return Err(kerr!("_upsample_bilinear2d_aa: the {}x{out_len}x{} intermediate does not fit in memory", self.outer, self.inner));
+        }
         for o in 0..self.outer {
             for (&start, w) in starts.iter().zip(weights) {
                 for k in 0..self.inner {
@@ -272,7 +278,7 @@ impl AxisPass {
                 }
             }
         }
-        dst
+        Ok(dst)
     }
 }
 
@@ -285,17 +291,17 @@ fn separable<V: Copy, W>(
     out_hw: [usize; 2],
     taps: [&(Vec<usize>, Vec<Vec<W>>); 2],
     combine: impl Fn(&mut dyn Iterator<Item = (V, &W)>) -> V + Copy,
-) -> Vec<V> {
+) -> KernelResult<Vec<V>> {
     let mut data = input;
     if out_hw[1] != in_hw[1] {
         let pass = AxisPass { outer: planes * in_hw[0], inner: 1 };
-        data = pass.run(&data, in_hw[1], &taps[1].0, &taps[1].1, combine);
+        data = pass.run(&data, in_hw[1], &taps[1].0, &taps[1].1, combine)?;
     }
     if out_hw[0] != in_hw[0] {
         let pass = AxisPass { outer: planes, inner: out_hw[1] };
-        data = pass.run(&data, in_hw[0], &taps[0].0, &taps[0].1, combine);
+        data = pass.run(&data, in_hw[0], &taps[0].0, &taps[0].1, combine)?;
     }
-    data
+    Ok(data)
 }
 
 /// Byte weights: PyTorch's int16 fixed point (f64 weights times `2^precision`, rounded half
@@ -355,6 +361,8 @@ pub fn upsample_bilinear2d_aa_out(_: &mut KernelContext, args: &KernelArgs<'_>) 
     }
     let planes = n * c;
     let out_sizes = [n, c, out_hw[0], out_hw[1]];
+    // The out tensor's planned size bounds output_size before anything is allocated for it.
+    out.resize(&out_sizes)?;
     match dtype {
         ScalarType::Byte => {
             let taps = [0, 1].map(|d| fixed_point_taps(AaTaps::<f64>::new(in_hw[d], out_hw[d], align_corners, scales[d])));
@@ -368,9 +376,8 @@ pub fn upsample_bilinear2d_aa_out(_: &mut KernelContext, args: &KernelArgs<'_>) 
                     (sum >> precision).clamp(0, 255) as u8
                 }
             };
-            let wide = separable(x, planes, in_hw, [in_hw[0], out_hw[1]], [&rows, &cols], fixed(p_cols));
-            let y = separable(wide, planes, [in_hw[0], out_hw[1]], out_hw, [&rows, &cols], fixed(p_rows));
-            out.resize(&out_sizes)?;
+            let wide = separable(x, planes, in_hw, [in_hw[0], out_hw[1]], [&rows, &cols], fixed(p_cols))?;
+            let y = separable(wide, planes, [in_hw[0], out_hw[1]], out_hw, [&rows, &cols], fixed(p_rows))?;
             out.data_mut::<u8>()?.copy_from_slice(&y);
         }
         ScalarType::Double => {
@@ -380,8 +387,7 @@ pub fn upsample_bilinear2d_aa_out(_: &mut KernelContext, args: &KernelArgs<'_>) 
             });
             let x = Elems::of(&input)?;
             let x: Vec<f64> = (0..input.numel()).map(|i| x.f64(i)).collect();
-            let y = separable(x, planes, in_hw, out_hw, [&taps[0], &taps[1]], weighted_sum::<f64>);
-            out.resize(&out_sizes)?;
+            let y = separable(x, planes, in_hw, out_hw, [&taps[0], &taps[1]], weighted_sum::<f64>)?;
             out.data_mut::<f64>()?.copy_from_slice(&y);
         }
         ScalarType::Float | ScalarType::Half | ScalarType::BFloat16 => {
@@ -391,8 +397,7 @@ pub fn upsample_bilinear2d_aa_out(_: &mut KernelContext, args: &KernelArgs<'_>) 
             });
             let x = Elems::of(&input)?;
             let x: Vec<f32> = (0..input.numel()).map(|i| x.f64(i) as f32).collect();
-            let y = separable(x, planes, in_hw, out_hw, [&taps[0], &taps[1]], weighted_sum::<f32>);
-            out.resize(&out_sizes)?;
+            let y = separable(x, planes, in_hw, out_hw, [&taps[0], &taps[1]], weighted_sum::<f32>)?;
             let mut o = ElemsMut::of(&mut out)?;
             for (i, &v) in y.iter().enumerate() {
                 o.set_f64(i, v as f64);
@@ -562,5 +567,9 @@ mod tests {
         let out = h.out(ScalarType::Float, &[1, 1, 2, 2]);
         let e = h.call(upsample_bilinear2d_aa_out, &[x, s, a, none, none, out, out]).unwrap_err();
         assert!(e.message.contains("2 values"), "{e}");
+        // An output_size the out tensor cannot hold fails before anything is allocated for it
+        // (a fuzzed program asked for 2^40 columns).
+        let e = aa(&mut h, x, [2, 1 << 40], false, [None, None], &[1, 1, 2, 2], ScalarType::Float).unwrap_err();
+        assert!(e.message.contains("static shape"), "{e}");
     }
 }

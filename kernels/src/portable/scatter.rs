@@ -452,6 +452,7 @@ pub fn scatter_reduce_two_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> K
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::portable::test_util::iota;
     use rbuild_runtime::harness::OpHarness;
     use rbuild_runtime::Value;
 
@@ -463,10 +464,6 @@ mod tests {
             self.frame.values.push(Value::String(s.into()));
             (self.frame.values.len() - 1) as u32
         }
-    }
-
-    fn iota(n: usize) -> Vec<f32> {
-        (0..n).map(|i| i as f32).collect()
     }
 
     #[test]

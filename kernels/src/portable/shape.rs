@@ -595,19 +595,9 @@ pub fn copy_(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::portable::test_util::{iota, set_dim_order};
     use rbuild_runtime::harness::OpHarness;
-    use rbuild_runtime::tensor::DimOrder;
-    use rbuild_runtime::{ScalarType, Value};
-
-    fn iota(n: usize) -> Vec<f32> {
-        (0..n).map(|i| i as f32).collect()
-    }
-
-    fn set_dim_order(h: &mut OpHarness, id: u32, order: &[u8]) {
-        if let Value::Tensor(t) = &mut h.frame.values[id as usize] {
-            t.dim_order = DimOrder::new(order).unwrap();
-        }
-    }
+    use rbuild_runtime::ScalarType;
 
     #[test]
     fn view_infers_minus_one() {

@@ -286,28 +286,13 @@ pub fn logical_not_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelRe
 
 #[cfg(test)]
 mod tests {
+    use crate::portable::test_util::{close, run_f32};
     use alloc::vec;
     use alloc::vec::Vec;
 
     use half::bf16;
     use rbuild_runtime::harness::OpHarness;
-    use rbuild_runtime::kernel::KernelFn;
     use rbuild_runtime::{ScalarType, Value};
-
-    fn close(got: &[f32], want: &[f64], tol: f64) {
-        assert_eq!(got.len(), want.len());
-        for (g, w) in got.iter().zip(want) {
-            assert!((*g as f64 - w).abs() <= tol * (1.0 + w.abs()), "got {got:?}, want {want:?}");
-        }
-    }
-
-    fn run_f32(k: KernelFn, x: &[f32]) -> Vec<f32> {
-        let mut h = OpHarness::new();
-        let a = h.f32(&[x.len()], x);
-        let o = h.out(ScalarType::Float, &[x.len()]);
-        h.call(k, &[a, o, o]).unwrap();
-        h.read::<f32>(o)
-    }
 
     #[test]
     fn float_functions_f32() {
