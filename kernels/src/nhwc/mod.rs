@@ -154,6 +154,35 @@ pub trait Parallel: Sync {
     fn for_each(&self, tasks: usize, f: &(dyn Fn(usize) + Sync));
 }
 
+impl Conv2dGeom {
+    /// Runs `row(n, image, oy, out_row)` for every output row `oy` of every image `n`, rows
+    /// spread over `par`'s threads: `image` is that input image (of `x`, NHWC), `out_row` the
+    /// row's `out_w · out_channels` outputs (of `y`). The lengths must be the geometry's.
+    pub fn for_each_output_row<X: Sync, Y: Send>(
+        &self,
+        par: &dyn Parallel,
+        x: &[X],
+        y: &mut [Y],
+        row: &(dyn Fn(usize, &[X], usize, &mut [Y]) + Sync),
+    ) -> Result<(), alloc::string::String> {
+        if x.len() != self.in_len() || y.len() != self.out_len() {
+            return Err(alloc::format!("convolution: {} inputs / {} outputs, expected {} / {}", x.len(), y.len(), self.in_len(), self.out_len()));
+        }
+        let image = self.in_h * self.in_w * self.in_channels();
+        let row_len = self.out_w * self.out_channels();
+        let yp = gemm_f32::SyncPtr(y.as_mut_ptr());
+        par.for_each(self.batch * self.out_h, &|r| {
+            let yp = &yp;
+            // SAFETY: row r's `row_len` outputs lie inside `y` (batch·out_h·row_len = y.len(),
+            // checked above) and only task r writes them.
+            let out = unsafe { core::slice::from_raw_parts_mut(yp.0.add(r * row_len), row_len) };
+            let n = r / self.out_h;
+            row(n, &x[n * image..(n + 1) * image], r % self.out_h, out);
+        });
+        Ok(())
+    }
+}
+
 /// Everything on the calling thread.
 pub struct Serial;
 

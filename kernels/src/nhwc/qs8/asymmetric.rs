@@ -11,7 +11,7 @@
 //! convolution is the grouped case and a fully connected layer the 1×1 case. The plain twin
 //! [`reference::conv_qu8`] sums in nested loops; the tests compare the two bit for bit.
 
-use super::{channel_scales, requantize, OutParams, QParams, SyncPtr};
+use super::{channel_scales, requantize, OutParams, QParams};
 use crate::nhwc::{Conv2dGeom, Parallel};
 use alloc::format;
 use alloc::string::String;
@@ -74,21 +74,7 @@ impl ConvQu8 {
     }
 
     pub fn run(&self, par: &dyn Parallel, x: &[i8], y: &mut [i8]) -> Result<(), String> {
-        let g = &self.geom;
-        if x.len() != g.in_len() || y.len() != g.out_len() {
-            return Err(format!("convolution: {} inputs / {} outputs, expected {} / {}", x.len(), y.len(), g.in_len(), g.out_len()));
-        }
-        let image = g.in_h * g.in_w * g.in_channels();
-        let row_len = g.out_w * g.out_channels();
-        let yp = SyncPtr(y.as_mut_ptr());
-        par.for_each(g.batch * g.out_h, &|r| {
-            // SAFETY: row r's `row_len` outputs lie inside `y` (batch·out_h·row_len = y.len(),
-            // checked above) and only task r writes them.
-            let out = unsafe { core::slice::from_raw_parts_mut(yp.get().add(r * row_len), row_len) };
-            let n = r / g.out_h;
-            self.row(&x[n * image..(n + 1) * image], r % g.out_h, out);
-        });
-        Ok(())
+        self.geom.for_each_output_row(par, x, y, &|_, image, oy, out| self.row(image, oy, out))
     }
 
     /// Output row `oy` of one image.

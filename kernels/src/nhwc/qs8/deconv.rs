@@ -17,7 +17,7 @@
 //! every input pixel instead (the tests compare the two bit for bit).
 
 use super::dynamic::{quantize_row, Qd8Params};
-use super::{channel_scales, requantize, OutParams, QParams, SyncPtr};
+use super::{channel_scales, requantize, OutParams, QParams};
 use crate::nhwc::{Conv2dGeom, Parallel};
 use alloc::format;
 use alloc::string::String;
@@ -73,24 +73,13 @@ impl DeconvQs8 {
 
     pub fn run(&self, par: &dyn Parallel, x: &[i8], y: &mut [i8]) -> Result<(), String> {
         let g = &self.geom;
-        if x.len() != g.in_len() || y.len() != g.out_len() {
-            return Err(format!("transposed convolution: {} inputs / {} outputs, expected {} / {}", x.len(), y.len(), g.in_len(), g.out_len()));
-        }
-        let image = g.in_h * g.in_w * g.in_channels();
-        let row_len = g.out_w * g.out_channels();
-        let yp = SyncPtr(y.as_mut_ptr());
-        par.for_each(g.batch * g.out_h, &|r| {
-            // SAFETY: row r's `row_len` outputs lie inside `y` (rows·row_len = y.len(), checked
-            // above) and only task r writes them.
-            let out = unsafe { core::slice::from_raw_parts_mut(yp.get().add(r * row_len), row_len) };
-            let n = r / g.out_h;
-            gather_row(g, &self.filter, &x[n * image..(n + 1) * image], self.input_zp, r % g.out_h, &self.bias, |ox, acc| {
+        g.for_each_output_row(par, x, y, &|_, image, oy, out| {
+            gather_row(g, &self.filter, image, self.input_zp, oy, &self.bias, |ox, acc| {
                 for ((v, &a), &s) in out[ox * acc.len()..][..acc.len()].iter_mut().zip(acc).zip(&self.scales) {
                     *v = requantize(a, s, &self.out);
                 }
             });
-        });
-        Ok(())
+        })
     }
 }
 
@@ -164,22 +153,14 @@ impl DeconvQd8 {
         let image = g.in_h * g.in_w * g.in_channels();
         let mut q = vec![0i8; x.len()];
         let params: Vec<Qd8Params> = q.chunks_exact_mut(image.max(1)).zip(x.chunks_exact(image.max(1))).map(|(qi, xi)| quantize_row(xi, qi)).collect();
-        let (q, params) = (&q[..], &params[..]);
-        let row_len = g.out_w * g.out_channels();
-        let yp = crate::nhwc::gemm_f32::SyncPtr(y.as_mut_ptr());
-        par.for_each(g.batch * g.out_h, &|r| {
-            let yp = &yp;
-            // SAFETY: row r's `row_len` outputs lie inside `y` (batch·out_h·row_len = y.len(),
-            // checked above) and only task r writes them.
-            let out = unsafe { core::slice::from_raw_parts_mut(yp.0.add(r * row_len), row_len) };
-            let (n, p) = (r / g.out_h, &params[r / g.out_h]);
-            gather_row(g, &self.filter, &q[n * image..(n + 1) * image], p.zero_point, r % g.out_h, &self.zeros, |ox, acc| {
+        g.for_each_output_row(par, &q, y, &|n, image, oy, out| {
+            let p = &params[n];
+            gather_row(g, &self.filter, image, p.zero_point, oy, &self.zeros, |ox, acc| {
                 for (c, (v, &a)) in out[ox * acc.len()..][..acc.len()].iter_mut().zip(acc).enumerate() {
                     *v = ((a as f32 * p.scale) * self.scales[c] + self.bias[c]).max(min).min(max);
                 }
             });
-        });
-        Ok(())
+        })
     }
 }
 

@@ -61,18 +61,7 @@ impl ConvQd8 {
         let image = g.in_h * g.in_w * g.in_channels();
         let mut q = vec![0i8; x.len()];
         let params: Vec<Qd8Params> = q.chunks_exact_mut(image.max(1)).zip(x.chunks_exact(image.max(1))).map(|(qi, xi)| quantize_row(xi, qi)).collect();
-        let row_len = g.out_w * g.out_channels();
-        let yp = crate::nhwc::gemm_f32::SyncPtr(y.as_mut_ptr());
-        let (q, params) = (&q[..], &params[..]);
-        par.for_each(g.batch * g.out_h, &|r| {
-            let yp = &yp;
-            // SAFETY: row r's `row_len` outputs lie inside `y` (batch·out_h·row_len = y.len(),
-            // checked above) and only task r writes them.
-            let out = unsafe { core::slice::from_raw_parts_mut(yp.0.add(r * row_len), row_len) };
-            let n = r / g.out_h;
-            self.row(&q[n * image..(n + 1) * image], &params[n], r % g.out_h, out, min, max);
-        });
-        Ok(())
+        g.for_each_output_row(par, &q, y, &|n, image, oy, out| self.row(image, &params[n], oy, out, min, max))
     }
 
     /// Output row `oy` of one image (`q` its quantized values).

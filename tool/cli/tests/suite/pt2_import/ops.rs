@@ -1,9 +1,8 @@
 //! Every `torch.export` archive of ../shared/testdata/pt2_ops (the portable operator set's
 //! small modules in the training IR, one folder per operator): `rbuild export --pt2` must
 //! import every one; `rbuild run` must match the case's io within tolerance, and ExecuTorch
-//! 1.3.1 must run the same program, except for the cases listed below with their reason.
-//! Prints "pt2_ops: N passed, M failed" and every failure; a listed case that now passes is
-//! reported so the list can shrink to nothing.
+//! 1.3.1 must run the same program, except where ExecuTorch itself differs from PyTorch (listed
+//! below with the reason). Prints "pt2_ops: N passed, M failed" and every failure.
 
 use std::path::PathBuf;
 
@@ -11,11 +10,6 @@ use safetensors::SafeTensors;
 
 use super::rbuild;
 use crate::common::{compare, oracle_python, repo, testdata};
-
-/// Cases that fail today in rbuild's runtime, by operator folder (every variant) or
-/// `folder/variant`, with the reason (e.g. `("aten__acos.out", "no kernel for aten::acos.out
-/// yet")`). Empty: every archive imports, runs and matches its io.
-const EXPECTED_FAILURES: &[(&str, &str)] = &[];
 
 /// Cases where ExecuTorch 1.3.1 itself differs from eager PyTorch (the reference runtimes'
 /// known deviations, shared/testdata/README.md "Where the reference runtimes differ").
@@ -60,7 +54,7 @@ fn every_pt2_ops_archive_imports_and_runs_in_rbuild_and_executorch() {
     let cases = cases();
     assert!(cases.len() >= 300, "pt2_ops cases not found under {}", testdata().display());
     let tmp = tempfile::tempdir().unwrap();
-    let (mut passed, mut failures, mut import_failures, mut unexpected, mut now_pass) = (0, Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut passed, mut failures, mut import_failures) = (0, Vec::new(), Vec::new());
     let mut oracle_cases = Vec::new();
     for (label, stem) in &cases {
         let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(stem.with_extension("json")).unwrap()).unwrap();
@@ -86,29 +80,17 @@ fn every_pt2_ops_archive_imports_and_runs_in_rbuild_and_executorch() {
             let errs: Vec<String> = (0..n_out).filter_map(|i| compare(&format!("output.{i}"), &got, &want, &meta)).collect();
             (!errs.is_empty()).then(|| errs.join("; "))
         };
-        match (failure, listed(EXPECTED_FAILURES, label)) {
-            (None, None) => passed += 1,
-            (None, Some(_)) => {
-                passed += 1;
-                now_pass.push(label.clone());
-            }
-            (Some(f), expected) => {
-                failures.push(format!("{label}: {f}"));
-                if expected.is_none() {
-                    unexpected.push(format!("{label}: {f}"));
-                }
-            }
+        match failure {
+            None => passed += 1,
+            Some(f) => failures.push(format!("{label}: {f}")),
         }
     }
     eprintln!("pt2_ops: {passed} passed, {} failed ({} cases)", failures.len() + import_failures.len(), cases.len());
     for f in import_failures.iter().chain(&failures) {
         eprintln!("  FAIL {f}");
     }
-    for label in &now_pass {
-        eprintln!("  NOW PASSES (remove it from EXPECTED_FAILURES): {label}");
-    }
     assert!(import_failures.is_empty(), "{} archive(s) failed to import:\n{}", import_failures.len(), import_failures.join("\n"));
-    assert!(unexpected.is_empty(), "{} case(s) failed that are not expected to:\n{}", unexpected.len(), unexpected.join("\n"));
+    assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
 
     // ExecuTorch 1.3.1 runs the same programs: every operator and argument list is its own.
     let Some(python) = oracle_python() else { return };
