@@ -335,7 +335,7 @@ fn add_sub(args: &KernelArgs<'_>, other: Operand<'_>, negate: bool, name: &str) 
 
 /// `add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out)`: [self, other, alpha, out, out].
 pub fn add_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
-    if any_complex(args, &[0, 1, 3])? {
+    if cfg!(feature = "complex") && any_complex(args, &[0, 1, 3])? {
         return complex_arith::binary(args, 0, 1, 3, BinaryOp::Add(args.scalar(2)?.to_f64()), "add.out");
     }
     add_sub(args, Operand::tensor(args, 1)?, false, "add.out")
@@ -362,7 +362,7 @@ fn mul(args: &KernelArgs<'_>, other: Operand<'_>, name: &str) -> KernelResult {
 
 /// `mul.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
 pub fn mul_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
-    if any_complex(args, &[0, 1, 2])? {
+    if cfg!(feature = "complex") && any_complex(args, &[0, 1, 2])? {
         return complex_arith::binary(args, 0, 1, 2, BinaryOp::Mul, "mul.out");
     }
     mul(args, Operand::tensor(args, 1)?, "mul.out")
@@ -468,7 +468,7 @@ fn opt_string<'a>(args: &KernelArgs<'a>, i: usize) -> KernelResult<Option<&'a st
 
 /// `div.out(Tensor self, Tensor other, *, Tensor(a!) out)`.
 pub fn div_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
-    if any_complex(args, &[0, 1, 2])? {
+    if cfg!(feature = "complex") && any_complex(args, &[0, 1, 2])? {
         return complex_arith::binary(args, 0, 1, 2, BinaryOp::Div, "div.out");
     }
     div(args, Operand::tensor(args, 1)?, None, 2, "div.out")

@@ -91,7 +91,7 @@ pub fn mm_dtype_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResul
 
 /// `bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out)`: args = [self, mat2, out, out].
 pub fn bmm_out(_: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
-    if super::complex_arith::is_complex(args.tensor(0)?.dtype) {
+    if cfg!(feature = "complex") && super::complex_arith::is_complex(args.tensor(0)?.dtype) {
         return super::complex_arith::bmm(args);
     }
     product(args, 0, 1, None, 2, true, false)

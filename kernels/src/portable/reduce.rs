@@ -161,7 +161,7 @@ fn sum_mean(args: &KernelArgs<'_>, dims: Option<Vec<i64>>, keepdim: bool, dtype:
         p.for_each_group(|i, base| o[i] = et_f32_sum(offs.iter().map(|&r| x[base + r]), single_dim) / n as f32);
         return Ok(());
     }
-    if !mean && (is_complex(inp.dtype) || is_complex(out.dtype)) {
+    if cfg!(feature = "complex") && !mean && (is_complex(inp.dtype) || is_complex(out.dtype)) {
         return super::complex_arith::sum(&inp, &mut out, &p);
     }
     let x = Elems::of(&inp)?;

@@ -328,18 +328,23 @@ pub fn require_contiguous(t: &TensorRef<'_>, what: &str) -> KernelResult {
 /// Expands a per-spatial-dim int list (kernel size, stride, padding, …) to `n` values: empty →
 /// `default`, one value → repeated, `n` values → as given. Every value must be `>= min`.
 pub fn spatial(list: &[i64], n: usize, default: i64, what: &str, min: i64) -> KernelResult<Vec<usize>> {
-    let v: Vec<i64> = match list.len() {
-        0 => vec![default; n],
-        1 => vec![list[0]; n],
-        l if l == n => list.to_vec(),
-        _ => return Err(kerr!("{what} {list:?} must have 1 or {n} values")),
-    };
-    v.iter()
-        .map(|&x| match usize::try_from(x) {
-            Ok(u) if x >= min => Ok(u),
-            _ => Err(kerr!("{what} {list:?} must be >= {min}")),
-        })
-        .collect()
+    if list.len() > 1 && list.len() != n {
+        return Err(kerr!("{what} {list:?} must have 1 or {n} values"));
+    }
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let x = match list.len() {
+            0 => default,
+            1 => list[0],
+            _ => list[i],
+        };
+        // A plain loop: this runs in every convolution's argument check, in every runner.
+        match usize::try_from(x) {
+            Ok(u) if x >= min => out.push(u),
+            _ => return Err(kerr!("{what} {list:?} must be >= {min}")),
+        }
+    }
+    Ok(out)
 }
 
 /// A pooling window's span: `dilation * (kernel - 1) + 1`, or `None` on overflow.

@@ -22,11 +22,18 @@ use rbuild_runtime::format::PteFile;
 /// Ops the executor implements itself (no kernel to select).
 const BUILTIN_OPS: &[&str] = &["executorch_prim::et_view.default"];
 
+/// The pseudo-op [`program_ops`] lists for a program holding complex tensors: it selects the
+/// kernels' `complex` feature (dtype-selective build; without it the arithmetic is left out).
+pub const COMPLEX_DTYPES: &str = "dtype::complex";
+
+/// ScalarType codes of ComplexHalf, ComplexFloat, ComplexDouble.
+const COMPLEX_CODES: [i8; 3] = [8, 9, 10];
+
 /// The operators called by any method of the program (`name.overload`), sorted, plus
 /// `delegate::<id>` for each delegate the program holds whose CPU backend ships with the kernels
 /// ([`rbuild_kernels::backend_catalog`], e.g. `delegate::XnnpackBackend`): selecting it links
 /// that backend and nothing else does. Delegates a runner provides itself (GPU, NPU) are not
-/// listed.
+/// listed. [`COMPLEX_DTYPES`] when any tensor of the program is complex.
 pub fn program_ops(pte: &[u8]) -> Result<BTreeSet<String>, String> {
     let file = PteFile::parse(pte).map_err(|e| e.to_string())?;
     let mut ops = BTreeSet::new();
@@ -37,6 +44,13 @@ pub fn program_ops(pte: &[u8]) -> Result<BTreeSet<String>, String> {
             if backends.iter().any(|(k, _)| *k == key) {
                 ops.insert(key);
             }
+        }
+        let complex = plan.values.as_deref().unwrap_or(&[]).iter().any(|v| match &v.val {
+            Some(rbuild_runtime::format::schema::KernelTypes::Tensor(t)) => COMPLEX_CODES.contains(&(t.scalar_type as i8)),
+            _ => false,
+        });
+        if complex {
+            ops.insert(COMPLEX_DTYPES.to_string());
         }
         let table = plan.operators.as_deref().unwrap_or(&[]);
         for chain in plan.chains.as_deref().unwrap_or(&[]) {
@@ -74,6 +88,10 @@ pub fn select(ops: &BTreeSet<String>) -> Result<Vec<(String, String)>, MissingKe
         if BUILTIN_OPS.contains(&op.as_str()) {
             continue;
         }
+        if op == COMPLEX_DTYPES {
+            selected.push((op.clone(), "complex".to_string()));
+            continue;
+        }
         match catalog.iter().find(|(o, _)| o == op) {
             Some((o, p)) => selected.push((o.to_string(), p.to_string())),
             None => missing.push(op.clone()),
@@ -86,7 +104,11 @@ pub fn select(ops: &BTreeSet<String>) -> Result<Vec<(String, String)>, MissingKe
     }
 }
 
-/// Every kernel and CPU delegate backend (for the all-kernels comparison build).
+/// Every kernel and CPU delegate backend, with every dtype (for the all-kernels comparison
+/// build).
 pub fn all_kernels() -> Vec<(String, String)> {
-    rbuild_kernels::catalog().into_iter().chain(rbuild_kernels::backend_catalog()).map(|(o, p)| (o.to_string(), p.to_string())).collect()
+    let mut all: Vec<(String, String)> =
+        rbuild_kernels::catalog().into_iter().chain(rbuild_kernels::backend_catalog()).map(|(o, p)| (o.to_string(), p.to_string())).collect();
+    all.push((COMPLEX_DTYPES.to_string(), "complex".to_string()));
+    all
 }

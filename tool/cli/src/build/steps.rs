@@ -13,6 +13,13 @@ use super::{Artifacts, Loaded};
 use crate::error::{CliError, CliResult};
 use crate::project::Project;
 
+/// Link-time optimization of hosted runners. Without it the kernels crate is optimized as a
+/// whole library before the linker drops what the program does not call, so every kernel added
+/// to the library can change how the selected ones are inlined and unwound; with ThinLTO only
+/// the program's kernels shape the code (MobileNetV2's runner: 1.80 MB instead of 1.87 MB,
+/// in about the same build time).
+const RUNNER_LTO: &str = "thin";
+
 /// What identifies this rbuild: a rebuilt tool invalidates every step.
 fn tool_version() -> String {
     let exe = std::env::current_exe().ok();
@@ -235,6 +242,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             k.add("target", target.as_deref().unwrap_or("host")).add("linker", linker.as_deref().unwrap_or("default"));
             k.add("embed-program", &r.runner.embed_program.to_string());
             k.add("features", &runner_features.join(","));
+            k.add("lto", RUNNER_LTO);
             k
         };
         let opts = rbuild_selective::CompileOptions {
@@ -242,7 +250,10 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             target_dir: project.runner_target_dir(),
             features: runner_features.clone(),
             env: {
-                let mut env = vec![("CARGO_PROFILE_RELEASE_STRIP".into(), "symbols".into())];
+                let mut env = vec![
+                    ("CARGO_PROFILE_RELEASE_STRIP".into(), "symbols".into()),
+                    ("CARGO_PROFILE_RELEASE_LTO".into(), RUNNER_LTO.into()),
+                ];
                 if let (Some(t), Some(l)) = (&target, &linker) {
                     env.push((format!("CARGO_TARGET_{}_LINKER", t.to_uppercase().replace('-', "_")), l.clone()));
                 }

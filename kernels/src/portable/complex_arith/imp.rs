@@ -1,23 +1,17 @@
-//! Complex arithmetic for the kernels that take complex64/complex128 tensors where ExecuTorch's
-//! portable library does: `add.out`, `mul.out`, `div.out`, `abs.out`, `sum.IntList_out` and
-//! `bmm.out`. Elements are interleaved `[re, im]` pairs; every value is computed in f64 and
-//! rounded once into the out's precision. Real operands next to a complex one read as `x + 0i`
-//! (PyTorch's promotion); a complex result needs a complex out.
+//! The complex kernels' arithmetic (feature `complex`): elements are interleaved `[re, im]`
+//! pairs, every value is computed in f64 and rounded once into the out's precision.
 
 use rbuild_runtime::kernel::{KernelArgs, KernelResult, TensorMut, TensorRef};
 use rbuild_runtime::{kerr, ScalarType};
 
-use super::binary::{broadcast_plan, Operand};
-use super::linalg::{mat_dims, result_sizes, MatDims};
-use super::reduce::Plan;
-use super::util::{for_each_broadcast, require_contiguous, Elems, ElemsMut};
+use super::super::binary::{broadcast_plan, Operand};
+use super::super::linalg::{mat_dims, result_sizes, MatDims};
+use super::super::reduce::Plan;
+use super::super::util::{for_each_broadcast, require_contiguous, Elems, ElemsMut};
+use super::BinaryOp;
 
 /// A complex number `(re, im)`.
 type C = (f64, f64);
-
-pub(super) fn is_complex(dtype: ScalarType) -> bool {
-    matches!(dtype, ScalarType::ComplexFloat | ScalarType::ComplexDouble)
-}
 
 /// A tensor's elements as complex numbers (real dtypes with a zero imaginary part).
 enum Src<'a> {
@@ -92,17 +86,9 @@ fn div((a, b): C, (c, d): C) -> C {
     }
 }
 
-/// An elementwise op of two complex operands.
-#[derive(Clone, Copy)]
-pub(super) enum BinaryOp {
-    /// `a + alpha · b`.
-    Add(f64),
-    Mul,
-    Div,
-}
 
 /// `out = a op b` over tensors `a`, `b` broadcast together, when either (or out) is complex.
-pub(super) fn binary(args: &KernelArgs<'_>, a: usize, b: usize, out: usize, op: BinaryOp, name: &str) -> KernelResult {
+pub(crate) fn binary(args: &KernelArgs<'_>, a: usize, b: usize, out: usize, op: BinaryOp, name: &str) -> KernelResult {
     let (ta, tb) = (args.tensor(a)?, args.tensor(b)?);
     let mut to = args.out(out)?;
     let (sizes, st) = broadcast_plan(&[Operand::Tensor(ta), Operand::Tensor(tb)], &to)?;
@@ -124,10 +110,10 @@ pub(super) fn binary(args: &KernelArgs<'_>, a: usize, b: usize, out: usize, op: 
 }
 
 /// `abs` of a complex tensor (args[0]) into a real floating out (args[out]): the magnitude.
-pub(super) fn abs(args: &KernelArgs<'_>, out: usize) -> KernelResult {
+pub(crate) fn abs(args: &KernelArgs<'_>, out: usize) -> KernelResult {
     let x = args.tensor(0)?;
     let mut to = args.out(out)?;
-    super::unary::same_layout("abs.out", &x, &to)?;
+    super::super::unary::same_layout("abs.out", &x, &to)?;
     if !to.dtype.is_floating() {
         return Err(kerr!("abs.out: the magnitude of a {} tensor needs a floating out, got {}", x.dtype, to.dtype));
     }
@@ -143,7 +129,7 @@ pub(super) fn abs(args: &KernelArgs<'_>, out: usize) -> KernelResult {
 
 /// Sums each reduction group of `inp` (as `plan` lays them out) into the complex `out`, which
 /// already has the plan's output sizes.
-pub(super) fn sum(inp: &TensorRef<'_>, out: &mut TensorMut<'_>, plan: &Plan) -> KernelResult {
+pub(crate) fn sum(inp: &TensorRef<'_>, out: &mut TensorMut<'_>, plan: &Plan) -> KernelResult {
     let x = Src::of(inp)?;
     let mut o = Dst::of(out, "sum")?;
     plan.for_each_group(|k, base| {
@@ -157,7 +143,7 @@ pub(super) fn sum(inp: &TensorRef<'_>, out: &mut TensorMut<'_>, plan: &Plan) -> 
 }
 
 /// `bmm.out` of two complex tensors of one dtype (args = [self, mat2, out, out]).
-pub(super) fn bmm(args: &KernelArgs<'_>) -> KernelResult {
+pub(crate) fn bmm(args: &KernelArgs<'_>) -> KernelResult {
     let (ta, tb) = (args.tensor(0)?, args.tensor(1)?);
     let d = mat_dims(&ta, &tb, true)?;
     let mut out = args.out(2)?;
