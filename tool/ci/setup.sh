@@ -87,6 +87,12 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import executorch_numpy_r
   "$PY" -m venv .venv
   .venv/bin/pip install --quiet --disable-pip-version-check executorch-numpy-runtime numpy safetensors mistral-common
 fi
+# gguf-py (llama.cpp's GGUF package): the oracle for tool/gguf's reader (tests/gguf_py.rs writes
+# GGUF files with it and compares its dequantization bit for bit). Pinned, and the same version
+# --llama-bench installs.
+if ! .venv/bin/python -c 'import importlib.metadata as m; assert m.version("gguf") == "0.19.0"' 2>/dev/null; then
+  .venv/bin/pip install --quiet --disable-pip-version-check gguf==0.19.0
+fi
 # Arm's Vela compiler for the Ethos-U lowering (a binary wheel), pinned: its raw output layout
 # is what tool/ethosu parses.
 if [ ! -x .venv/bin/vela ] || [ "$(.venv/bin/vela --version 2>/dev/null)" != "5.2.0" ]; then
