@@ -82,6 +82,7 @@ fn config_is_read_from_rope_parameters_or_legacy_fields() {
             rms_norm_eps: 1e-5,
             rope_theta: 10000.0,
             rope_scaling: None,
+            rope_freq_factors: None,
             tie_word_embeddings: false,
             qkv_bias: false,
             o_bias: false,

@@ -1,5 +1,5 @@
 //! Where a model's config and weights come from: an HF folder (one `model.safetensors` or
-//! shards listed in `model.safetensors.index.json`), or the built-in demo.
+//! shards listed in `model.safetensors.index.json`), a GGUF file, or the built-in demo.
 
 use std::path::Path;
 
@@ -9,8 +9,11 @@ use rbuild_export::ExportError;
 use super::config::{Arch, LlamaConfig};
 use crate::Weights;
 
-/// Reads `config.json` and maps the weights of an HF checkpoint folder.
+/// Reads `config.json` and maps the weights of an HF checkpoint folder, or reads a GGUF file.
 pub fn open_checkpoint(dir: &Path) -> Result<(LlamaConfig, Weights)> {
+    if super::gguf::is_gguf(dir) {
+        return super::gguf::open_gguf(dir);
+    }
     if !dir.is_dir() {
         return Err(ExportError::Io { path: dir.display().to_string(), message: "not a checkpoint folder (expected config.json and *.safetensors)".into() });
     }
@@ -34,6 +37,7 @@ pub fn demo_config() -> LlamaConfig {
         rms_norm_eps: 1e-5,
         rope_theta: 10000.0,
         rope_scaling: None,
+        rope_freq_factors: None,
         tie_word_embeddings: false,
         qkv_bias: false,
         o_bias: false,

@@ -53,6 +53,9 @@ pub struct LlamaConfig {
     pub rms_norm_eps: f64,
     pub rope_theta: f64,
     pub rope_scaling: Option<Llama3Scaling>,
+    /// Per-frequency divisors of the inverse frequencies (a GGUF file's `rope_freqs.weight`:
+    /// how llama.cpp stores Llama 3.1's rescaling).
+    pub rope_freq_factors: Option<Vec<f32>>,
     pub tie_word_embeddings: bool,
     /// Biases on the q/k/v projections (Qwen2; Llama's `attention_bias` also adds o_proj's).
     pub qkv_bias: bool,
@@ -189,6 +192,7 @@ impl LlamaConfig {
             rms_norm_eps,
             rope_theta,
             rope_scaling,
+            rope_freq_factors: None,
             tie_word_embeddings,
             qkv_bias,
             o_bias,
@@ -199,6 +203,15 @@ impl LlamaConfig {
             bos_token_id: obj.get("bos_token_id").and_then(Value::as_i64),
             eos_token_ids: token_ids(obj.get("eos_token_id")),
         })
+    }
+
+    /// The RoPE inverse frequencies of this model.
+    pub fn inv_freq(&self) -> Vec<f32> {
+        let base = super::rope::inv_freq(self.head_dim, self.rope_theta, self.rope_scaling.as_ref());
+        match &self.rope_freq_factors {
+            Some(f) => base.iter().zip(f).map(|(b, f)| b / f).collect(),
+            None => base,
+        }
     }
 
     /// The longest sequence this export can serve: `requested`, checked against the

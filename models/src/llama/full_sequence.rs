@@ -123,7 +123,7 @@ pub fn llama(b: &mut GraphBuilder, p: &mut Params, c: &LlamaConfig, ids: ValueId
         }
     };
     let e = c.hidden_size;
-    let (cos, sin) = super::rope::tables(&super::rope::inv_freq(c.head_dim, c.rope_theta, c.rope_scaling.as_ref()), s);
+    let (cos, sin) = super::rope::tables(&c.inv_freq(), s);
     let table = [s, c.head_dim];
     let shared = Shared {
         cos: b.constant("rope_cos", ScalarType::Float, &table, ConstData::owned(f32_bytes(&cos)))?,

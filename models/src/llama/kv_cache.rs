@@ -147,7 +147,7 @@ pub fn decoder_context(b: &mut GraphBuilder, c: &LlamaConfig, o: &KvExport, inpu
     let s = b.meta(input).shape[1];
     let seq_len = b.sym_size(input, 1)?;
     let start_pos = b.item(input_pos)?;
-    let (cos, sin) = rope::tables(&rope::inv_freq(c.head_dim, c.rope_theta, c.rope_scaling.as_ref()), o.max_seq_len);
+    let (cos, sin) = rope::tables(&c.inv_freq(), o.max_seq_len);
     let table = [o.max_seq_len, c.head_dim];
     let cos = b.constant("rope_cos", ScalarType::Float, &table, ConstData::owned(f32_bytes(&cos)))?;
     let sin = b.constant("rope_sin", ScalarType::Float, &table, ConstData::owned(f32_bytes(&sin)))?;

@@ -4,6 +4,8 @@
 //! - [`config`]: `config.json` → [`LlamaConfig`], with errors for what is not implemented.
 //! - [`checkpoint`]: the weights, one file or sharded (`model.safetensors.index.json`), and
 //!   the built-in tiny demo model.
+//! - [`gguf`]: the same from a GGUF file (llama.cpp's format): config from its metadata,
+//!   weights renamed and un-permuted.
 //! - [`kv_cache`]: the exported LLM program — `forward(tokens [1, S], input_pos [1])` with S
 //!   dynamic, the KV cache as mutable state, ExecuTorch's metadata getters, fused ops.
 //! - [`full_sequence`]: a Core-ATen-only forward without a cache (runs in ExecuTorch as is).
@@ -13,6 +15,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod family;
 pub mod full_sequence;
+pub mod gguf;
 pub mod kv_cache;
 pub mod rope;
 

@@ -163,6 +163,7 @@ pub fn demo_config() -> VoxtralConfig {
             rms_norm_eps: 1e-5,
             rope_theta: 1e8,
             rope_scaling: None,
+            rope_freq_factors: None,
             tie_word_embeddings: false,
             qkv_bias: false,
             o_bias: false,

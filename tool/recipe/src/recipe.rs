@@ -1153,7 +1153,7 @@ impl PathError {
             ),
             PathUse::LanguageWeights => (
                 "weights",
-                format!("expected a Hugging Face folder with config.json (absolute, ~/…, or relative to {base}) or `random:SEED`"),
+                format!("expected a Hugging Face folder with config.json or a .gguf file (absolute, ~/…, or relative to {base}) or `random:SEED`"),
             ),
             PathUse::Tokenizer => ("tokenizer", format!("give a tokenizer file path (absolute, ~/…, or relative to {base})")),
             PathUse::VerifyInput => ("verify input", format!("give a PNG or JPEG path (absolute, ~/…, or relative to {base}), or `seed N` for random input")),
@@ -1189,8 +1189,8 @@ impl PathError {
 }
 
 /// Reads a weights setting: `random:SEED`, or a path (`~` expanded, relative to `base`) that
-/// must name an existing file (image models) or a folder holding `config.json` (language
-/// models).
+/// must name an existing file (image models) or a folder holding `config.json` or a `.gguf`
+/// file (language models).
 pub(crate) fn resolve_weights(text: &str, base: &Path, kind: ModelKind) -> Result<WeightsSource, PathError> {
     // An archive carries its own weights: no `random:` form. Its existence is checked by the
     // build, so a shipped example recipe loads (and lists) before the user names their file.
@@ -1206,6 +1206,9 @@ pub(crate) fn resolve_weights(text: &str, base: &Path, kind: ModelKind) -> Resul
             let path = resolve_path(text, base)?;
             if !path.exists() {
                 Err(PathError::Missing(path))
+            } else if path.is_file() && path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
+                // llama.cpp's single-file format: config, tokenizer and weights in one.
+                Ok(WeightsSource::File(path))
             } else if !path.is_dir() {
                 Err(PathError::NotAFolder(path))
             } else if !path.join("config.json").is_file() {

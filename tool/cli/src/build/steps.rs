@@ -665,8 +665,12 @@ fn import_pt2(archive_path: &Path, bounds: &[(String, usize, usize)]) -> Result<
     Ok(lowered.graph)
 }
 
-/// Every file of a checkpoint folder that defines the model (config, weights, index).
+/// Every file of a checkpoint folder that defines the model (config, weights, index); a
+/// single-file checkpoint (GGUF) is itself.
 fn checkpoint_files(dir: &Path) -> Vec<PathBuf> {
+    if dir.is_file() {
+        return vec![dir.to_path_buf()];
+    }
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
@@ -775,6 +779,11 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     // Voxtral's tekken.json before tokenizer.json), else the demo's; tokenizer_config.json
     // (chat template) travels with it when present.
     let tokenizer_names = family.tokenizer_files();
+    // A GGUF file carries its tokenizer: converted to tokenizer.json + tokenizer_config.json.
+    let gguf = checkpoint.clone().filter(|d| rbuild_models::llama::gguf::is_gguf(d));
+    if let (Some(file), None) = (&gguf, &llm.tokenizer) {
+        return add_gguf_tokenizer(dag, file, hashes, version, dir, outputs);
+    }
     let tokenizer_source = llm
         .tokenizer
         .clone()
@@ -829,6 +838,36 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
             copy_atomic(c, &co)?;
         }
         Ok(())
+    })
+    .map_err(CliError)?;
+    Ok(outputs)
+}
+
+/// The tokenizer step of a GGUF checkpoint: its `tokenizer.ggml.*` vocabulary as
+/// `tokenizer.json`, the chat template and special tokens as `tokenizer_config.json`.
+fn add_gguf_tokenizer(
+    dag: &mut Dag<'_>,
+    file: &Path,
+    hashes: &mut FileHashes,
+    version: &str,
+    dir: &Path,
+    mut outputs: Vec<(PathBuf, &'static str)>,
+) -> CliResult<Vec<(PathBuf, &'static str)>> {
+    let mut key = KeyHasher::new();
+    key.add("tool", version);
+    let h = hashes.hash(file).map_err(|e| CliError(format!("{}: {e}", file.display())))?;
+    key.add(&file.display().to_string(), &h);
+    let (tok_out, cfg_out) = (dir.join("tokenizer.json"), dir.join("tokenizer_config.json"));
+    let files = vec![tok_out.clone(), cfg_out.clone()];
+    outputs.extend(files.iter().map(|p| (p.clone(), "tokenizer")));
+    let source = file.to_path_buf();
+    let label = format!("tokenizer from {}", file.display());
+    dag.add(StepSpec { id: "tokenizer".into(), label, deps: vec![], key, outputs: files }, move |_| {
+        let gguf = rbuild_gguf::GgufFile::open(&source).map_err(|e| e.to_string())?;
+        let tokenizer = rbuild_models::gguf_tokenizer::tokenizer_json(&gguf).map_err(step_err)?;
+        let config = rbuild_models::gguf_tokenizer::tokenizer_config_json(&gguf).map_err(step_err)?;
+        write_atomic(&tok_out, tokenizer.as_bytes()).map_err(step_err)?;
+        write_atomic(&cfg_out, config.as_bytes()).map_err(step_err)
     })
     .map_err(CliError)?;
     Ok(outputs)

