@@ -4,7 +4,8 @@
 //! one stories110M decode token.
 //!
 //! `cargo run --release -p rbuild-kernels --example gemv_bench` (env: THREADS=1,2 to choose,
-//! SECS=0.5 per case, FORMATS=f32,q8,q4,8da4w)
+//! SECS=0.5 per case, FORMATS=f32,q8,q4,8da4w,q8g,q4_1, SHAPES=1536x576,49152x576 for other
+//! N x K shapes; q8g and q4_1 are GGUF's Q8_0 and Q4_1 blocks)
 //!
 //! Weights cycle through enough copies (≥ 128 MiB in all) that each call reads them from DRAM,
 //! as in a real decode, where the whole model is far larger than the caches.
@@ -53,6 +54,21 @@ fn prepare(format: &str, n: usize, k: usize, threads: usize, r: &mut Lcg) -> (Ca
             let w = h.tensor::<i8>(ScalarType::Char, &[n, k], &w);
             let s = h.f32(&[n], &vec![0.01; n]);
             (vec![x, w, s, none, out, out], l::linear_q8_out as KernelFn, n * k + n * 4)
+        }
+        "q8g" => {
+            let w: Vec<i8> = (0..n * k).map(|_| (r.next() * 127.0) as i8).collect();
+            let w = h.tensor::<i8>(ScalarType::Char, &[n, k], &w);
+            let s = h.tensor::<f16>(ScalarType::Half, &[n, k / GROUP], &vec![f16::from_f32(0.01); n * k / GROUP]);
+            let g = h.int(GROUP as i64);
+            (vec![x, w, s, none, g, out, out], l::linear_q8g_out as KernelFn, n * k + n * k / GROUP * 2)
+        }
+        "q4_1" => {
+            let w: Vec<u8> = (0..n * k / 2).map(|_| ((r.next() + 1.0) * 127.9) as u8).collect();
+            let w = h.tensor::<u8>(ScalarType::Byte, &[n, k / 2], &w);
+            let s = h.tensor::<f16>(ScalarType::Half, &[n, k / GROUP], &vec![f16::from_f32(0.01); n * k / GROUP]);
+            let m = h.tensor::<f16>(ScalarType::Half, &[n, k / GROUP], &vec![f16::from_f32(-0.05); n * k / GROUP]);
+            let g = h.int(GROUP as i64);
+            (vec![x, w, s, m, none, g, out, out], l::linear_q4_1_out as KernelFn, n * k / 2 + n * k / GROUP * 4)
         }
         _ => {
             let w: Vec<u8> = (0..n * k / 2).map(|_| ((r.next() + 1.0) * 127.9) as u8).collect();
@@ -137,6 +153,16 @@ fn main() {
     let threads: Vec<usize> = std::env::var("THREADS").unwrap_or("1,2".into()).split(',').map(|t| t.parse().expect("THREADS")).collect();
     let secs: f64 = std::env::var("SECS").ok().map_or(0.5, |s| s.parse().expect("SECS"));
     let formats: Vec<String> = std::env::var("FORMATS").unwrap_or("f32,q8,q4,8da4w".into()).split(',').map(String::from).collect();
+    // Other shapes than stories110M's: "NxK,…" (no per-token total then).
+    let custom: Option<Vec<(usize, usize, &'static str)>> = std::env::var("SHAPES").ok().map(|v| {
+        v.split(',')
+            .map(|s| {
+                let (n, k) = s.split_once('x').expect("SHAPES: NxK");
+                (n.parse().expect("SHAPES: N"), k.parse().expect("SHAPES: K"), &*String::leak(s.to_string()))
+            })
+            .collect()
+    });
+    let shapes: &[(usize, usize, &str)] = custom.as_deref().unwrap_or(&SHAPES);
     println!("isa: {:?}", rbuild_kernels::optimized::llm::simd::isa());
     for &t in &threads {
         println!("memory read bandwidth, {t} thread(s): {:.1} GB/s", read_bandwidth(t));
@@ -145,7 +171,7 @@ fn main() {
     for f in &formats {
         for &t in &threads {
             let mut token = 0.0;
-            for &(n, k, name) in &SHAPES {
+            for &(n, k, name) in shapes {
                 let (s, cpu, bytes) = time(f, n, k, t, secs);
                 // Per CPU-second of the calling thread: meaningful at 1 thread on a busy machine.
                 println!("{f:<7} {name:<24} {t:>7} {:>10.1} {:>8.2} {:>12.2}", s * 1e6, bytes as f64 / s / 1e9, bytes as f64 / cpu / 1e9);
@@ -157,7 +183,9 @@ fn main() {
                     _ => s,
                 };
             }
-            println!("{f:<7} stories110M linear layers per token, {t} thread(s): {:.2} ms ({:.0} tok/s bound)", token * 1e3, 1.0 / token);
+            if custom.is_none() {
+                println!("{f:<7} stories110M linear layers per token, {t} thread(s): {:.2} ms ({:.0} tok/s bound)", token * 1e3, 1.0 / token);
+            }
         }
     }
 }

@@ -26,6 +26,8 @@ rbuild_runtime::kernel_table! {
     "rbuild::linear_q8.out" => llm::linear::linear_q8_out,
     "rbuild::linear_q4.out" => llm::linear::linear_q4_out,
     "rbuild::linear_8da4w.out" => llm::linear::linear_8da4w_out,
+    "rbuild::linear_q8g.out" => llm::linear::linear_q8g_out,
+    "rbuild::linear_q4_1.out" => llm::linear::linear_q4_1_out,
     "llama::sdpa_with_kv_cache.out" => llm::attention::sdpa_with_kv_cache_out,
     "llama::custom_sdpa.out" => llm::attention::custom_sdpa_out,
     "rbuild::rms_norm.out" => llm::norm::rms_norm_out,

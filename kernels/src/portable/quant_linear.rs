@@ -10,6 +10,11 @@
 //!   elements of a row.
 //! - `rbuild::linear_8da4w.out`: the same weights; activations quantized per row and group to
 //!   int8 (`sx = max|x|/127`, `xq = round(x/sx)` ties away from zero), integer inner sums.
+//! - `rbuild::linear_q8g.out`: int8 weights with one scale (Float or Half) per `group_size`
+//!   elements of a row, `w = d·q` (GGUF's Q8_0 at group 32).
+//! - `rbuild::linear_q4_1.out`: int4 weights packed as linear_q4 but unsigned (`u` = nibble in
+//!   [0, 15]), a scale `d` and a minimum `m` (Float or Half) per group, `w = d·u + m` (GGUF's
+//!   Q4_1 at group 32).
 //! - `quantized_decomposed::embedding_byte.out` / `embedding_4bit.out`: ExecuTorch 1.3.1's
 //!   semantics and packing (for 4-bit, the *high* nibble holds the even element there).
 //!
@@ -31,11 +36,13 @@ rbuild_runtime::kernel_table! {
     "rbuild::linear_q8.out" => linear_q8_out,
     "rbuild::linear_q4.out" => linear_q4_out,
     "rbuild::linear_8da4w.out" => linear_8da4w_out,
+    "rbuild::linear_q8g.out" => linear_q8g_out,
+    "rbuild::linear_q4_1.out" => linear_q4_1_out,
     "quantized_decomposed::embedding_byte.out" => embedding_byte_out,
     "quantized_decomposed::embedding_4bit.out" => embedding_4bit_out,
 }
 
-/// Group sizes the int4 formats accept.
+/// Group sizes the groupwise formats (int4, int4 with minimums, grouped int8) accept.
 pub const GROUP_SIZES: [usize; 4] = [32, 64, 128, 256];
 
 /// Which linear op.
@@ -46,6 +53,10 @@ pub(crate) enum Kind {
     Q8,
     Q4,
     Da4w,
+    /// int8 with a scale per group (GGUF Q8_0).
+    Q8Group,
+    /// Unsigned int4 with a scale and a minimum per group (GGUF Q4_1).
+    Q4Min,
 }
 
 impl Kind {
@@ -56,6 +67,8 @@ impl Kind {
             Kind::Q8 => "rbuild::linear_q8",
             Kind::Q4 => "rbuild::linear_q4",
             Kind::Da4w => "rbuild::linear_8da4w",
+            Kind::Q8Group => "rbuild::linear_q8g",
+            Kind::Q4Min => "rbuild::linear_q4_1",
         }
     }
 }
@@ -85,6 +98,10 @@ pub(crate) enum Weights<'a> {
     Q8 { w: &'a [i8], scales: &'a [f32] },
     /// `da` = quantize activations (8da4w) rather than weight-only.
     Q4 { w: &'a [u8], scales: Scales<'a>, group: usize, da: bool },
+    /// `w = scales[g] · q`, q int8.
+    Q8Group { w: &'a [i8], scales: Scales<'a>, group: usize },
+    /// `w = scales[g] · u + mins[g]`, u the unsigned nibble (packed as `Q4`).
+    Q4Min { w: &'a [u8], scales: Scales<'a>, mins: Scales<'a>, group: usize },
 }
 
 /// A checked linear problem: x `[M, K]`, weights for `[N, K]`, out `[M, N]`.
@@ -100,7 +117,8 @@ pub(crate) struct Linear<'a> {
 
 /// Checks a linear op's arguments and runs `f` on them with the resized output. Argument
 /// layout: f32 and f16 [input, weight, bias, out, out]; q8 [input, weight, weight_scales, bias, out,
-/// out]; q4/8da4w [input, weight, weight_scales, bias, group_size, out, out].
+/// out]; q4/8da4w/q8g [input, weight, weight_scales, bias, group_size, out, out]; q4_1 [input,
+/// weight, weight_scales, weight_mins, bias, group_size, out, out].
 pub(crate) fn run_linear(ctx: &KernelContext, args: &KernelArgs<'_>, kind: Kind, f: fn(&KernelContext, &Linear<'_>, &mut [f32])) -> KernelResult {
     let op = kind.op();
     let x = args.tensor(0)?;
@@ -116,7 +134,8 @@ pub(crate) fn run_linear(ctx: &KernelContext, args: &KernelArgs<'_>, kind: Kind,
     let (bias_at, out_at) = match kind {
         Kind::F32 | Kind::F16 => (2, 3),
         Kind::Q8 => (3, 4),
-        Kind::Q4 | Kind::Da4w => (3, 5),
+        Kind::Q4 | Kind::Da4w | Kind::Q8Group => (3, 5),
+        Kind::Q4Min => (4, 6),
     };
     let w = match kind {
         Kind::F32 => {
@@ -147,7 +166,7 @@ pub(crate) fn run_linear(ctx: &KernelContext, args: &KernelArgs<'_>, kind: Kind,
             }
             Weights::Q8 { w: wt.data::<i8>()?, scales: f32_arg(&s, op, "weight_scales")? }
         }
-        Kind::Q4 | Kind::Da4w => {
+        Kind::Q4 | Kind::Da4w | Kind::Q4Min => {
             if wt.dtype != ScalarType::Byte {
                 return Err(kerr!("{op}: weight must be Byte (two int4 per byte), got {}", wt.dtype));
             }
@@ -159,26 +178,24 @@ pub(crate) fn run_linear(ctx: &KernelContext, args: &KernelArgs<'_>, kind: Kind,
                     x.sizes()
                 ));
             }
-            let g = args.int(4).map_err(|e| kerr!("{op}: group_size: {e}"))?;
-            let group = usize::try_from(g).ok().filter(|g| GROUP_SIZES.contains(g)).ok_or_else(|| {
-                kerr!("{op}: group_size must be one of {GROUP_SIZES:?}, got {g}")
-            })?;
-            if k % group != 0 {
-                return Err(kerr!("{op}: in_features {k} is not a multiple of group_size {group}"));
+            let group = group_size(args, out_at - 1, op, k)?;
+            let scales = group_params(args, 2, op, "weight_scales", n, k / group)?;
+            let w = wt.data::<u8>()?;
+            if kind == Kind::Q4Min {
+                Weights::Q4Min { w, scales, mins: group_params(args, 3, op, "weight_mins", n, k / group)?, group }
+            } else {
+                Weights::Q4 { w, scales, group, da: kind == Kind::Da4w }
             }
-            let s = args.tensor(2)?;
-            if s.sizes() != [n, k / group] {
-                return Err(kerr!("{op}: weight_scales must be [{n}, {}] (N, K/group_size), got {:?}", k / group, s.sizes()));
+        }
+        Kind::Q8Group => {
+            if wt.dtype != ScalarType::Char {
+                return Err(kerr!("{op}: weight must be Char (int8), got {}", wt.dtype));
             }
-            if !s.dim_order.is_contiguous() {
-                return Err(kerr!("{op}: weight_scales must be contiguous"));
+            if wt.sizes()[1] != k {
+                return Err(kerr!("{op}: weight {:?} does not match input {:?} (in_features {k})", wt.sizes(), x.sizes()));
             }
-            let scales = match s.dtype {
-                ScalarType::Float => Scales::F32(s.data()?),
-                ScalarType::Half => Scales::F16(s.data()?),
-                t => return Err(kerr!("{op}: weight_scales must be Float or Half, got {t}")),
-            };
-            Weights::Q4 { w: wt.data::<u8>()?, scales, group, da: kind == Kind::Da4w }
+            let group = group_size(args, out_at - 1, op, k)?;
+            Weights::Q8Group { w: wt.data::<i8>()?, scales: group_params(args, 2, op, "weight_scales", n, k / group)?, group }
         }
     };
     let bias = match args.opt_tensor(bias_at)? {
@@ -199,11 +216,39 @@ pub(crate) fn run_linear(ctx: &KernelContext, args: &KernelArgs<'_>, kind: Kind,
     Ok(())
 }
 
+/// The `group_size` argument at `at`: one of [`GROUP_SIZES`], dividing in_features `k`.
+fn group_size(args: &KernelArgs<'_>, at: usize, op: &str, k: usize) -> KernelResult<usize> {
+    let g = args.int(at).map_err(|e| kerr!("{op}: group_size: {e}"))?;
+    let group = usize::try_from(g)
+        .ok()
+        .filter(|g| GROUP_SIZES.contains(g))
+        .ok_or_else(|| kerr!("{op}: group_size must be one of {GROUP_SIZES:?}, got {g}"))?;
+    if k % group != 0 {
+        return Err(kerr!("{op}: in_features {k} is not a multiple of group_size {group}"));
+    }
+    Ok(group)
+}
+
+/// Per-group parameters (scales or minimums) at `at`: Float or Half, contiguous `[n, groups]`.
+fn group_params<'a>(args: &KernelArgs<'a>, at: usize, op: &str, name: &str, n: usize, groups: usize) -> KernelResult<Scales<'a>> {
+    let s = args.tensor(at)?;
+    if s.sizes() != [n, groups] {
+        return Err(kerr!("{op}: {name} must be [{n}, {groups}] (N, K/group_size), got {:?}", s.sizes()));
+    }
+    params(&s, op, name)
+}
+
+/// The unsigned nibble of element `k` of a packed row (low nibble for even `k`), in [0, 15].
+#[inline]
+pub(crate) fn u4_at(row: &[u8], k: usize) -> i32 {
+    let b = row[k / 2];
+    (if k % 2 == 0 { b & 0x0F } else { b >> 4 }) as i32
+}
+
 /// The int4 value of element `k` of a packed row (low nibble for even `k`), in [−8, 7].
 #[inline]
 pub(crate) fn q4_at(row: &[u8], k: usize) -> i32 {
-    let b = row[k / 2];
-    (if k % 2 == 0 { b & 0x0F } else { b >> 4 }) as i32 - 8
+    u4_at(row, k) - 8
 }
 
 /// Quantizes one group of activations to int8, symmetric: returns `sx = max|x|/127` and
@@ -258,6 +303,29 @@ pub(crate) fn linear_reference(_: &KernelContext, p: &Linear<'_>, out: &mut [f32
                         })
                         .sum()
                 }
+                Weights::Q8Group { w, scales, group } => {
+                    let row = &w[j * k..(j + 1) * k];
+                    let groups = k / group;
+                    (0..groups)
+                        .map(|g| {
+                            let ks = g * group..(g + 1) * group;
+                            let dot: f64 = x[ks.clone()].iter().zip(&row[ks]).map(|(&a, &q)| a as f64 * q as f64).sum();
+                            scales.get(j * groups + g) as f64 * dot
+                        })
+                        .sum()
+                }
+                Weights::Q4Min { w, scales, mins, group } => {
+                    let row = &w[j * k / 2..(j + 1) * k / 2];
+                    let groups = k / group;
+                    (0..groups)
+                        .map(|g| {
+                            let ks = g * group..(g + 1) * group;
+                            let dot: f64 = ks.clone().map(|kk| x[kk] as f64 * u4_at(row, kk) as f64).sum();
+                            let xsum: f64 = x[ks].iter().map(|&a| a as f64).sum();
+                            scales.get(j * groups + g) as f64 * dot + mins.get(j * groups + g) as f64 * xsum
+                        })
+                        .sum()
+                }
             };
             out[i * n + j] = (acc + p.bias.map_or(0.0, |b| b[j] as f64)) as f32;
         }
@@ -287,6 +355,16 @@ pub fn linear_q4_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelRe
 /// `linear_8da4w.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, int group_size, *, Tensor(a!) out)`.
 pub fn linear_8da4w_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
     run_linear(ctx, args, Kind::Da4w, linear_reference)
+}
+
+/// `linear_q8g.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, int group_size, *, Tensor(a!) out)`.
+pub fn linear_q8g_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    run_linear(ctx, args, Kind::Q8Group, linear_reference)
+}
+
+/// `linear_q4_1.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor weight_mins, Tensor? bias, int group_size, *, Tensor(a!) out)`.
+pub fn linear_q4_1_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    run_linear(ctx, args, Kind::Q4Min, linear_reference)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -478,6 +556,75 @@ mod tests {
         let g48 = h.int(48);
         let e = h.call(super::linear_q4_out, &[x, w, s, none, g48, out, out]).unwrap_err();
         assert!(e.message.contains("group_size must be one of"), "{e}");
+    }
+
+    #[test]
+    fn linear_q8g_and_q4_1_hand_computed() {
+        // K = 64, group 32, N = 2, batch [2, 1]. Row 0: q = 2 in group 0 (scale 0.5), q = −128
+        // in group 1 (scale Half 0.25). Row 1: q = 1 everywhere, scale 1.
+        let xs: Vec<f32> = (0..128).map(|i| if i % 64 < 32 { 1.0 } else { -0.5 }).collect();
+        let mut q: Vec<i8> = vec![2; 32];
+        q.extend([-128; 32]);
+        q.extend([1; 64]);
+        let mut h = OpHarness::new();
+        let x = h.f32(&[2, 1, 64], &xs);
+        let w = h.tensor::<i8>(ScalarType::Char, &[2, 64], &q);
+        let halves = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>();
+        let s = h.tensor::<f16>(ScalarType::Half, &[2, 2], &halves(&[0.5, 0.25, 1.0, 1.0]));
+        let b = h.f32(&[2], &[10.0, 0.0]);
+        let g = h.int(32);
+        let out = h.out_dynamic(ScalarType::Float, &[4, 1, 2]);
+        h.call(super::linear_q8g_out, &[x, w, s, b, g, out, out]).unwrap();
+        assert_eq!(h.sizes(out), vec![2, 1, 2]);
+        let row0 = 10.0 + 0.5 * 2.0 * 32.0 + 0.25 * (-128.0) * (-0.5) * 32.0;
+        let row1 = 32.0 - 0.5 * 32.0;
+        assert_eq!(h.read::<f32>(out), vec![row0, row1, row0, row1]);
+
+        // Q4_1, N = 1: u = 3 in group 0 (d 0.5, m −1), u = 15 in group 1 (d 2, m 0.25).
+        let mut u = vec![3u8; 32];
+        u.extend([15; 32]);
+        let packed: Vec<u8> = u.chunks(2).map(|p| p[0] | (p[1] << 4)).collect();
+        let w = h.tensor::<u8>(ScalarType::Byte, &[1, 32], &packed);
+        let s = h.f32(&[1, 2], &[0.5, 2.0]);
+        let mins = h.tensor::<f16>(ScalarType::Half, &[1, 2], &halves(&[-1.0, 0.25]));
+        let none = h.none();
+        let out = h.out(ScalarType::Float, &[2, 1, 1]);
+        h.call(super::linear_q4_1_out, &[x, w, s, mins, none, g, out, out]).unwrap();
+        let want = (0.5 * 3.0 - 1.0) * 32.0 + (2.0 * 15.0 + 0.25) * (-0.5) * 32.0;
+        assert_eq!(h.read::<f32>(out), vec![want, want]);
+    }
+
+    #[test]
+    fn linear_q8g_and_q4_1_reject_bad_arguments_by_name() {
+        let mut h = OpHarness::new();
+        let x = h.f32(&[1, 64], &[0.5; 64]);
+        let (none, g32, g48, g128) = (h.none(), h.int(32), h.int(48), h.int(128));
+        let q8 = h.tensor::<i8>(ScalarType::Char, &[3, 64], &[1; 192]);
+        let q4 = h.tensor::<u8>(ScalarType::Byte, &[3, 32], &[0x21; 96]);
+        let s = h.f32(&[3, 2], &[0.5; 6]);
+        let s_short = h.f32(&[3, 1], &[0.5; 3]);
+        let s_int = h.tensor::<i32>(ScalarType::Int, &[3, 2], &[1; 6]);
+        let bias_bad = h.f32(&[2], &[0.0; 2]);
+        let out = h.out(ScalarType::Float, &[1, 3]);
+        let out_i = h.out(ScalarType::Int, &[1, 3]);
+        let q8g = |h: &mut OpHarness, a: &[u32]| h.call(super::linear_q8g_out, a).unwrap_err().message;
+        let q41 = |h: &mut OpHarness, a: &[u32]| h.call(super::linear_q4_1_out, a).unwrap_err().message;
+        let expect = |msg: String, op: &str, what: &str| assert!(msg.contains(op) && msg.contains(what), "{msg}");
+        expect(q8g(&mut h, &[x, q4, s, none, g32, out, out]), "rbuild::linear_q8g", "weight must be Char");
+        expect(q8g(&mut h, &[x, q8, s_short, none, g32, out, out]), "rbuild::linear_q8g", "weight_scales must be [3, 2]");
+        expect(q8g(&mut h, &[x, q8, s_int, none, g32, out, out]), "rbuild::linear_q8g", "weight_scales must be Float or Half");
+        expect(q8g(&mut h, &[x, q8, s, none, g48, out, out]), "rbuild::linear_q8g", "group_size must be one of");
+        expect(q8g(&mut h, &[x, q8, s, none, g128, out, out]), "rbuild::linear_q8g", "not a multiple of group_size");
+        expect(q8g(&mut h, &[x, q8, s, bias_bad, g32, out, out]), "rbuild::linear_q8g", "bias");
+        expect(q8g(&mut h, &[x, q8, s, none, g32, out_i, out_i]), "rbuild::linear_q8g", "out must be Float");
+        expect(q41(&mut h, &[x, q8, s, s, none, g32, out, out]), "rbuild::linear_q4_1", "weight must be Byte");
+        expect(q41(&mut h, &[x, q4, s, s_short, none, g32, out, out]), "rbuild::linear_q4_1", "weight_mins must be [3, 2]");
+        expect(q41(&mut h, &[x, q4, s, s_int, none, g32, out, out]), "rbuild::linear_q4_1", "weight_mins must be Float or Half");
+        expect(q41(&mut h, &[x, q4, s_short, s, none, g32, out, out]), "rbuild::linear_q4_1", "weight_scales must be [3, 2]");
+        expect(q41(&mut h, &[x, q4, s, s, none, g48, out, out]), "rbuild::linear_q4_1", "group_size must be one of");
+        let x48 = h.f32(&[1, 48], &[0.5; 48]);
+        expect(q41(&mut h, &[x48, q4, s, s, none, g32, out, out]), "rbuild::linear_q4_1", "holds 64 inputs per row");
+        expect(q8g(&mut h, &[x48, q8, s, none, g32, out, out]), "rbuild::linear_q8g", "in_features 48");
     }
 
     #[test]

@@ -366,7 +366,12 @@ pub const RECIPES: &[(&str, &[R])] = &[
     ("rbuild::linear_8da4w.out", &[X(&[1, 32]), T(Byte, &[2, 16], &[17.0]), T(Float, &[2, 1], &[0.5]), N, I(32), O(2), Ret(5)]),
     ("rbuild::linear_f16.out", &[X(&[2, 4]), T(Half, &[3, 4], &[0.5]), N, O(2), Ret(3)]),
     ("rbuild::linear_q4.out", &[X(&[1, 32]), T(Byte, &[2, 16], &[17.0]), T(Float, &[2, 1], &[0.5]), N, I(32), O(2), Ret(5)]),
+    (
+        "rbuild::linear_q4_1.out",
+        &[X(&[1, 32]), T(Byte, &[2, 16], &[17.0]), T(Float, &[2, 1], &[0.5]), T(Half, &[2, 1], &[-0.25]), N, I(32), O(2), Ret(6)],
+    ),
     ("rbuild::linear_q8.out", &[X(&[2, 4]), T(Char, &[3, 4], &[1.0]), T(Float, &[3], &[0.5]), N, O(2), Ret(4)]),
+    ("rbuild::linear_q8g.out", &[X(&[2, 32]), T(Char, &[3, 32], &[1.0]), T(Half, &[3, 1], &[0.5]), N, I(32), O(2), Ret(5)]),
     (
         "rbuild::log_mel_chunks.out",
         &[X(&[16]), T(Float, &[4], &[1.0]), T(Float, &[2, 3], &[0.5]), I(2), I(8), I(4), O(3), Ret(6)],

@@ -617,7 +617,7 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             *shape.last_mut().unwrap() = Dim::Fixed(ws[0]);
             Ok(vec![TensorMeta::new(ScalarType::Float, shape)])
         }
-        "rbuild::linear_q8" | "rbuild::linear_q4" | "rbuild::linear_8da4w" => {
+        "rbuild::linear_q8" | "rbuild::linear_q4" | "rbuild::linear_8da4w" | "rbuild::linear_q8g" | "rbuild::linear_q4_1" => {
             let (x, w, sc) = (tensor(g, op, args, 0)?, tensor(g, op, args, 1)?, tensor(g, op, args, 2)?);
             let ws = fixed(op, w)?;
             let k = match x.shape.last() {
@@ -628,8 +628,18 @@ fn infer_op(g: &Graph, op: &str, args: &[Arg]) -> Result<Vec<TensorMeta>> {
             let ok = if op == "rbuild::linear_q8" {
                 w.dtype == ScalarType::Char && ws == [n, k] && sc.shape == [Dim::Fixed(n)]
             } else {
-                let gs = int(op, args, 4)?;
-                gs > 0 && k % gs as usize == 0 && w.dtype == ScalarType::Byte && ws == [n, k / 2] && sc.shape == [Dim::Fixed(n), Dim::Fixed(k / gs as usize)]
+                // Groupwise: [N, K/group] scales (and minimums for q4_1, read before the bias).
+                let with_mins = op == "rbuild::linear_q4_1";
+                let gs = int(op, args, if with_mins { 5 } else { 4 })?;
+                let groups = if gs > 0 && k % gs as usize == 0 { Some(k / gs as usize) } else { None };
+                let per_group = groups.map(|gc| vec![Dim::Fixed(n), Dim::Fixed(gc)]);
+                let mins_ok = !with_mins || Some(&tensor(g, op, args, 3)?.shape) == per_group.as_ref();
+                let weight_ok = if op == "rbuild::linear_q8g" {
+                    w.dtype == ScalarType::Char && ws == [n, k]
+                } else {
+                    w.dtype == ScalarType::Byte && ws == [n, k / 2]
+                };
+                weight_ok && mins_ok && per_group.is_some_and(|pg| sc.shape == pg)
             };
             if !ok || x.dtype != ScalarType::Float {
                 return Err(shape_err(op, format!("input {:?} {} does not match weight {:?} {} / scales {:?}", x.shape, x.dtype, w.shape, w.dtype, sc.shape)));

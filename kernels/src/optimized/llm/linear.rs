@@ -11,6 +11,7 @@ use half::f16;
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
 
 use super::pool;
+use super::qblocks::{self, ActQ4Min, ActQ8};
 use super::qgemv::{self, Act8};
 use super::simd::{self, Isa};
 use crate::optimized::gemm::{sgemm, Mat};
@@ -39,14 +40,25 @@ pub fn linear_8da4w_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> Kerne
     run_linear(ctx, args, Kind::Da4w, compute)
 }
 
+pub fn linear_q8g_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    run_linear(ctx, args, Kind::Q8Group, compute)
+}
+
+pub fn linear_q4_1_out(ctx: &mut KernelContext, args: &KernelArgs<'_>) -> KernelResult {
+    run_linear(ctx, args, Kind::Q4Min, compute)
+}
+
 fn compute(ctx: &KernelContext, p: &Linear<'_>, out: &mut [f32]) {
     compute_with(simd::isa(), ctx.threads, p, out)
 }
 
-/// Activation rows prepared for the weight format: int8 per group for both int4 formats.
+/// Activation rows prepared for the weight format: int8 per group for the int4 formats, per
+/// 32-element block for grouped int8.
 enum Prepared {
     Plain,
     Int8(Vec<Act8>),
+    Int8Blocks(Vec<ActQ8>),
+    Int8WithSums(Vec<ActQ4Min>),
 }
 
 /// `out [M, N] = x [M, K] · Wᵀ (+ bias)` on instruction set `isa` with up to `threads` threads.
@@ -89,18 +101,39 @@ pub(crate) fn compute_with(isa: Isa, threads: usize, p: &Linear<'_>, out: &mut [
                     .collect(),
             )
         }
+        Weights::Q8Group { .. } => Prepared::Int8Blocks(
+            p.x.chunks_exact(k)
+                .map(|x| {
+                    let mut a = ActQ8::default();
+                    qblocks::prep_q8(x, &mut a);
+                    a
+                })
+                .collect(),
+        ),
+        Weights::Q4Min { group, .. } => {
+            let mut scratch = Vec::new();
+            Prepared::Int8WithSums(
+                p.x.chunks_exact(k)
+                    .map(|x| {
+                        let mut a = ActQ4Min::default();
+                        qblocks::prep_q4_1(x, group, &mut a, &mut scratch);
+                        a
+                    })
+                    .collect(),
+            )
+        }
         _ => Prepared::Plain,
     };
     // Weight rows per sub-block: ~32 KiB of weights, so M > 1 reuses them from cache.
     let row_bytes = match p.w {
         Weights::F32(_) => 4 * k,
         Weights::F16(_) => 2 * k,
-        Weights::Q8 { .. } => k,
-        Weights::Q4 { .. } => k / 2,
+        Weights::Q8 { .. } | Weights::Q8Group { .. } => k,
+        Weights::Q4 { .. } | Weights::Q4Min { .. } => k / 2,
     };
     let sub = ((32 << 10) / row_bytes.max(1)).clamp(4, 256) & !3;
     pool::for_col_blocks(threads, out, m, n, 4, &|mut blk| {
-        let mut scale_buf: Vec<f32> = Vec::new();
+        let (mut scale_buf, mut min_buf, mut tmp): (Vec<f32>, Vec<f32>, Vec<f32>) = Default::default();
         let mut nb = blk.start;
         while nb < blk.end {
             let ne = (nb + sub).min(blk.end);
@@ -133,8 +166,25 @@ pub(crate) fn compute_with(isa: Isa, threads: usize, p: &Linear<'_>, out: &mut [
                         let o = &mut blk.row(i)[lo..hi];
                         match &prepared {
                             Prepared::Int8(acts) => qgemv::rows_8da4w(isa, wr, k, s, group, &acts[i], o),
-                            Prepared::Plain => unreachable!("int4 weights always prepare activations"),
+                            _ => unreachable!("int4 weights always prepare int8 activations"),
                         }
+                    }
+                }
+                Weights::Q8Group { w, scales, group } => {
+                    let groups = k / group;
+                    let s = row_scales(isa, scales, nb * groups, ne * groups, &mut scale_buf);
+                    let Prepared::Int8Blocks(acts) = &prepared else { unreachable!("grouped int8 prepares int8 blocks") };
+                    for (i, a) in acts.iter().enumerate() {
+                        qblocks::rows_q8g(isa, &w[nb * k..ne * k], k, s, group, a, &mut blk.row(i)[lo..hi]);
+                    }
+                }
+                Weights::Q4Min { w, scales, mins, group } => {
+                    let groups = k / group;
+                    let d = row_scales(isa, scales, nb * groups, ne * groups, &mut scale_buf);
+                    let mn = row_scales(isa, mins, nb * groups, ne * groups, &mut min_buf);
+                    let Prepared::Int8WithSums(acts) = &prepared else { unreachable!("int4 with minimums prepares sums") };
+                    for (i, a) in acts.iter().enumerate() {
+                        qblocks::rows_q4_1(isa, &w[nb * k / 2..ne * k / 2], k, d, mn, group, a, &mut blk.row(i)[lo..hi], &mut tmp);
                     }
                 }
             }
@@ -256,6 +306,8 @@ mod tests {
             Kind::Q8 => Weights::Q8 { w: &w8, scales: &s8 },
             Kind::Q4 => Weights::Q4 { w: &w4, scales, group, da: false },
             Kind::Da4w => Weights::Q4 { w: &w4, scales, group, da: true },
+            // Held to their own rounding bounds in `qblocks`' tests.
+            Kind::Q8Group | Kind::Q4Min => unreachable!("not checked here"),
         };
         let p = Linear { x: &x, m, k, n, bias: bias.then_some(&b[..]), w };
         let mut want = vec![0.0; m * n];

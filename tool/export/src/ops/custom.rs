@@ -121,4 +121,14 @@ pub(super) const SCHEMAS: &[(&str, &str)] = &[
         "rbuild::linear_8da4w(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, int group_size) -> Tensor",
         "rbuild::linear_8da4w.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, int group_size, *, Tensor(a!) out) -> Tensor(a!)",
     ),
+    // GGUF's block formats kept as the file stores them: Q8_0 (int8, a scale per group) and Q4_1
+    // (unsigned int4, a scale and a minimum per group).
+    (
+        "rbuild::linear_q8g(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, int group_size) -> Tensor",
+        "rbuild::linear_q8g.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor? bias, int group_size, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
+    (
+        "rbuild::linear_q4_1(Tensor input, Tensor weight, Tensor weight_scales, Tensor weight_mins, Tensor? bias, int group_size) -> Tensor",
+        "rbuild::linear_q4_1.out(Tensor input, Tensor weight, Tensor weight_scales, Tensor weight_mins, Tensor? bias, int group_size, *, Tensor(a!) out) -> Tensor(a!)",
+    ),
 ];

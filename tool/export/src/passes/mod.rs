@@ -8,6 +8,7 @@ pub mod decompose;
 pub mod fold_bn;
 pub mod fuse_int8;
 pub mod noop;
+pub mod prequantized;
 pub mod quantize;
 pub mod quantize_static;
 pub mod to_out;

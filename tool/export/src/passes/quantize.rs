@@ -6,6 +6,7 @@
 //! - int4 weight-only: groups of `group` along K, symmetric → `rbuild::linear_q4`;
 //! - 8da4w: the same int4 weights with activations quantized to int8 at run time →
 //!   `rbuild::linear_8da4w`;
+//! - weights that arrive quantized (GGUF blocks): see [`super::prequantized`];
 //! - embeddings: 8-bit per row (`quantized_decomposed::embedding_byte`) or 4-bit per group
 //!   (`quantized_decomposed::embedding_4bit`, ExecuTorch's packing), both runnable by
 //!   ExecuTorch's quantized kernels.
@@ -17,6 +18,7 @@
 use half::f16;
 use rbuild_runtime::ScalarType;
 
+pub use super::prequantized::{replace_linear_with_blocks, use_prequantized_linears, Blocks, PreQuantized};
 use super::{f32_bytes, f32s};
 use crate::error::{ExportError, Result};
 use crate::graph::{Arg, ConstData, Graph, Origin, TensorMeta, ValueId};
