@@ -4,14 +4,17 @@
 //! method, one program. The CLI and the recipe build step call only this module, so a new
 //! family is a module in `models/` plus one entry in [`FAMILIES`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rbuild_export::emit::{self, Getter, MethodSpec};
 use rbuild_export::error::Result;
+use rbuild_export::passes::prequantized::{self, PreQuantized};
 use rbuild_export::passes::quantize::{self, EmbeddingQuant, LinearQuant};
 use rbuild_export::passes::{self, Options};
+use rbuild_export::graph::Arg;
 use rbuild_export::{plan, ExportError, Graph};
 
 /// Where the weights come from.
@@ -81,6 +84,9 @@ pub struct FamilyProgram {
     /// e.g. "llama (4 layers, dim 128, vocab 259)".
     pub description: String,
     pub notes: Vec<String>,
+    /// Linear weights that arrived quantized in a format rbuild keeps (GGUF blocks), by name:
+    /// kept as they are when the export quantizes linears.
+    pub prequantized: Arc<HashMap<String, PreQuantized>>,
 }
 
 /// A model family.
@@ -175,6 +181,27 @@ pub fn export_with(family: &dyn Family, source: &Source, o: &ExportOptions, dele
     }
     let mut description = built.description;
     let mut notes = built.notes;
+    if o.linear.is_some() && !built.prequantized.is_empty() {
+        let mut kept = BTreeMap::<&'static str, usize>::new();
+        for m in &mut methods {
+            for n in &m.graph.nodes {
+                if n.op == "aten::linear" {
+                    if let Some(Arg::Tensor(v)) = n.args.get(1) {
+                        let Some(w) = built.prequantized.get(&m.graph.values[*v].name) else { continue };
+                        *kept.entry(w.op()).or_default() += 1;
+                    }
+                }
+            }
+            prequantized::use_prequantized_linears(&mut m.graph, &built.prequantized)?;
+            let r = prequantized::use_prequantized_embeddings(&mut m.graph, &built.prequantized)?;
+            if r.quantized > 0 {
+                *kept.entry("quantized_decomposed::embedding_byte").or_default() += r.quantized;
+            }
+            notes.extend(r.skipped);
+        }
+        let list: Vec<String> = kept.iter().map(|(op, n)| format!("{n} × {op}")).collect();
+        notes.push(format!("kept the file's quantization: {}", list.join(", ")));
+    }
     if let Some(mode) = o.linear {
         let mut quantized = 0;
         for m in &mut methods {

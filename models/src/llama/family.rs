@@ -26,6 +26,7 @@ impl Family for Llama {
         let (config, mut params) = match source {
             Source::Checkpoint(dir) => {
                 let (c, w) = open_checkpoint(dir)?;
+                notes.extend(w.import_notes.iter().cloned());
                 (c, Params::new(&w))
             }
             Source::Demo { seed } => {
@@ -54,7 +55,11 @@ impl Family for Llama {
         };
         let description =
             format!("{} ({} layers, dim {}, vocab {})", config.arch.name(), config.num_hidden_layers, config.hidden_size, config.vocab_size);
-        Ok(FamilyProgram { methods: vec![MethodGraph { name: "forward".into(), graph }], getters, description, notes })
+        let prequantized = params.weights().prequantized.clone();
+        if !prequantized.is_empty() && o.linear.is_none() {
+            notes.push(format!("{} linears stored as GGUF blocks dequantized to float32 (quantize none)", prequantized.len()));
+        }
+        Ok(FamilyProgram { methods: vec![MethodGraph { name: "forward".into(), graph }], getters, description, notes, prequantized })
     }
 
     fn demo_tokenizer_json(&self) -> Option<String> {

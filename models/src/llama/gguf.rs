@@ -2,12 +2,18 @@
 //! `{arch}.*` metadata, the weights under their Hugging Face names, with llama.cpp's Q/K row
 //! permutation undone, so the same forward builds it as from a checkpoint folder.
 //!
-//! Tensors are dequantized to float32 here; [`GgufWeights::native`] keeps the raw blocks of
-//! the linears whose GGUF type rbuild stores as it is (the quantize pass takes them from there).
+//! Tensors are dequantized to float32 here; the linears whose GGUF type rbuild stores as it is
+//! (Q4_0, Q4_1, Q8_0) are also kept as blocks ([`Weights::prequantized`]), which the export
+//! uses when it quantizes linears.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
+
+use half::f16;
 
 use rbuild_export::error::Result;
+use rbuild_export::passes::prequantized::{Blocks, PreQuantized};
 use rbuild_export::ExportError;
 use rbuild_gguf::{GgmlType, GgufFile, TensorInfo};
 use rbuild_runtime::ScalarType;
@@ -208,24 +214,104 @@ pub fn reorder_rows(data: &[u8], row_bytes: usize, order: &[usize]) -> Vec<u8> {
     out
 }
 
-/// Every tensor under its HF name, dequantized to float32 and un-permuted.
+/// Every tensor under its HF name, dequantized to float32 and un-permuted; the linear
+/// weights stored in a block format rbuild keeps are also kept as blocks
+/// ([`Weights::prequantized`]).
 fn weights(file: &GgufFile, c: &LlamaConfig) -> Result<Weights> {
     let arch = architecture(file)?;
     let mut w = Weights::default();
     w.source = file.path().to_string();
+    let mut blocks = HashMap::new();
+    let mut converted: BTreeMap<&'static str, usize> = BTreeMap::new();
     for t in file.tensors() {
         if t.name == "rope_freqs.weight" {
             continue; // read into the config
         }
         let name = hf_name(&t.name).ok_or_else(|| invalid(file, format!("tensor '{}' is not part of the {arch} architecture", t.name)))?;
         let shape = t.shape();
+        let heads = permuted_heads(arch, &t.name, c);
+        if t.ggml_type.is_quantized() {
+            if shape.len() == 2 && native_type(t.ggml_type) {
+                blocks.insert(name.clone(), prequantized(file, t, heads)?);
+            } else {
+                *converted.entry(t.ggml_type.name()).or_default() += 1;
+            }
+        }
         let values = file.dequantize(t).map_err(gguf_err)?;
         let mut bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        if let Some(heads) = permuted_heads(arch, &t.name, c) {
+        if let Some(heads) = heads {
             bytes = unpermute(file, t, &bytes, heads, 4)?;
         }
         w.insert(&name, ScalarType::Float, &shape, bytes);
     }
+    for (ty, n) in converted {
+        w.import_notes.push(format!("{n} {ty} tensors dequantized (rbuild has no {ty} kernel): the recipe's quantize applies to them"));
+    }
+    w.prequantized = Arc::new(blocks);
+    Ok(w)
+}
+
+/// The blocks of a Q4_0 / Q4_1 / Q8_0 linear weight in rbuild's layouts (group 32), rows
+/// un-permuted like the float values.
+fn prequantized(file: &GgufFile, t: &TensorInfo, heads: Option<usize>) -> Result<PreQuantized> {
+    let shape = t.shape();
+    let (rows, cols) = (shape[0], shape[1]);
+    let bytes = file.tensor_bytes(t);
+    // A block's 16 bytes hold elements j (low nibble) and j + 16 (high nibble); rbuild packs
+    // neighbours: element k in byte k/2, low nibble for even k.
+    let repack = |qs: &[u8; 16], out: &mut Vec<u8>| {
+        let code = |k: usize| if k < 16 { qs[k] & 0x0f } else { qs[k - 16] >> 4 };
+        out.extend((0..16).map(|i| code(2 * i) | (code(2 * i + 1) << 4)));
+    };
+    let mut blocks = match t.ggml_type {
+        GgmlType::Q4_0 => {
+            let (mut packed, mut scales) = (Vec::with_capacity(rows * cols / 2), Vec::with_capacity(rows * cols / 32));
+            for (d, qs) in rbuild_gguf::blocks::q4_0(bytes) {
+                scales.push(d);
+                repack(&qs, &mut packed);
+            }
+            Blocks::Q4 { packed, scales }
+        }
+        GgmlType::Q4_1 => {
+            let (mut packed, mut scales, mut mins) = (Vec::with_capacity(rows * cols / 2), Vec::new(), Vec::new());
+            for (d, m, qs) in rbuild_gguf::blocks::q4_1(bytes) {
+                scales.push(d);
+                mins.push(m);
+                repack(&qs, &mut packed);
+            }
+            Blocks::Q4Min { packed, scales, mins }
+        }
+        GgmlType::Q8_0 => {
+            let (mut q, mut scales) = (Vec::with_capacity(rows * cols), Vec::new());
+            for (d, qs) in rbuild_gguf::blocks::q8_0(bytes) {
+                scales.push(d);
+                q.extend(qs);
+            }
+            Blocks::Q8Group { q, scales }
+        }
+        other => return Err(invalid(file, format!("tensor '{}': {other} is not kept as blocks", t.name))),
+    };
+    if let Some(heads) = heads {
+        let order = unpermuted_rows(rows, heads)
+            .ok_or_else(|| invalid(file, format!("tensor '{}' has {rows} rows, not {heads} heads of an even size", t.name)))?;
+        let per_row = |len: usize| len / rows.max(1);
+        let reorder_f16 = |v: &[f16]| -> Vec<f16> { order.iter().flat_map(|&r| v[r * per_row(v.len())..(r + 1) * per_row(v.len())].iter().copied()).collect() };
+        blocks = match blocks {
+            Blocks::Q4 { packed, scales } => Blocks::Q4 { packed: reorder_rows(&packed, per_row(packed.len()), &order), scales: reorder_f16(&scales) },
+            Blocks::Q4Min { packed, scales, mins } => Blocks::Q4Min {
+                packed: reorder_rows(&packed, per_row(packed.len()), &order),
+                scales: reorder_f16(&scales),
+                mins: reorder_f16(&mins),
+            },
+            Blocks::Q8Group { q, scales } => {
+                let bytes: Vec<u8> = q.iter().map(|&v| v as u8).collect();
+                let q = reorder_rows(&bytes, cols, &order).into_iter().map(|b| b as i8).collect();
+                Blocks::Q8Group { q, scales: reorder_f16(&scales) }
+            }
+        };
+    }
+    let w = PreQuantized { rows, cols, group: 32, blocks };
+    w.check(&t.name)?;
     Ok(w)
 }
 

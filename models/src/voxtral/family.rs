@@ -77,7 +77,7 @@ impl Family for Voxtral {
             c.tokens_per_chunk(),
             c.chunk_frames()
         );
-        Ok(FamilyProgram { methods, getters: getters(&c, &kv, max_chunks), description, notes })
+        Ok(FamilyProgram { methods, getters: getters(&c, &kv, max_chunks), description, notes, prequantized: Default::default() })
     }
 
     fn takes_audio(&self) -> bool {

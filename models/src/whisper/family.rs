@@ -85,7 +85,7 @@ impl Family for Whisper {
             c.frames_per_window(),
             c.vocab_size
         );
-        Ok(FamilyProgram { methods, getters: getters(&c, cache_len, max_samples, o.core_aten), description, notes })
+        Ok(FamilyProgram { methods, getters: getters(&c, cache_len, max_samples, o.core_aten), description, notes, prequantized: Default::default() })
     }
 
     fn tokenizer_required(&self) -> bool {

@@ -9,6 +9,7 @@ use safetensors::SafeTensors;
 
 use crate::error::{ExportError, Result};
 use crate::graph::ConstData;
+use crate::passes::prequantized::PreQuantized;
 
 #[derive(Clone, Debug)]
 struct Entry {
@@ -23,6 +24,11 @@ pub struct Weights {
     entries: HashMap<String, Entry>,
     /// Where the weights came from, for messages.
     pub source: String,
+    /// Linear weights the file stores in a block format rbuild keeps as it is (a GGUF file's
+    /// Q4_0, Q4_1, Q8_0), by name; the entries above hold their float32 values too.
+    pub prequantized: Arc<HashMap<String, PreQuantized>>,
+    /// Notes on how the file's tensors were read (e.g. block formats dequantized).
+    pub import_notes: Vec<String>,
 }
 
 /// The runtime dtype of a safetensors dtype (None for those the runtime has no type for).
@@ -87,7 +93,7 @@ impl Weights {
             let data = ConstData::Mapped(map.clone(), start..start + view.data().len());
             entries.insert(name, Entry { dtype: dt, shape: view.shape().to_vec(), data });
         }
-        Ok(Weights { entries, source: path.display().to_string() })
+        Ok(Weights { entries, source: path.display().to_string(), ..Weights::default() })
     }
 
     /// Adds every tensor of `other` (another shard of the same checkpoint); a name present in

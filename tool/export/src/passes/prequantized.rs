@@ -15,7 +15,7 @@ use rbuild_runtime::ScalarType;
 
 use super::quantize::QuantReport;
 use crate::error::{ExportError, Result};
-use crate::graph::{Arg, ConstData, Graph, Origin, TensorMeta};
+use crate::graph::{Arg, ConstData, Graph, Origin, TensorMeta, ValueId};
 
 /// A `[rows, cols]` linear weight (out_features × in_features, as `aten::linear` takes it)
 /// stored as blocks of `group` consecutive elements of a row, each with its own parameters.
@@ -163,6 +163,52 @@ pub fn use_prequantized_linears(g: &mut Graph, weights: &HashMap<String, PreQuan
     let mut unused: Vec<String> = weights.keys().filter(|n| !stored.contains_key(*n)).map(|n| format!("{n}: no aten::linear reads it")).collect();
     unused.sort();
     report.skipped = unused;
+    Ok(report)
+}
+
+/// Every `aten::embedding` whose table is a constant named in `weights` with Q8_0 blocks
+/// becomes ExecuTorch's `quantized_decomposed::embedding_byte` with one float32 scale per
+/// block (the same values: `d·q`); the int8 codes are shared with a tied linear already
+/// rewritten by [`use_prequantized_linears`] (its `{name}.q8g` constant). Other block formats
+/// keep the float table (the lookup has no layout for them).
+pub fn use_prequantized_embeddings(g: &mut Graph, weights: &HashMap<String, PreQuantized>) -> Result<QuantReport> {
+    let mut report = QuantReport::default();
+    let mut tables: HashMap<String, (ValueId, ValueId)> = HashMap::new();
+    for i in 0..g.nodes.len() {
+        if g.nodes[i].op != "aten::embedding" {
+            continue;
+        }
+        let Some(Arg::Tensor(wv)) = g.nodes[i].args.first().cloned() else { continue };
+        let name = g.values[wv].name.clone();
+        let Some(w) = weights.get(&name) else { continue };
+        let Blocks::Q8Group { q, scales } = &w.blocks else {
+            report.skipped.push(format!("{name}: {} blocks have no embedding lookup; the table stays float32", w.op()));
+            continue;
+        };
+        if !matches!(g.values[wv].origin, Origin::Const(_)) || g.meta(wv).sizes().as_deref() != Some(&[w.rows, w.cols][..]) {
+            continue;
+        }
+        w.check(&name)?;
+        let (table, scale) = *tables.entry(name.clone()).or_insert_with(|| {
+            let codes = g.values.iter().position(|v| v.name == format!("{name}.q8g") && matches!(v.origin, Origin::Const(_)));
+            let table = codes.unwrap_or_else(|| {
+                g.add_value(TensorMeta::fixed(ScalarType::Char, &[w.rows, w.cols]), Origin::Const(ConstData::owned(q.iter().map(|&c| c as u8).collect())), format!("{name}.q8g"))
+            });
+            let bytes: Vec<u8> = scales.iter().flat_map(|d| d.to_f32().to_le_bytes()).collect();
+            let scale = g.add_value(TensorMeta::fixed(ScalarType::Float, &[w.rows, w.cols / w.group]), Origin::Const(ConstData::owned(bytes)), format!("{name}.embedding_scales"));
+            (table, scale)
+        });
+        let op = "quantized_decomposed::embedding_byte";
+        let args = vec![Arg::Tensor(table), Arg::Tensor(scale), Arg::None, Arg::Int(-128), Arg::Int(127), g.nodes[i].args[1].clone()];
+        let metas = crate::shape::infer(g, op, &args)?;
+        let old = &g.values[g.nodes[i].outputs[0]].meta;
+        if metas.len() != 1 || metas[0] != *old {
+            return Err(ExportError::Invalid(format!("{op} for {name} gives {metas:?}, the embedding gave {old:?}")));
+        }
+        g.nodes[i].op = op.to_string();
+        g.nodes[i].args = args;
+        report.quantized += 1;
+    }
     Ok(report)
 }
 
