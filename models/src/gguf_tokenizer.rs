@@ -203,12 +203,9 @@ fn sentencepiece(file: &GgufFile, v: &Vocab<'_>) -> Result<Value> {
     // Byte tokens (<0x0A>) and control tokens take no part in merges.
     let mergeable: Vec<&str> = v.tokens.iter().zip(&v.types).map(|(t, ty)| if *ty == 1 || *ty == TOKEN_USER_DEFINED { *t } else { "\u{0}" }).collect();
     let merges: Vec<Value> = merges_from_scores(&mergeable, scores).into_iter().filter(|(a, b)| a != "\u{0}" && b != "\u{0}").map(|(a, b)| json!([a, b])).collect();
-    let replace_space = json!({"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"});
-    let normalizer = if add_prefix {
-        json!({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u{2581}"}, replace_space]})
-    } else {
-        replace_space
-    };
+    // ▁ for spaces, and one before the text when the file asks for it (unless the text starts
+    // with a space already): the Metaspace pre-tokenizer transformers' GGUF conversion writes.
+    let pre_tokenizer = json!({"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": if add_prefix { "first" } else { "never" }, "split": false});
     let mut decoders = vec![json!({"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "}), json!({"type": "ByteFallback"}), json!({"type": "Fuse"})];
     if add_prefix {
         decoders.push(json!({"type": "Strip", "content": " ", "start": 1, "stop": 0}));
@@ -218,8 +215,8 @@ fn sentencepiece(file: &GgufFile, v: &Vocab<'_>) -> Result<Value> {
         "truncation": null,
         "padding": null,
         "added_tokens": added_tokens(v),
-        "normalizer": normalizer,
-        "pre_tokenizer": null,
+        "normalizer": null,
+        "pre_tokenizer": pre_tokenizer,
         "post_processor": bos_processor(bos),
         "decoder": {"type": "Sequence", "decoders": decoders},
         "model": {

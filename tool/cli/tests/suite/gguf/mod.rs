@@ -96,3 +96,36 @@ fn smollm2_gguf_f32_matches_hugging_face_greedy_tokens() {
         assert_eq!(ids(&got["generated_token_ids"]), ids(&case["generated_ids"]), "greedy tokens of {prompt:?} vs transformers");
     }
 }
+
+/// A SentencePiece (`llama`) vocabulary with scores, written by gguf-py
+/// (`write_spm_gguf.py`), converted by rbuild encodes as transformers' own GGUF conversion
+/// does (`spm_transformers.json`): byte fallback, the ▁ prefix, merges from scores, BOS.
+#[test]
+fn sentencepiece_vocabulary_encodes_as_transformers() {
+    let python = std::env::var("RBUILD_PYTHON").unwrap_or_else(|_| common::repo().join(".venv/bin/python").display().to_string());
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = dir.path().join("spm.gguf");
+    let o = Command::new(&python).arg(common::repo().join("models/tests/python/write_spm_gguf.py")).arg(&gguf).output();
+    match o {
+        Ok(o) if o.status.success() => {}
+        other => {
+            let why = other.map(|o| String::from_utf8_lossy(&o.stderr).into_owned()).unwrap_or_else(|e| e.to_string());
+            assert!(std::env::var_os("CI").is_none(), "gguf-py is missing in CI: {why}");
+            eprintln!("skipped: cannot write the GGUF with gguf-py (run tool/ci/setup.sh): {why}");
+            return;
+        }
+    }
+    let file = rbuild_gguf::GgufFile::open(&gguf).unwrap();
+    let json = rbuild_models::gguf_tokenizer::tokenizer_json(&file).unwrap();
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(&path, json).unwrap();
+    let tok = rbuild_runner_support::text::load(&path).unwrap();
+    let reference: serde_json::Value = serde_json::from_str(include_str!("spm_transformers.json")).unwrap();
+    for e in reference["encodings"].as_array().unwrap() {
+        let text = e["text"].as_str().unwrap();
+        let got: Vec<i64> = tok.encode(text, true).unwrap().into_iter().map(i64::from).collect();
+        assert_eq!(got, ids(&e["ids"]), "encoding of {text:?}");
+        let ids32: Vec<u32> = got.iter().map(|&i| i as u32).collect();
+        assert_eq!(tok.decode(&ids32, true).unwrap(), e["decoded"].as_str().unwrap(), "decoding of {text:?}");
+    }
+}
