@@ -7,3 +7,4 @@ pub mod classify;
 pub mod decode;
 pub mod kernels;
 pub mod preprocess;
+pub mod program;

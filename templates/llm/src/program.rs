@@ -75,8 +75,7 @@ impl<'p> ProgramModel<'p> {
         }
         let kv = n_inputs == 2 && meta.use_kv_cache != Some(false);
         let per_call = per_call.min(meta.max_seq_len.unwrap_or(usize::MAX));
-        let mut ctx = KernelContext::default();
-        ctx.threads = threads.max(1);
+        let ctx = KernelContext { threads: threads.max(1) };
         Ok(ProgramModel { method, ctx, kv, per_call, fixed_one, pad_to, vocab_size: meta.vocab_size, bytes: Vec::new() })
     }
 
@@ -116,8 +115,8 @@ impl<'p> ProgramModel<'p> {
         self.logits_row(row)
     }
 
-    /// Row `row` (default: the last) of output 0 (float logits [1, V] or [1, S, V]).
-    fn logits_row(&self, row: Option<usize>) -> Result<Vec<f32>, String> {
+    /// Output 0 checked as float logits [1, V] or [1, S, V]: its bytes, V and the row count.
+    fn logits(&self) -> Result<(&[u8], usize, usize), String> {
         let name = &self.method.name;
         let t = self
             .method
@@ -145,20 +144,75 @@ impl<'p> ProgramModel<'p> {
         if n == 0 || n % v != 0 {
             return Err(format!("method '{name}': logits {dims:?} hold no whole row of {v} entries"));
         }
-        let rows = n / v;
+        Ok((&bytes[..n * 4], v, n / v))
+    }
+
+    /// Row `row` (default: the last) of output 0 (float logits [1, V] or [1, S, V]).
+    fn logits_row(&self, row: Option<usize>) -> Result<Vec<f32>, String> {
+        let (bytes, v, rows) = self.logits()?;
         let r = match row {
             None => rows - 1,
             Some(r) if r < rows && rows == self.pad_to.unwrap_or(rows) => r,
             Some(_) => {
+                let dims = self.method.output_value(0).and_then(Value::as_tensor).map(|t| t.shape.as_slice().to_vec()).unwrap_or_default();
                 return Err(format!(
-                    "method '{name}': logits {dims:?} are not one row per input token, so the row of the last real \
-                     token of a padded input cannot be found (export with full logits, or with a KV cache)"
-                ))
+                    "method '{}': logits {dims:?} are not one row per input token, so the row of the last real \
+                     token of a padded input cannot be found (export with full logits, or with a KV cache)",
+                    self.method.name
+                ));
             }
         };
-        let row = &bytes[r * v * 4..(r + 1) * v * 4];
-        Ok(row.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+        Ok(f32s(&bytes[r * v * 4..(r + 1) * v * 4]))
     }
+
+    /// One call on `tokens` at `start_pos`, never split: every logits row the program returns
+    /// for it. A full-logits program (`get_full_logits`) returns one row per token, others the
+    /// last token's row only; a fixed-length program without KV cache returns the rows of the
+    /// real tokens (not of the padding). Perplexity needs every position; generation needs
+    /// only [`Model::forward`].
+    pub fn forward_rows(&mut self, tokens: &[u32], start_pos: usize) -> Result<LogitRows, String> {
+        if tokens.is_empty() {
+            return Err("forward_rows called with no tokens".into());
+        }
+        if tokens.len() > self.per_call {
+            return Err(format!("method '{}' takes at most {} tokens per call, got {}", self.method.name, self.per_call, tokens.len()));
+        }
+        self.set_tokens(tokens)?;
+        if self.method.inputs().len() == 2 {
+            let pos = (start_pos as i64).to_le_bytes();
+            self.method.set_input_tensor(1, ScalarType::Long, &[1], &pos).map_err(|e| e.to_string())?;
+        }
+        self.method.execute(&mut self.ctx).map_err(|e| e.to_string())?;
+        let (bytes, vocab, rows) = self.logits()?;
+        let rows = match self.pad_to {
+            // Padded: the rows of the real tokens, when there is one per position.
+            Some(n) if rows == n => tokens.len(),
+            Some(_) => return self.logits_row(Some(tokens.len() - 1)).map(|data| LogitRows { vocab, data }),
+            None => rows,
+        };
+        Ok(LogitRows { vocab, data: f32s(&bytes[..rows * vocab * 4]) })
+    }
+}
+
+/// Logits rows of one call, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogitRows {
+    pub vocab: usize,
+    pub data: Vec<f32>,
+}
+
+impl LogitRows {
+    pub fn rows(&self) -> usize {
+        self.data.len() / self.vocab
+    }
+
+    pub fn row(&self, r: usize) -> &[f32] {
+        &self.data[r * self.vocab..(r + 1) * self.vocab]
+    }
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
 }
 
 impl Model for ProgramModel<'_> {

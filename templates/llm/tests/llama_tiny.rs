@@ -117,3 +117,31 @@ fn core_aten_fixed_length_program_gives_the_same_tokens() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("41") && e.contains("40"), "{e}");
 }
+
+/// `forward_rows` (what perplexity needs): a full-logits program returns one row per token, a
+/// last-row program one row, and each position's row is what `forward` computes for the prefix
+/// ending there.
+#[test]
+fn forward_rows_give_every_position_of_a_full_logits_program() {
+    use rbuild_llm_runner::generate::Model;
+    use rbuild_llm_runner::program::load_model;
+    let (_, prompt_ids, _) = reference();
+    let tokens: Vec<u32> = prompt_ids.iter().map(|&t| t as u32).collect();
+    let dir = temp_dir("llama_tiny_rows");
+    let load = |name: &str, full_logits: bool| std::fs::read(export(&dir, name, &KvExport { max_seq_len: 64, full_logits })).unwrap();
+    let (full, last) = (load("full.pte", true), load("last.pte", false));
+    let kernels = rbuild_llm_runner::kernels::registry();
+    let (full_prog, last_prog) = (rbuild_runtime::Program::load(&full).unwrap(), rbuild_runtime::Program::load(&last).unwrap());
+    let (mut f, _) = load_model(&full_prog, &kernels, 1).unwrap();
+    let (mut l, _) = load_model(&last_prog, &kernels, 1).unwrap();
+    let rows = f.forward_rows(&tokens, 0).unwrap();
+    assert_eq!((rows.rows(), rows.vocab), (tokens.len(), 512));
+    assert_eq!(l.forward_rows(&tokens, 0).unwrap().rows(), 1);
+    for (pos, &t) in tokens.iter().enumerate() {
+        // Token by token through the KV cache: the row of the prefix ending at `pos`.
+        let want = l.forward(&[t], pos).unwrap();
+        let worst = rows.row(pos).iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst < 1e-4, "position {pos}: max |diff| {worst}");
+    }
+    assert!(f.forward_rows(&vec![1; 65], 0).unwrap_err().contains("at most 64 tokens"));
+}

@@ -27,6 +27,10 @@ struct Cli {
 enum Command {
     /// Run a method of a .pte program on inputs from a safetensors file.
     Run(cli::run::RunArgs),
+    /// A task metric of a .pte program on held-out data, on the host: perplexity over a text
+    /// (language models), word error rate over WAV files with transcripts (speech models),
+    /// top-1 / top-5 accuracy over class folders of images (classifiers).
+    Eval(cli::eval::EvalArgs),
     /// Export a model (Rust definition + weights) to an ExecuTorch-compatible .pte program.
     Export(cli::export::ExportArgs),
     /// List every recipe × platform with its description.
@@ -122,6 +126,7 @@ fn main() -> ExitCode {
     });
     let result = match cli.command {
         Command::Run(a) => cli::run::run(a),
+        Command::Eval(a) => cli::eval::eval(a),
         Command::Inspect(a) => cli::inspect::inspect(a),
         Command::Ops(a) => cli::ops::ops(a),
         Command::Fetch { spec } => fetch_command(&spec),

@@ -12,6 +12,7 @@
 //!
 #![doc = include_str!("../README.md")]
 
+mod accuracy;
 pub mod board;
 mod choice;
 mod decode;
@@ -23,6 +24,7 @@ mod recipe;
 pub mod suggest;
 mod toolchain;
 
+pub use accuracy::{AccuracyMetric, AccuracyReference, AccuracySpec, MIN_CTX};
 pub use board::{Board, FirmwareLayout, Npu, Region, RegionKind};
 pub use choice::Choice;
 pub use diag::{render, LoadError, Problem, Source};

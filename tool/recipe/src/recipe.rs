@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use kdl::{KdlDocument, KdlNode};
 use miette::{Report, SourceSpan};
 
+use crate::accuracy::AccuracySpec;
 use crate::choice::Choice;
 use crate::decode::{Decoder, Fields, Parent, Spanned};
 use crate::diag::{syntax_problems, LoadError, Problem, Source};
@@ -360,6 +361,8 @@ pub struct VerifySpec {
     pub atol: Option<f64>,
     pub rtol: Option<f64>,
     pub input: VerifyInput,
+    /// The accuracy gate the build checks (`accuracy { … }`), if any.
+    pub accuracy: Option<AccuracySpec>,
 }
 
 /// What `rbuild verify` feeds the model.
@@ -373,7 +376,7 @@ pub enum VerifyInput {
 
 impl Default for VerifySpec {
     fn default() -> Self {
-        VerifySpec { atol: None, rtol: None, input: VerifyInput::Random(0) }
+        VerifySpec { atol: None, rtol: None, input: VerifyInput::Random(0), accuracy: None }
     }
 }
 
@@ -407,7 +410,7 @@ pub struct Catalog<'a> {
 }
 
 const TOP: &[&str] = &["description", "model", "backend", "runner", "platforms", "verify"];
-const VERIFY: &[&str] = &["atol", "rtol", "input", "seed"];
+const VERIFY: &[&str] = &["atol", "rtol", "input", "seed", "accuracy"];
 const MODEL: &[&str] = &[
     "weights",
     "archive",
@@ -540,6 +543,9 @@ fn decode(d: &mut Decoder, doc: &KdlDocument, base: &Path, catalog: &Catalog) ->
             );
         }
     }
+    if let (Some(Some(a)), Some(m), Some(r)) = (verify.as_ref().map(|v| v.accuracy.as_ref()), &model, &runner) {
+        crate::accuracy::check_against(d, a, m, r);
+    }
     Some((description?, model?, backend?, runner?, platforms?, verify?))
 }
 
@@ -577,7 +583,11 @@ fn verify(d: &mut Decoder, node: &KdlNode, base: &Path) -> Option<VerifySpec> {
         (None, Some((seed, _))) => Some(VerifyInput::Random(seed)),
         (None, None) => Some(VerifyInput::Random(0)),
     };
-    Some(VerifySpec { atol: atol?, rtol: rtol?, input: input? })
+    let accuracy = match fields.get("accuracy") {
+        Some(n) => crate::accuracy::accuracy(d, n, base).map(Some),
+        None => Some(None),
+    };
+    Some(VerifySpec { atol: atol?, rtol: rtol?, input: input?, accuracy: accuracy? })
 }
 
 fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Option<ModelSpec> {
@@ -1263,7 +1273,7 @@ pub(crate) fn resolve_file(text: &str, base: &Path) -> Result<PathBuf, PathError
 }
 
 /// `~` expanded, then relative paths joined to `base`.
-fn resolve_path(text: &str, base: &Path) -> Result<PathBuf, PathError> {
+pub(crate) fn resolve_path(text: &str, base: &Path) -> Result<PathBuf, PathError> {
     let path = expand_home(text)?;
     Ok(if path.is_absolute() { path } else { base.join(path) })
 }

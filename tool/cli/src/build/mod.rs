@@ -1,12 +1,14 @@
 //! `rbuild <recipe> [key=value …]`: recipe → export → kernel selection → runner crate →
 //! cargo build → package, as a cached step DAG (see `rbuild-planner`).
 
+pub mod accuracy;
 pub mod bundle_step;
 pub mod ethosu;
 pub mod gpu;
 pub mod xnnpack;
 mod firmware;
 pub mod int8_quality;
+mod llm_export;
 mod steps;
 mod verify_input;
 
@@ -255,6 +257,9 @@ pub fn build(project: &Project, name: &str, overrides: &[String], options: Optio
                 ethosu::print_report(&report);
             }
             int8_quality::print(&program);
+            if loaded.recipe.verify.accuracy.is_some() {
+                accuracy::print(&program);
+            }
             steps::print_artifacts(&artifacts);
             for p in loaded.platforms.iter().filter(|p| p.gpu == Some(rbuild_recipe::PlatformGpu::Cuda)) {
                 if let Err(e) = crate::cuda::ready() {

@@ -6,8 +6,7 @@ use rbuild_export::weights::Weights;
 use rbuild_export::{emit, passes, plan};
 use rbuild_planner::cache::write_atomic;
 use rbuild_planner::{Dag, FileHashes, KeyHasher, StepSpec};
-use rbuild_models::family::{ExportOptions, Source};
-use rbuild_recipe::{Backend, Choice, Dtype, Quantize, WeightsSource, PTE_MODEL};
+use rbuild_recipe::{Backend, Dtype, Quantize, WeightsSource, PTE_MODEL};
 
 use super::{Artifacts, Loaded};
 use crate::error::{CliError, CliResult};
@@ -21,7 +20,7 @@ use crate::project::Project;
 const RUNNER_LTO: &str = "thin";
 
 /// What identifies this rbuild: a rebuilt tool invalidates every step.
-fn tool_version() -> String {
+pub(super) fn tool_version() -> String {
     let exe = std::env::current_exe().ok();
     let stat = exe.as_deref().and_then(|p| rbuild_planner::hash::stat(p).ok());
     format!("{} {:?}", env!("CARGO_PKG_VERSION"), stat)
@@ -79,7 +78,7 @@ fn template_hash(project: &Project, template: &Path, hashes: &mut FileHashes) ->
     Ok(k.finish())
 }
 
-fn step_err(e: impl std::fmt::Display) -> String {
+pub(super) fn step_err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
@@ -119,12 +118,12 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
     let int8_quality = (r.model.quantize == Quantize::Int8 && !r.model.is_language_model()).then(|| super::int8_quality::path(&program));
 
     let extra_files = if r.model.is_language_model() {
-        add_llm_export(dag, r, hashes, &version, &program, &recipe_out.join("program"))?
+        super::llm_export::add(dag, r, hashes, &version, &program, &recipe_out.join("program"))?
     } else if r.model.is_prebuilt() {
         add_prebuilt_program(dag, r, hashes, &version, &program)?;
         vec![]
     } else {
-        add_image_export(dag, project, r, hashes, &version, &program)?;
+        add_image_export(dag, "export", project, r, hashes, &version, &program)?;
         vec![]
     };
 
@@ -140,6 +139,9 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
         add_select(dag, "select-cpu-lowering", pte, kernels, &version, "cpu")?;
     }
     let verify_input = super::verify_input::add(dag, r, hashes, &version, &program)?;
+    // The accuracy gate runs before any runner is compiled: a failing build fails early.
+    let accuracy_step = super::accuracy::add(dag, project, r, hashes, &version, &program, &extra_files)?;
+    let accuracy_json = accuracy_step.map(|_| super::accuracy::path(&program));
 
     let template = project.template_dir(&r.runner.template);
     let template_hash = template_hash(project, &template, hashes)?;
@@ -316,6 +318,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
         let (pte_to, manifest) = (dir.join("model.pte"), dir.join("manifest.json"));
         let (pte_from, pt, mf, kj, rb, ab) = (program.clone(), pte_to.clone(), manifest.clone(), kernels_json.clone(), bin.clone(), all_bin.clone());
         let gpu_report = r.backend.gpu.map(|_| super::gpu::report_path(&program));
+        let accuracy = accuracy_json.clone();
         // Tokenizer files (language models) sit next to the program.
         let extras: Vec<(PathBuf, PathBuf)> =
             extra_files.iter().filter_map(|(f, _)| f.file_name().map(|n| (f.clone(), dir.join(n)))).collect();
@@ -341,7 +344,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             "rbuild": env!("CARGO_PKG_VERSION"),
         });
         let mut deps = vec!["export".to_string(), "select".into(), format!("runner:{}", p.name), format!("baseline:{}", p.name)];
-        for (_, step) in &extra_files {
+        for step in extra_files.iter().map(|(_, step)| *step).chain(accuracy_step) {
             if !deps.iter().any(|d| d == step) {
                 deps.push(step.to_string());
             }
@@ -389,6 +392,10 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
                     let text = std::fs::read_to_string(report).map_err(|e| format!("{}: {e}", report.display()))?;
                     info["delegation"] = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", report.display()))?;
                 }
+                // The accuracy gate's table (verify { accuracy }).
+                if let Some(table) = &accuracy {
+                    info["accuracy"] = super::accuracy::manifest_entry(table)?;
+                }
                 write_atomic(&mf, serde_json::to_string_pretty(&info).map_err(step_err)?.as_bytes()).map_err(step_err)
             },
         )
@@ -423,7 +430,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
     Ok(Artifacts { files, runners })
 }
 
-/// The export step of an image model: definition + weights file (or seeded random) → .pte.
+/// The kernel-selection step `id`: the program's operators → kernels.json.
 fn add_select(dag: &mut Dag<'_>, id: &str, program: &Path, kernels_json: &Path, version: &str, backend: &'static str) -> CliResult {
     let (p_in, k_out) = (program.to_path_buf(), kernels_json.to_path_buf());
     dag.add(
@@ -448,7 +455,8 @@ fn add_select(dag: &mut Dag<'_>, id: &str, program: &Path, kernels_json: &Path, 
     .map_err(CliError)
 }
 
-fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path) -> CliResult {
+/// The step `id` exporting an image model (or a `.pt2` archive) to `program`.
+pub(super) fn add_image_export(dag: &mut Dag<'_>, id: &str, project: &Project, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path) -> CliResult {
     if r.backend.gpu.is_some() {
         return Err(CliError(format!("{}: backend gpu builds the sequence-model families (whisper, llama) for now; image models use `cpu` or `ethos-u`", r.name)));
     }
@@ -530,7 +538,7 @@ fn add_image_export(dag: &mut Dag<'_>, project: &Project, r: &rbuild_recipe::Rec
         Some(n) => format!("export {} ({}) for {} via Vela {}", model, weights, n.options.accelerator, n.vela.version),
         None => format!("export {} ({})", model, weights),
     };
-    dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs }, move |_| {
+    dag.add(StepSpec { id: id.into(), label, deps: vec![], key, outputs }, move |_| {
         if dtype != Dtype::Float32 || !matches!(quantize, Quantize::None | Quantize::Int8) {
             return Err(format!("{model}: image models export as float32, unquantized or int8"));
         }
@@ -663,214 +671,6 @@ fn import_pt2(archive_path: &Path, bounds: &[(String, usize, usize)]) -> Result<
         report.inputs.join("; ")
     );
     Ok(lowered.graph)
-}
-
-/// Every file of a checkpoint folder that defines the model (config, weights, index); a
-/// single-file checkpoint (GGUF) is itself.
-fn checkpoint_files(dir: &Path) -> Vec<PathBuf> {
-    if dir.is_file() {
-        return vec![dir.to_path_buf()];
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            name == "config.json" || name == "generation_config.json" || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json")
-        })
-        .collect();
-    files.sort();
-    files
-}
-
-/// The export and tokenizer steps of a language model; returns the tokenizer files the
-/// runner needs next to the program.
-fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path, dir: &Path) -> CliResult<Vec<(PathBuf, &'static str)>> {
-    let llm = r.model.llm.clone().ok_or_else(|| CliError(format!("{}: not a language model", r.name)))?;
-    let mut key = KeyHasher::new();
-    key.add("tool", version).add("model", &r.model.arch).add("llm", &format!("{llm:?}")).add("quantize", &format!("{:?}", r.model.quantize));
-    let checkpoint = match &r.model.weights {
-        WeightsSource::Folder(d) | WeightsSource::File(d) => {
-            for f in checkpoint_files(d) {
-                let h = hashes.hash(&f).map_err(|e| CliError(format!("{}: {}: {e}", r.name, f.display())))?;
-                key.add(&f.display().to_string(), &h);
-            }
-            Some(d.clone())
-        }
-        WeightsSource::Random(seed) => {
-            key.add("weights", &format!("demo seed {seed}"));
-            None
-        }
-    };
-    // The recipe's names are the export's names (one table: the recipe crate's choices).
-    let linear = r.model.quantize.name();
-    let embedding = llm.embedding_quantize.name();
-    let source = match (&checkpoint, &r.model.weights) {
-        (Some(d), _) => Source::Checkpoint(d.clone()),
-        (None, WeightsSource::Random(seed)) => Source::Demo { seed: *seed },
-        (None, _) => Source::Demo { seed: 0 },
-    };
-    let options = ExportOptions {
-        max_seq_len: Some(llm.max_seq_len),
-        full_logits: llm.full_logits,
-        max_audio_seconds: llm.max_audio_seconds.map(f64::from),
-        linear: crate::family::parse_linear_quant(linear, llm.group_size)?,
-        embedding: crate::family::parse_embedding_quant(embedding, llm.group_size)?,
-        ..ExportOptions::default()
-    };
-    let family = crate::family::family(&r.model.arch)?;
-    let arch = r.model.arch.clone();
-    let tokenizer_arch = arch.clone();
-    let program_out = program.to_path_buf();
-    let mut label = format!("export {} ({}, {linear}, max_seq_len {})", r.model.arch, r.model.weights, llm.max_seq_len);
-    let mut export_outputs = vec![program.to_path_buf()];
-    // backend "gpu": the float program with its GPU subgraphs delegated; weights stored in the
-    // backend's dtype (quantization is the CPU backends' business).
-    if r.backend.kind == Backend::Xnnpack {
-        return Err(CliError(format!("{}: backend xnnpack delegates the image models (CNNs) for now; {} uses `cpu` or `gpu`", r.name, r.model.arch)));
-    }
-    let gpu = r.backend.gpu.map(|g| (g, r.backend.fallback));
-    if let Some((g, fallback)) = gpu {
-        if r.model.quantize != Quantize::None {
-            return Err(CliError(format!(
-                "{}: backend gpu runs float programs: set `quantize \"none\"` and the weights' precision with the backend's `dtype \"float16\"`",
-                r.name
-            )));
-        }
-        key.add("gpu", &format!("{:?} {:?} {:?}", g.api, g.dtype, fallback));
-        label += &format!(", GPU delegate ({} weights)", g.dtype.name());
-        export_outputs.push(super::gpu::report_path(program));
-    }
-    dag.add(StepSpec { id: "export".into(), label, deps: vec![], key, outputs: export_outputs }, move |_| {
-        if let Some((g, fallback)) = gpu {
-            return super::gpu::export(&arch, &source, &options, g.api, super::gpu::weight_dtype(g.dtype), fallback, &program_out);
-        }
-        let (bytes, report) = crate::family::export(&arch, &source, &options).map_err(|e| e.0)?;
-        for n in &report.notes {
-            eprintln!("note: {n}");
-        }
-        write_atomic(&program_out, &bytes).map_err(step_err)
-    })
-    .map_err(CliError)?;
-
-    // Files the family's runner gets beside the program (the speech demo's WAV).
-    let mut outputs = Vec::new();
-    let runner_files = family.runner_files();
-    if !runner_files.is_empty() {
-        let mut key = KeyHasher::new();
-        key.add("tool", version).add("family", family.name());
-        let paths: Vec<PathBuf> = runner_files.iter().map(|(name, _)| dir.join(name)).collect();
-        let names: Vec<&str> = runner_files.iter().map(|(name, _)| *name).collect();
-        let label = format!("runner files: {}", names.join(", "));
-        let to = paths.clone();
-        dag.add(StepSpec { id: "runner-files".into(), label, deps: vec![], key, outputs: paths.clone() }, move |_| {
-            for ((_, bytes), path) in runner_files.iter().zip(&to) {
-                write_atomic(path, bytes).map_err(step_err)?;
-            }
-            Ok(())
-        })
-        .map_err(CliError)?;
-        outputs.extend(paths.into_iter().map(|p| (p, "runner-files")));
-    }
-
-    // tokenizer: the recipe's file, else the checkpoint's (the family's file names in order:
-    // Voxtral's tekken.json before tokenizer.json), else the demo's; tokenizer_config.json
-    // (chat template) travels with it when present.
-    let tokenizer_names = family.tokenizer_files();
-    // A GGUF file carries its tokenizer: converted to tokenizer.json + tokenizer_config.json.
-    let gguf = checkpoint.clone().filter(|d| rbuild_models::llama::gguf::is_gguf(d));
-    if let (Some(file), None) = (&gguf, &llm.tokenizer) {
-        return add_gguf_tokenizer(dag, file, hashes, version, dir, outputs);
-    }
-    let tokenizer_source = llm
-        .tokenizer
-        .clone()
-        .or_else(|| checkpoint.as_ref().and_then(|d| tokenizer_names.iter().map(|n| d.join(n)).find(|p| p.is_file())));
-    if checkpoint.is_some() && tokenizer_source.is_none() {
-        if !family.tokenizer_required() {
-            eprintln!("note: {}: {} has no {} (give one with tokenizer=PATH); the runner will print token ids", r.name, r.model.weights, tokenizer_names.join(" or "));
-            return Ok(outputs);
-        }
-        return Err(CliError(format!(
-            "{}: {} has no {}; give one with tokenizer=PATH",
-            r.name,
-            r.model.weights,
-            tokenizer_names.join(" or ")
-        )));
-    }
-    // Whisper's tiktoken vocabularies and Mistral's tekken.json keep their names (runners and
-    // bundles tell them by name); the demo's takes the family's first tokenizer name.
-    let tok_name = match tokenizer_source.as_ref().and_then(|s| s.file_name()).and_then(|n| n.to_str()) {
-        Some(n) if n.ends_with(".tiktoken") || n == "tekken.json" => n.to_string(),
-        Some(_) => "tokenizer.json".to_string(),
-        None => tokenizer_names.first().copied().unwrap_or("tokenizer.json").to_string(),
-    };
-    let tok_out = dir.join(tok_name);
-    let cfg_out = dir.join("tokenizer_config.json");
-    let cfg_in = tokenizer_source.as_ref().and_then(|s| s.parent().map(|p| p.join("tokenizer_config.json"))).filter(|p| p.is_file());
-    let mut key = KeyHasher::new();
-    key.add("tool", version);
-    for f in tokenizer_source.iter().chain(cfg_in.iter()) {
-        let h = hashes.hash(f).map_err(|e| CliError(format!("{}: {}: {e}", r.name, f.display())))?;
-        key.add(&f.display().to_string(), &h);
-    }
-    let mut tokenizer_outputs = vec![tok_out.clone()];
-    if cfg_in.is_some() {
-        tokenizer_outputs.push(cfg_out.clone());
-    }
-    outputs.extend(tokenizer_outputs.iter().map(|p| (p.clone(), "tokenizer")));
-    let label = match &tokenizer_source {
-        Some(s) => format!("tokenizer from {}", s.display()),
-        None => "demo tokenizer".into(),
-    };
-    let (to, co) = (tok_out.clone(), cfg_out.clone());
-    dag.add(StepSpec { id: "tokenizer".into(), label, deps: vec![], key, outputs: tokenizer_outputs }, move |_| {
-        match &tokenizer_source {
-            Some(s) => copy_atomic(s, &to)?,
-            None => {
-                let demo = family.demo_tokenizer_json().ok_or_else(|| format!("{tokenizer_arch}: the demo model has no tokenizer; give one with tokenizer=PATH"))?;
-                write_atomic(&to, demo.as_bytes()).map_err(step_err)?
-            }
-        }
-        if let Some(c) = &cfg_in {
-            copy_atomic(c, &co)?;
-        }
-        Ok(())
-    })
-    .map_err(CliError)?;
-    Ok(outputs)
-}
-
-/// The tokenizer step of a GGUF checkpoint: its `tokenizer.ggml.*` vocabulary as
-/// `tokenizer.json`, the chat template and special tokens as `tokenizer_config.json`.
-fn add_gguf_tokenizer(
-    dag: &mut Dag<'_>,
-    file: &Path,
-    hashes: &mut FileHashes,
-    version: &str,
-    dir: &Path,
-    mut outputs: Vec<(PathBuf, &'static str)>,
-) -> CliResult<Vec<(PathBuf, &'static str)>> {
-    let mut key = KeyHasher::new();
-    key.add("tool", version);
-    let h = hashes.hash(file).map_err(|e| CliError(format!("{}: {e}", file.display())))?;
-    key.add(&file.display().to_string(), &h);
-    let (tok_out, cfg_out) = (dir.join("tokenizer.json"), dir.join("tokenizer_config.json"));
-    let files = vec![tok_out.clone(), cfg_out.clone()];
-    outputs.extend(files.iter().map(|p| (p.clone(), "tokenizer")));
-    let source = file.to_path_buf();
-    let label = format!("tokenizer from {}", file.display());
-    dag.add(StepSpec { id: "tokenizer".into(), label, deps: vec![], key, outputs: files }, move |_| {
-        let gguf = rbuild_gguf::GgufFile::open(&source).map_err(|e| e.to_string())?;
-        let tokenizer = rbuild_models::gguf_tokenizer::tokenizer_json(&gguf).map_err(step_err)?;
-        let config = rbuild_models::gguf_tokenizer::tokenizer_config_json(&gguf).map_err(step_err)?;
-        write_atomic(&tok_out, tokenizer.as_bytes()).map_err(step_err)?;
-        write_atomic(&cfg_out, config.as_bytes()).map_err(step_err)
-    })
-    .map_err(CliError)?;
-    Ok(outputs)
 }
 
 /// Whether the runner template's Cargo.toml declares `feature`.

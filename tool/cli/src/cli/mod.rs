@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bundle;
+pub mod eval;
 pub mod export;
 pub mod export_pt2;
 pub mod inspect;

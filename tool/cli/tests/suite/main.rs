@@ -7,6 +7,7 @@ mod common;
 
 mod bad_inputs;
 mod cross_verify;
+mod eval;
 mod ethosu_recipe;
 mod executorch_roundtrip;
 mod export_models;
