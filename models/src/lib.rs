@@ -3,6 +3,7 @@
 
 pub mod config_json;
 pub mod family;
+pub mod fit;
 pub mod hf_checkpoint;
 pub mod llama;
 pub mod mobilenet_v2;

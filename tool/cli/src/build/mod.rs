@@ -7,6 +7,7 @@ pub mod gpu;
 pub mod xnnpack;
 mod firmware;
 pub mod int8_quality;
+mod llm_sizes;
 mod steps;
 mod verify_input;
 

@@ -6,7 +6,7 @@ use rbuild_export::weights::Weights;
 use rbuild_export::{emit, passes, plan};
 use rbuild_planner::cache::write_atomic;
 use rbuild_planner::{Dag, FileHashes, KeyHasher, StepSpec};
-use rbuild_models::family::{ExportOptions, Source};
+use rbuild_models::family::{ExportOptions, Fitted, Source};
 use rbuild_recipe::{Backend, Choice, Dtype, Quantize, WeightsSource, PTE_MODEL};
 
 use super::{Artifacts, Loaded};
@@ -118,14 +118,16 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
     let version = tool_version();
     let int8_quality = (r.model.quantize == Quantize::Int8 && !r.model.is_language_model()).then(|| super::int8_quality::path(&program));
 
-    let extra_files = if r.model.is_language_model() {
-        add_llm_export(dag, r, hashes, &version, &program, &recipe_out.join("program"))?
+    // A language model's files beside the program, and the sizes it gets (fitted to the model).
+    let (extra_files, llm_sizes) = if r.model.is_language_model() {
+        let (files, sizes) = add_llm_export(dag, r, hashes, &version, &program, &recipe_out.join("program"))?;
+        (files, Some(sizes))
     } else if r.model.is_prebuilt() {
         add_prebuilt_program(dag, r, hashes, &version, &program)?;
-        vec![]
+        (vec![], None)
     } else {
         add_image_export(dag, project, r, hashes, &version, &program)?;
-        vec![]
+        (vec![], None)
     };
 
     // select: the program's operators → kernels; fails with every missing op listed.
@@ -327,7 +329,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             "weights": r.model.weights.to_string(),
             "input_shape": r.model.input_shape,
             "llm": r.model.llm.as_ref().map(|l| serde_json::json!({
-                "max_seq_len": l.max_seq_len,
+                "max_seq_len": llm_sizes.as_ref().map(|s| s.max_seq_len),
                 "quantize": format!("{:?}", r.model.quantize),
                 "group_size": l.group_size,
                 "embedding_quantize": format!("{:?}", l.embedding_quantize),
@@ -682,8 +684,8 @@ fn checkpoint_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The export and tokenizer steps of a language model; returns the tokenizer files the
-/// runner needs next to the program.
-fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path, dir: &Path) -> CliResult<Vec<(PathBuf, &'static str)>> {
+/// runner needs next to the program, and the sizes the program gets.
+fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path, dir: &Path) -> CliResult<(Vec<(PathBuf, &'static str)>, Fitted)> {
     let llm = r.model.llm.clone().ok_or_else(|| CliError(format!("{}: not a language model", r.name)))?;
     let mut key = KeyHasher::new();
     key.add("tool", version).add("model", &r.model.arch).add("llm", &format!("{llm:?}")).add("quantize", &format!("{:?}", r.model.quantize));
@@ -708,19 +710,20 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
         (None, WeightsSource::Random(seed)) => Source::Demo { seed: *seed },
         (None, _) => Source::Demo { seed: 0 },
     };
-    let options = ExportOptions {
-        max_seq_len: Some(llm.max_seq_len),
+    let base = ExportOptions {
         full_logits: llm.full_logits,
-        max_audio_seconds: llm.max_audio_seconds.map(f64::from),
         linear: crate::family::parse_linear_quant(linear, llm.group_size)?,
         embedding: crate::family::parse_embedding_quant(embedding, llm.group_size)?,
         ..ExportOptions::default()
     };
     let family = crate::family::family(&r.model.arch)?;
+    let (options, fitted) = super::llm_sizes::fit(&r.name, family, &source, &llm, base)?;
+    let sizes = super::llm_sizes::describe(&fitted);
+    key.add("sizes", &sizes);
     let arch = r.model.arch.clone();
     let tokenizer_arch = arch.clone();
     let program_out = program.to_path_buf();
-    let mut label = format!("export {} ({}, {linear}, max_seq_len {})", r.model.arch, r.model.weights, llm.max_seq_len);
+    let mut label = format!("export {} ({}, {linear}, {sizes})", r.model.arch, r.model.weights);
     let mut export_outputs = vec![program.to_path_buf()];
     // backend "gpu": the float program with its GPU subgraphs delegated; weights stored in the
     // backend's dtype (quantization is the CPU backends' business).
@@ -782,7 +785,7 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     if checkpoint.is_some() && tokenizer_source.is_none() {
         if !family.tokenizer_required() {
             eprintln!("note: {}: {} has no {} (give one with tokenizer=PATH); the runner will print token ids", r.name, r.model.weights, tokenizer_names.join(" or "));
-            return Ok(outputs);
+            return Ok((outputs, fitted));
         }
         return Err(CliError(format!(
             "{}: {} has no {}; give one with tokenizer=PATH",
@@ -831,7 +834,7 @@ fn add_llm_export(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
         Ok(())
     })
     .map_err(CliError)?;
-    Ok(outputs)
+    Ok((outputs, fitted))
 }
 
 /// Whether the runner template's Cargo.toml declares `feature`.
