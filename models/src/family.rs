@@ -17,6 +17,8 @@ use rbuild_export::passes::{self, Options};
 use rbuild_export::graph::Arg;
 use rbuild_export::{plan, ExportError, Graph};
 
+pub use crate::fit::{Fitted, Lowered, SizeRequest};
+
 /// Where the weights come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Source {
@@ -35,18 +37,20 @@ impl Source {
     }
 }
 
-/// Export settings every family understands (each uses the ones that apply to it).
-#[derive(Clone, Debug, PartialEq)]
+/// Export settings every family understands (each uses the ones that apply to it). Sizes are
+/// [`SizeRequest`]s: exact values the model must hold, or defaults fitted to it
+/// ([`Family::fit`]); None is the family's own default.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ExportOptions {
     /// Longest token sequence (LLM: prompt + generation; speech decoders: their cache length,
-    /// None = the model's own limit).
-    pub max_seq_len: Option<usize>,
+    /// by default the model's own limit).
+    pub max_seq_len: Option<SizeRequest<usize>>,
     /// Logits for every position of a call, not just the last.
     pub full_logits: bool,
     /// Core ATen only: no KV cache, no custom ops, static shapes (ExecuTorch runs it as is).
     pub core_aten: bool,
     /// Speech: the longest audio the preprocessor method accepts, in seconds.
-    pub max_audio_seconds: Option<f64>,
+    pub max_audio_seconds: Option<SizeRequest<f64>>,
     /// Only these methods (getters are always kept); None = all. A one-method selection may
     /// be renamed `forward` with [`ExportOptions::as_forward`] (ExecuTorch's separate
     /// preprocessor program).
@@ -56,17 +60,14 @@ pub struct ExportOptions {
     pub embedding: Option<EmbeddingQuant>,
 }
 
-impl Default for ExportOptions {
-    fn default() -> Self {
+impl ExportOptions {
+    /// These options with `fitted`'s sizes as exact requests: exporting them fits nothing
+    /// again (the build fits once, when it plans, and records the sizes it will get).
+    pub fn with_sizes(&self, fitted: &Fitted) -> ExportOptions {
         ExportOptions {
-            max_seq_len: None,
-            full_logits: false,
-            core_aten: false,
-            max_audio_seconds: None,
-            only_methods: None,
-            as_forward: false,
-            linear: None,
-            embedding: None,
+            max_seq_len: Some(SizeRequest::Exactly(fitted.max_seq_len)),
+            max_audio_seconds: fitted.max_audio_seconds.map(SizeRequest::Exactly),
+            ..self.clone()
         }
     }
 }
@@ -95,7 +96,12 @@ pub trait Family: Sync {
     fn name(&self) -> &'static str;
     /// One line for `rbuild export --list`.
     fn summary(&self) -> &'static str;
-    /// Reads the checkpoint (or makes the demo) and builds every method.
+    /// The sizes an export of `source` with `o` gets: defaults lowered to what the model
+    /// holds (each change in [`Fitted::lowered`]), exact values checked against it. Reads only
+    /// the model's config, so a build can plan (and key its cache) on the sizes it will get.
+    fn fit(&self, source: &Source, o: &ExportOptions) -> Result<Fitted>;
+    /// Reads the checkpoint (or makes the demo) and builds every method, with sizes fitted
+    /// as [`Family::fit`] does (a lowered default becomes a note).
     fn build(&self, source: &Source, o: &ExportOptions) -> Result<FamilyProgram>;
     /// The demo model's tokenizer (the text of a file named as [`Family::tokenizer_files`]'s
     /// first), when the family has a demo that

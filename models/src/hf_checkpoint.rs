@@ -10,6 +10,11 @@ use serde_json::Value;
 
 use crate::Weights;
 
+/// The error for a checkpoint path that is not a folder.
+pub fn not_a_checkpoint(dir: &Path) -> ExportError {
+    ExportError::Io { path: dir.display().to_string(), message: "not a checkpoint folder (expected config.json and *.safetensors)".into() }
+}
+
 /// Maps the weights of the checkpoint folder `dir`.
 pub fn open_weights(dir: &Path) -> Result<Weights> {
     let index = dir.join("model.safetensors.index.json");

@@ -3,6 +3,7 @@
 
 pub mod config_json;
 pub mod family;
+pub mod fit;
 pub mod gguf_tokenizer;
 pub mod hf_checkpoint;
 pub mod llama;

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use rbuild_export::passes;
-use rbuild_models::family::{self, ExportOptions, Source};
+use rbuild_models::family::{self, ExportOptions, SizeRequest, Source};
 use rbuild_models::voxtral::{graph, VoxtralConfig};
 use rbuild_models::{Params, Weights};
 use rbuild_runtime::backend::BackendRegistry;
@@ -98,7 +98,7 @@ fn encoder_prefill_and_greedy_match_hf() {
     let (atol, rtol) = tolerances(&meta);
     let config = VoxtralConfig::load(&dir()).unwrap();
     let hidden = config.text.hidden_size;
-    let buf = export(&ExportOptions { max_seq_len: Some(64), full_logits: true, ..ExportOptions::default() });
+    let buf = export(&ExportOptions { max_seq_len: Some(SizeRequest::Exactly(64)), full_logits: true, ..ExportOptions::default() });
     let program = Program::load(buf.as_slice()).unwrap();
     let reg = rbuild_kernels::registry();
     let getter = |name: &str| {
@@ -204,7 +204,7 @@ fn quantized_export_stays_close() {
         let text = embed_tokens(&mut load("token_embedding"), &ids);
         decode(&mut load("text_decoder"), &prompt_embeddings(&ids, &text, &audio, config.audio_token_id, hidden), hidden, 0)
     };
-    let base = ExportOptions { max_seq_len: Some(64), ..ExportOptions::default() };
+    let base = ExportOptions { max_seq_len: Some(SizeRequest::Exactly(64)), ..ExportOptions::default() };
     let reference = prefill(&base);
     // Bounds as llama_tiny's: int8 per-channel weights are ~1% off, 4-bit groups ~20%.
     for (name, linear, embedding, bound) in [
@@ -288,7 +288,7 @@ fn demo_exports() {
 #[test]
 fn preprocessor_matches_the_feature_extractor() {
     let meta = json("forward.json");
-    let buf = export(&ExportOptions { max_seq_len: Some(128), ..ExportOptions::default() });
+    let buf = export(&ExportOptions { max_seq_len: Some(SizeRequest::Exactly(128)), ..ExportOptions::default() });
     let program = Program::load(buf.as_slice()).unwrap();
     let mut m = program.load_method("preprocessor", &rbuild_kernels::registry(), &BackendRegistry::new()).unwrap();
     let audio = Weights::open(&model_dir("audio").join("fox_16k.features.safetensors")).unwrap();
@@ -334,7 +334,7 @@ fn oracle_python() -> Option<std::path::PathBuf> {
 fn executorch_loads_the_program_and_runs_token_embedding() {
     let Some(python) = oracle_python() else { return };
     let meta = json("forward.json");
-    let buf = export(&ExportOptions { max_seq_len: Some(64), ..ExportOptions::default() });
+    let buf = export(&ExportOptions { max_seq_len: Some(SizeRequest::Exactly(64)), ..ExportOptions::default() });
     let tmp = std::env::temp_dir().join(format!("rbuild-voxtral-et-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let pte = tmp.join("voxtral.pte");

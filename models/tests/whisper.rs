@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use rbuild_models::family::{self, ExportOptions, Source};
+use rbuild_models::family::{self, ExportOptions, SizeRequest, Source};
 use rbuild_models::whisper::{features, WhisperConfig};
 use rbuild_models::Weights;
 use rbuild_runtime::backend::BackendRegistry;
@@ -128,7 +128,7 @@ fn encoder_and_decoder_match_pytorch_and_greedy_matches_hf() {
 
 #[test]
 fn preprocessor_method_matches_the_feature_extractor() {
-    let buf = export(&ExportOptions { max_audio_seconds: Some(10.0), ..ExportOptions::default() });
+    let buf = export(&ExportOptions { max_audio_seconds: Some(SizeRequest::Exactly(10.0)), ..ExportOptions::default() });
     let program = Program::load(buf.as_slice()).unwrap();
     let reg = rbuild_kernels::registry();
     let a = audio();
@@ -177,7 +177,7 @@ fn config_errors_name_the_field() {
 fn llama_programs_are_unchanged_by_the_family_interface() {
     // The family path and the direct builder emit the same bytes.
     let f = family::family("llama").unwrap();
-    let o = ExportOptions { max_seq_len: Some(32), ..ExportOptions::default() };
+    let o = ExportOptions { max_seq_len: Some(SizeRequest::Exactly(32)), ..ExportOptions::default() };
     let (bytes, _) = family::export(f, &Source::Checkpoint(model_dir("llama_tiny")), &o).unwrap();
     let (c, w) = rbuild_models::llama::open_checkpoint(&model_dir("llama_tiny")).unwrap();
     let p = rbuild_models::llama::build_kv(&c, &mut rbuild_models::Params::new(&w), &rbuild_models::llama::KvExport { max_seq_len: 32, full_logits: false }).unwrap();

@@ -4,9 +4,10 @@
 use std::path::Path;
 
 use rbuild_export::error::Result;
-use rbuild_export::ExportError;
 
 use super::config::{Arch, LlamaConfig};
+use crate::family::Source;
+use crate::hf_checkpoint::not_a_checkpoint;
 use crate::Weights;
 
 /// Reads `config.json` and maps the weights of an HF checkpoint folder, or reads a GGUF file.
@@ -15,10 +16,19 @@ pub fn open_checkpoint(dir: &Path) -> Result<(LlamaConfig, Weights)> {
         return super::gguf::open_gguf(dir);
     }
     if !dir.is_dir() {
-        return Err(ExportError::Io { path: dir.display().to_string(), message: "not a checkpoint folder (expected config.json and *.safetensors)".into() });
+        return Err(not_a_checkpoint(dir));
     }
     let config = LlamaConfig::load(&dir.join("config.json"))?;
     Ok((config, crate::hf_checkpoint::open_weights(dir)?))
+}
+
+/// The config of `source`: a checkpoint folder's `config.json` (no weights read), or the demo's.
+pub fn config_of(source: &Source) -> Result<LlamaConfig> {
+    match source {
+        Source::Checkpoint(dir) if !dir.is_dir() => Err(not_a_checkpoint(dir)),
+        Source::Checkpoint(dir) => LlamaConfig::load(&dir.join("config.json")),
+        Source::Demo { .. } => Ok(demo_config()),
+    }
 }
 
 /// The built-in demo model: a tiny Llama whose vocabulary is the byte-level demo tokenizer's

@@ -8,6 +8,8 @@ use rbuild_export::error::Result;
 use rbuild_export::ExportError;
 use serde_json::{Map, Value};
 
+use crate::fit::{self, Limit, Lowered, SizeRequest};
+
 /// The architectures the forward implements (HF `model_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Arch {
@@ -212,6 +214,26 @@ impl LlamaConfig {
             Some(f) => base.iter().zip(f).map(|(b, f)| b / f).collect(),
             None => base,
         }
+    }
+
+    /// The longest cache this model can serve: its trained context, or a sliding window we do
+    /// not implement when that is shorter; None when the config names neither.
+    pub fn seq_len_limit(&self) -> Option<Limit> {
+        let trained = self.max_position_embeddings.map(|n| Limit::new(n, "the model's max_position_embeddings"));
+        let window = self.sliding_window.map(|w| Limit::new(w, "the model's sliding_window"));
+        fit::tighter(trained, window)
+    }
+
+    /// Cache length `requested` fitted to [`LlamaConfig::seq_len_limit`]: a default is lowered
+    /// to it, an exact value beyond it is an error.
+    pub fn fit_seq_len(&self, requested: SizeRequest<usize>) -> Result<(usize, Option<Lowered>)> {
+        if let SizeRequest::Exactly(n) = requested {
+            // Its message explains why a sliding window limits the cache.
+            self.check_max_seq_len(n)?;
+        }
+        let (n, lowered) = fit::seq_len_within(requested, self.seq_len_limit().as_ref())?;
+        self.check_max_seq_len(n)?;
+        Ok((n, lowered))
     }
 
     /// The longest sequence this export can serve: `requested`, checked against the

@@ -4,11 +4,22 @@
 use rbuild_export::emit::Getter;
 use rbuild_export::error::Result;
 
-use super::{build_kv, build_with, demo_config, open_checkpoint, KvExport};
-use crate::family::{ExportOptions, Family, FamilyProgram, MethodGraph, Source};
+use super::{build_kv, build_with, config_of, demo_config, open_checkpoint, KvExport, LlamaConfig};
+use crate::family::{ExportOptions, Family, FamilyProgram, Fitted, MethodGraph, Source};
+use crate::fit::SizeRequest;
 use crate::Params;
 
+/// The cache length when the export does not say (the CLI's long-standing default), lowered
+/// to the model's trained context where that is shorter.
+pub const DEFAULT_MAX_SEQ_LEN: usize = 128;
+
 pub struct Llama;
+
+/// `o`'s sizes fitted to model `c`.
+fn fit_config(c: &LlamaConfig, o: &ExportOptions) -> Result<Fitted> {
+    let (max_seq_len, lowered) = c.fit_seq_len(o.max_seq_len.unwrap_or(SizeRequest::UpTo(DEFAULT_MAX_SEQ_LEN)))?;
+    Ok(Fitted { max_seq_len, max_audio_seconds: None, lowered: lowered.into_iter().collect() })
+}
 
 impl Family for Llama {
     fn name(&self) -> &'static str {
@@ -19,9 +30,11 @@ impl Family for Llama {
         "Llama, Mistral, Qwen2, Qwen3; --weights HF_FOLDER or --random-weights SEED, --max-seq-len N, --quant …"
     }
 
+    fn fit(&self, source: &Source, o: &ExportOptions) -> Result<Fitted> {
+        fit_config(&config_of(source)?, o)
+    }
+
     fn build(&self, source: &Source, o: &ExportOptions) -> Result<FamilyProgram> {
-        // The CLI's long-standing default.
-        let max_seq_len = o.max_seq_len.unwrap_or(128);
         let mut notes = Vec::new();
         let (config, mut params) = match source {
             Source::Checkpoint(dir) => {
@@ -34,6 +47,9 @@ impl Family for Llama {
                 (demo_config(), Params::random(*seed))
             }
         };
+        let fitted = fit_config(&config, o)?;
+        notes.extend(fitted.lowered.iter().map(|l| l.describe("default")));
+        let max_seq_len = fitted.max_seq_len;
         let (graph, getters) = if o.core_aten {
             let g = build_with(&config, &mut params, max_seq_len)?;
             let mut getters = vec![

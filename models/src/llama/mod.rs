@@ -19,7 +19,7 @@ pub mod gguf;
 pub mod kv_cache;
 pub mod rope;
 
-pub use checkpoint::{demo_config, open_checkpoint};
+pub use checkpoint::{config_of, demo_config, open_checkpoint};
 pub use config::{Arch, Llama3Scaling, LlamaConfig};
 pub use full_sequence::{build, build_with, causal_mask, llama};
 pub use kv_cache::{build_kv, KvExport, LlmProgram};

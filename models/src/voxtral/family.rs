@@ -8,14 +8,16 @@ use rbuild_export::ExportError;
 
 use super::config::VoxtralConfig;
 use super::graph;
-use crate::family::{ExportOptions, Family, FamilyProgram, MethodGraph, Source};
+use crate::family::{ExportOptions, Family, FamilyProgram, Fitted, MethodGraph, Source};
+use crate::fit::{Lowered, SizeRequest};
 use crate::llama::{self, Arch, KvExport, LlamaConfig};
 use crate::whisper::features::{HOP_LENGTH, N_FFT, SAMPLE_RATE};
 use crate::whisper::config::EncoderDims;
+use crate::hf_checkpoint::not_a_checkpoint;
 use crate::Params;
 
-/// The cache length when the export does not say (capped by the model's trained context):
-/// two 30 s chunks (750 audio tokens) and a reply.
+/// The cache length when the export does not say (lowered to the model's trained context
+/// where that is shorter): two 30 s chunks (750 audio tokens) and a reply.
 pub const DEFAULT_MAX_SEQ_LEN: usize = 1024;
 
 pub struct Voxtral;
@@ -29,6 +31,15 @@ impl Family for Voxtral {
         "Voxtral speech understanding (HF VoxtralForConditionalGeneration); --weights HF_FOLDER or --random-weights SEED, --max-seq-len N, --max-audio-seconds S, --quant …"
     }
 
+    fn fit(&self, source: &Source, o: &ExportOptions) -> Result<Fitted> {
+        let c = match source {
+            Source::Checkpoint(dir) if !dir.is_dir() => return Err(not_a_checkpoint(dir)),
+            Source::Checkpoint(dir) => VoxtralConfig::load(dir)?,
+            Source::Demo { .. } => demo_config(),
+        };
+        fit_config(&c, o)
+    }
+
     fn build(&self, source: &Source, o: &ExportOptions) -> Result<FamilyProgram> {
         if o.core_aten {
             return Err(ExportError::Invalid("voxtral has no Core-ATen-only program (its decoder needs the KV-cache ops)".into()));
@@ -37,7 +48,7 @@ impl Family for Voxtral {
         let (c, mut p) = match source {
             Source::Checkpoint(dir) => {
                 if !dir.is_dir() {
-                    return Err(ExportError::Io { path: dir.display().to_string(), message: "not a checkpoint folder (expected config.json and *.safetensors)".into() });
+                    return Err(not_a_checkpoint(dir));
                 }
                 let c = VoxtralConfig::load(dir)?;
                 let w = crate::hf_checkpoint::open_weights(dir)?;
@@ -48,9 +59,10 @@ impl Family for Voxtral {
                 (demo_config(), Params::random(*seed))
             }
         };
-        let trained = c.text.max_position_embeddings.unwrap_or(usize::MAX);
-        let max_seq_len = o.max_seq_len.unwrap_or(DEFAULT_MAX_SEQ_LEN.min(trained));
-        let max_chunks = max_chunks(&c, max_seq_len, o.max_audio_seconds)?;
+        let fitted = fit_config(&c, o)?;
+        notes.extend(fitted.lowered.iter().map(|l| l.describe("default")));
+        let max_seq_len = fitted.max_seq_len;
+        let max_chunks = max_chunks(&c, &fitted);
         let kv = KvExport { max_seq_len, full_logits: o.full_logits };
         llama::kv_cache::check_cache_len(&c.text, &kv)?;
         let methods = vec![
@@ -103,27 +115,58 @@ impl Family for Voxtral {
     }
 }
 
-/// Chunks `audio_encoder` accepts: enough for `max_audio_seconds` when given (an error when
-/// their tokens do not fit the cache), else as many as the cache holds.
-fn max_chunks(c: &VoxtralConfig, max_seq_len: usize, max_audio_seconds: Option<f64>) -> Result<usize> {
+/// `o`'s sizes fitted to model `c`: the cache to the decoder's trained context (by default
+/// [`DEFAULT_MAX_SEQ_LEN`]), then the audio to the chunks whose tokens that cache holds (by
+/// default as many as it holds).
+fn fit_config(c: &VoxtralConfig, o: &ExportOptions) -> Result<Fitted> {
+    let (max_seq_len, seq_lowered) = c.text.fit_seq_len(o.max_seq_len.unwrap_or(SizeRequest::UpTo(DEFAULT_MAX_SEQ_LEN)))?;
     let per_chunk = c.tokens_per_chunk();
     let fit = max_seq_len / per_chunk;
-    let chunk_seconds = (c.chunk_frames() * HOP_LENGTH) as f64 / SAMPLE_RATE as f64;
-    match max_audio_seconds {
-        Some(s) if !(s > 0.0 && s <= 24.0 * 3600.0) => Err(ExportError::Invalid(format!("max_audio_seconds {s} must be in (0, 86400]"))),
-        Some(s) => {
-            let need = (s / chunk_seconds).ceil().max(1.0) as usize;
-            if need > fit {
-                return Err(ExportError::Invalid(format!(
-                    "max_audio_seconds {s} needs {need} chunks of {per_chunk} audio tokens, more than max_seq_len {max_seq_len} holds"
-                )));
+    if fit == 0 {
+        return Err(ExportError::Invalid(format!("max_seq_len {max_seq_len} is shorter than one chunk of audio ({per_chunk} tokens)")));
+    }
+    let mut lowered: Vec<Lowered> = seq_lowered.into_iter().collect();
+    let max_audio_seconds = match o.max_audio_seconds {
+        None => None,
+        Some(requested) => {
+            let s = requested.value();
+            if !(s > 0.0 && s <= 24.0 * 3600.0) {
+                return Err(ExportError::Invalid(format!("max_audio_seconds {s} must be in (0, 86400]")));
             }
-            Ok(need)
+            let need = chunks_for(c, s);
+            match requested {
+                _ if need <= fit => Some(s),
+                SizeRequest::Exactly(_) => {
+                    return Err(ExportError::Invalid(format!(
+                        "max_audio_seconds {s} needs {need} chunks of {per_chunk} audio tokens, more than max_seq_len {max_seq_len} holds"
+                    )))
+                }
+                // Lowered to as many chunks as the cache holds: kept as None (that count), not
+                // as seconds a float division could round into one chunk more.
+                SizeRequest::UpTo(_) => {
+                    let to = (fit * c.chunk_frames() * HOP_LENGTH) as f64 / SAMPLE_RATE as f64;
+                    let because = format!("what max-seq-len {max_seq_len} holds ({fit} chunks of {per_chunk} audio tokens)");
+                    lowered.push(Lowered { setting: "max-audio-seconds", from: s, to, because });
+                    None
+                }
+            }
         }
-        None if fit == 0 => Err(ExportError::Invalid(format!(
-            "max_seq_len {max_seq_len} is shorter than one chunk of audio ({per_chunk} tokens)"
-        ))),
-        None => Ok(fit),
+    };
+    Ok(Fitted { max_seq_len, max_audio_seconds, lowered })
+}
+
+/// The chunks audio `seconds` long fills (at least one).
+fn chunks_for(c: &VoxtralConfig, seconds: f64) -> usize {
+    let chunk_seconds = (c.chunk_frames() * HOP_LENGTH) as f64 / SAMPLE_RATE as f64;
+    (seconds / chunk_seconds).ceil().max(1.0) as usize
+}
+
+/// Chunks `audio_encoder` accepts: enough for the fitted audio length, else as many as the
+/// cache holds.
+fn max_chunks(c: &VoxtralConfig, fitted: &Fitted) -> usize {
+    match fitted.max_audio_seconds {
+        Some(s) => chunks_for(c, s),
+        None => fitted.max_seq_len / c.tokens_per_chunk(),
     }
 }
 

@@ -12,7 +12,9 @@ use rbuild_export::ExportError;
 use super::config::{SpecialIds, WhisperConfig};
 use super::features::{HOP_LENGTH, N_FFT, SAMPLE_RATE};
 use super::graph::{self, Ops};
-use crate::family::{ExportOptions, Family, FamilyProgram, MethodGraph, Source};
+use crate::family::{ExportOptions, Family, FamilyProgram, Fitted, MethodGraph, Source};
+use crate::fit::{self, Limit, SizeRequest};
+use crate::hf_checkpoint::not_a_checkpoint;
 use crate::Params;
 
 /// The longest audio the preprocessor takes when the export does not say (10 minutes).
@@ -29,12 +31,21 @@ impl Family for Whisper {
         "Whisper speech recognition (HF WhisperForConditionalGeneration); --weights HF_FOLDER or --random-weights SEED, --max-audio-seconds S, --quant …"
     }
 
+    fn fit(&self, source: &Source, o: &ExportOptions) -> Result<Fitted> {
+        let c = match source {
+            Source::Checkpoint(dir) if !dir.is_dir() => return Err(not_a_checkpoint(dir)),
+            Source::Checkpoint(dir) => WhisperConfig::load(dir)?,
+            Source::Demo { .. } => demo_config(),
+        };
+        fit_config(&c, o)
+    }
+
     fn build(&self, source: &Source, o: &ExportOptions) -> Result<FamilyProgram> {
         let mut notes = Vec::new();
         let (c, mut p) = match source {
             Source::Checkpoint(dir) => {
                 if !dir.is_dir() {
-                    return Err(ExportError::Io { path: dir.display().to_string(), message: "not a checkpoint folder (expected config.json and *.safetensors)".into() });
+                    return Err(not_a_checkpoint(dir));
                 }
                 let c = WhisperConfig::load(dir)?;
                 let w = crate::hf_checkpoint::open_weights(dir)?;
@@ -45,19 +56,10 @@ impl Family for Whisper {
                 (demo_config(), Params::random(*seed))
             }
         };
-        // max_seq_len bounds the decoder's tokens per window; the model's own limit wins.
-        let mut cache_len = o.max_seq_len.unwrap_or(c.max_target_positions);
-        if cache_len == 0 {
-            return Err(ExportError::Invalid("max_seq_len must be at least 1".into()));
-        }
-        if cache_len > c.max_target_positions {
-            notes.push(format!("max_seq_len {cache_len} exceeds the decoder's max_target_positions; using {}", c.max_target_positions));
-            cache_len = c.max_target_positions;
-        }
-        let seconds = o.max_audio_seconds.unwrap_or(DEFAULT_MAX_AUDIO_SECONDS);
-        if !(seconds > 0.0 && seconds <= 24.0 * 3600.0) {
-            return Err(ExportError::Invalid(format!("max_audio_seconds {seconds} must be in (0, 86400]")));
-        }
+        let fitted = fit_config(&c, o)?;
+        notes.extend(fitted.lowered.iter().map(|l| l.describe("default")));
+        let cache_len = fitted.max_seq_len;
+        let seconds = fitted.max_audio_seconds.unwrap_or(DEFAULT_MAX_AUDIO_SECONDS);
         // One window of zeros follows the audio (openai-whisper's padding), so the last window
         // is complete and the log-mel clamp still sees only the file's own maximum.
         let padding = c.frames_per_window() * HOP_LENGTH;
@@ -129,6 +131,23 @@ impl Family for Whisper {
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         Some(crate::tokenizer_json::byte_level_specials_after(&refs))
     }
+}
+
+/// `o`'s sizes fitted to model `c`: the decoder's tokens per window to its
+/// max_target_positions (by default all of them); the audio length has no model limit (the
+/// runner walks any file window by window), only the range a program can serve.
+fn fit_config(c: &WhisperConfig, o: &ExportOptions) -> Result<Fitted> {
+    let positions = Limit::new(c.max_target_positions, "the decoder's max_target_positions");
+    let requested = o.max_seq_len.unwrap_or(SizeRequest::UpTo(c.max_target_positions));
+    if requested.value() == 0 {
+        return Err(ExportError::Invalid("max_seq_len must be at least 1".into()));
+    }
+    let (max_seq_len, lowered) = fit::seq_len_within(requested, Some(&positions))?;
+    let seconds = o.max_audio_seconds.map_or(DEFAULT_MAX_AUDIO_SECONDS, SizeRequest::value);
+    if !(seconds > 0.0 && seconds <= 24.0 * 3600.0) {
+        return Err(ExportError::Invalid(format!("max_audio_seconds {seconds} must be in (0, 86400]")));
+    }
+    Ok(Fitted { max_seq_len, max_audio_seconds: Some(seconds), lowered: lowered.into_iter().collect() })
 }
 
 /// Token counts of the demo vocabulary: 256 bytes, the specials, and timestamps for its

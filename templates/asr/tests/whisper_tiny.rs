@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use aspasia::{SubRipSubtitle, Subtitle};
 use rbuild_export::passes::quantize::LinearQuant;
-use rbuild_models::family::{self, ExportOptions, Source};
+use rbuild_models::family::{self, ExportOptions, SizeRequest, Source};
 
 mod common;
 use common::{temp_dir, testdata};
@@ -25,7 +25,7 @@ fn program() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
         let f = family::family("whisper").unwrap();
-        let o = ExportOptions { max_audio_seconds: Some(120.0), ..ExportOptions::default() };
+        let o = ExportOptions { max_audio_seconds: Some(SizeRequest::Exactly(120.0)), ..ExportOptions::default() };
         let (bytes, _) = family::export(f, &Source::Checkpoint(testdata("models/whisper_tiny")), &o).unwrap();
         let p = temp_dir("e2e-program").join("whisper_tiny.pte");
         std::fs::write(&p, bytes).unwrap();
@@ -296,7 +296,7 @@ fn demo() -> &'static (PathBuf, PathBuf) {
     static P: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     P.get_or_init(|| {
         let f = family::family("whisper").unwrap();
-        let o = ExportOptions { max_audio_seconds: Some(30.0), ..ExportOptions::default() };
+        let o = ExportOptions { max_audio_seconds: Some(SizeRequest::Exactly(30.0)), ..ExportOptions::default() };
         let (bytes, _) = family::export(f, &Source::Demo { seed: 7 }, &o).unwrap();
         let d = temp_dir("e2e-demo");
         let (p, t) = (d.join("demo.pte"), d.join("tokenizer.json"));

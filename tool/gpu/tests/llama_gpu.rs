@@ -9,7 +9,7 @@ use rbuild_export::Graph;
 use rbuild_gpu::{delegate_method, GpuOptions, WeightDtype};
 use rbuild_gpu_wgpu::{DeviceChoice, GpuDevice, WgpuGpuBackend};
 use rbuild_kernels::gpu_reference::ReferenceGpuBackend;
-use rbuild_models::family::{self, ExportOptions, Source};
+use rbuild_models::family::{self, ExportOptions, SizeRequest, Source};
 use rbuild_models::Weights;
 use rbuild_runtime::backend::BackendRegistry;
 use rbuild_runtime::buffer::AlignedBuf;
@@ -53,7 +53,7 @@ fn llama_tiny_decoder_runs_delegated_and_matches_hf() {
         reports.push(delegate_method(m, g, &options).map_err(rbuild_export::ExportError::Invalid)?);
         Ok(())
     };
-    let o = ExportOptions { max_seq_len: Some(64), ..ExportOptions::default() };
+    let o = ExportOptions { max_seq_len: Some(SizeRequest::Exactly(64)), ..ExportOptions::default() };
     let (bytes, _) = family::export_with(f, &Source::Checkpoint(model_dir()), &o, &mut hook).unwrap();
     let forward = reports.iter().find(|r| r.method == "forward").unwrap();
     println!("{}", forward.summary());

@@ -247,8 +247,9 @@ pub(crate) fn check_against(d: &mut Decoder, a: &AccuracySpec, model: &ModelSpec
         );
     }
     if let (Some(ctx), Some(span), Some(llm)) = (a.ctx, a.ctx_span, &model.llm) {
-        if ctx > llm.max_seq_len {
-            d.error(span, format!("`ctx` {ctx} is longer than the model's `max-seq-len` {}", llm.max_seq_len), "longer than the context", format!("use at most {} (a chunk is evaluated in one context)", llm.max_seq_len));
+        let max = llm.max_seq_len.value();
+        if ctx > max {
+            d.error(span, format!("`ctx` {ctx} is longer than the model's `max-seq-len` {max}"), "longer than the context", format!("use at most {max} (a chunk is evaluated in one context)"));
         }
     }
 }

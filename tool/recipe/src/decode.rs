@@ -309,7 +309,8 @@ impl<'s> Decoder<'s> {
         }
     }
 
-    fn expect_int(&mut self, node: &KdlNode, entry: &KdlEntry, min: i128, max: i128) -> Option<Spanned<i128>> {
+    /// An integer entry of `node`, checked against `min..=max`.
+    pub(crate) fn expect_int(&mut self, node: &KdlNode, entry: &KdlEntry, min: i128, max: i128) -> Option<Spanned<i128>> {
         let name = node.name().value();
         match entry.value() {
             KdlValue::Integer(i) if (min..=max).contains(i) => Some(Spanned { value: *i, span: entry.span() }),

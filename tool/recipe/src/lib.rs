@@ -17,10 +17,12 @@ pub mod board;
 mod choice;
 mod decode;
 mod diag;
+mod llm;
 mod overrides;
 mod probe;
 mod probe_cache;
 mod recipe;
+mod size_request;
 pub mod suggest;
 mod toolchain;
 
@@ -31,8 +33,10 @@ pub use diag::{render, LoadError, Problem, Source};
 pub use overrides::OVERRIDE_KEYS;
 pub use probe::{InstallError, ToolStatus};
 pub use probe_cache::{Captured, Probes};
+pub use llm::{EmbeddingQuantize, LlmSpec};
 pub use recipe::{
-    recipe_names, Accelerator, Backend, BackendSpec, Catalog, GpuApi, GpuOptions, DimMax, Dtype, EmbeddingQuantize, Fallback, LlmSpec, NpuOptions, ModelSpec, Pt2Spec, Quantize, Recipe,
-    RunnerSpec, VerifyInput, VerifySpec, WeightsSource, GENERIC_RUNNER, PT2_MODEL, PTE_MODEL,
+    recipe_names, Accelerator, Backend, BackendSpec, Catalog, GpuApi, GpuOptions, DimMax, Dtype, Fallback, NpuOptions, ModelSpec, Pt2Spec, Quantize, Recipe, RunnerSpec,
+    VerifyInput, VerifySpec, WeightsSource, GENERIC_RUNNER, PT2_MODEL, PTE_MODEL,
 };
+pub use size_request::{SizeRequest, UP_TO};
 pub use toolchain::{load_platform, load_platforms, InstallStep, Platform, PlatformGpu, RunSpec, Tool};

@@ -8,10 +8,12 @@ use miette::{Report, SourceSpan};
 
 use crate::choice::Choice;
 use crate::diag::{LoadError, Problem, Source};
+use crate::llm::{check_group_size, EmbeddingQuantize, LlmSpec, LLM_ONLY};
 use crate::recipe::{
-    calibration_needs_int8, check_group_size, keep_float_needs_int8, language_only, no_input_shape, not_for_prebuilt, resolve_calibration, resolve_file, resolve_folder, resolve_program,
-    resolve_weights, Catalog, Dtype, EmbeddingQuantize, Fallback, LlmSpec, ModelKind, PathUse, Quantize, Recipe, WeightsSource, LLM_ONLY, PTE_MODEL,
+    calibration_needs_int8, keep_float_needs_int8, language_only, no_input_shape, not_for_prebuilt, resolve_calibration, resolve_file, resolve_folder, resolve_program, resolve_weights,
+    Catalog, Dtype, Fallback, ModelKind, PathUse, Quantize, Recipe, WeightsSource, PTE_MODEL,
 };
+use crate::size_request::SizeRequest;
 use crate::suggest;
 
 /// Every key [`Recipe::apply_overrides`] accepts.
@@ -215,11 +217,12 @@ fn apply(recipe: &mut Recipe, w: &Word, value: &str, catalog: &Catalog) -> Resul
     Ok(())
 }
 
-/// The language-model keys, with the same checks as the recipe's fields.
+/// The language-model keys, with the same checks as the recipe's fields. A size typed on the
+/// command line is the user's own: exact, never lowered to fit the model.
 fn apply_llm(llm: &mut LlmSpec, w: &Word, value: &str) -> Result<(), Problem> {
     match w.key {
         "max-seq-len" => match value.parse::<usize>() {
-            Ok(n) if (1..=LlmSpec::MAX_SEQ_LEN).contains(&n) => llm.max_seq_len = n,
+            Ok(n) if (1..=LlmSpec::MAX_SEQ_LEN).contains(&n) => llm.max_seq_len = SizeRequest::Exactly(n),
             _ => return Err(w.bad(0, value, "not from 1 to 1000000", "an integer from 1 to 1000000, e.g. `max-seq-len=128`")),
         },
         "group-size" => {
@@ -235,7 +238,7 @@ fn apply_llm(llm: &mut LlmSpec, w: &Word, value: &str) -> Result<(), Problem> {
         }
         "full-logits" => llm.full_logits = boolean(w, value)?,
         "max-audio-seconds" => match value.parse::<u32>() {
-            Ok(n) if (1..=LlmSpec::MAX_AUDIO_SECONDS).contains(&n) => llm.max_audio_seconds = Some(n),
+            Ok(n) if (1..=LlmSpec::MAX_AUDIO_SECONDS).contains(&n) => llm.max_audio_seconds = Some(SizeRequest::Exactly(n)),
             _ => return Err(w.bad(0, value, "not from 1 to 86400", "seconds from 1 to 86400, e.g. `max-audio-seconds=600`")),
         },
         _ => unreachable!("apply() routes only language-model keys here"),

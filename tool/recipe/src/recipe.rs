@@ -11,6 +11,7 @@ use crate::accuracy::AccuracySpec;
 use crate::choice::Choice;
 use crate::decode::{Decoder, Fields, Parent, Spanned};
 use crate::diag::{syntax_problems, LoadError, Problem, Source};
+use crate::llm::{self, LlmSpec, LLM_ONLY};
 use crate::suggest;
 
 /// A loaded, validated recipe.
@@ -117,33 +118,6 @@ pub struct DimMax {
     pub max: usize,
 }
 
-/// Settings of a language model (`Catalog::language_models`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LlmSpec {
-    /// The longest sequence (prompt plus generated tokens): the KV cache length.
-    pub max_seq_len: usize,
-    /// Elements per quantization group for `int4`/`8da4w` linears and 4-bit embeddings
-    /// (ignored otherwise); one of [`LlmSpec::GROUP_SIZES`].
-    pub group_size: usize,
-    pub embedding_quantize: EmbeddingQuantize,
-    /// A tokenizer file for the runner (resolved like weights paths).
-    pub tokenizer: Option<PathBuf>,
-    /// Speech models: the longest audio (seconds) the program's front end accepts; None = the
-    /// family's default.
-    pub max_audio_seconds: Option<u32>,
-    /// Return logits for every position instead of only the last one.
-    pub full_logits: bool,
-}
-
-impl LlmSpec {
-    /// Group sizes the 4-bit kernels support.
-    pub const GROUP_SIZES: &'static [usize] = &[32, 64, 128, 256];
-    pub const DEFAULT_GROUP_SIZE: usize = 32;
-    pub const MAX_SEQ_LEN: usize = 1_000_000;
-    /// The longest `max-audio-seconds` (24 hours).
-    pub const MAX_AUDIO_SECONDS: u32 = 86_400;
-}
-
 /// Where the model's parameters come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WeightsSource {
@@ -198,20 +172,6 @@ impl Choice for Quantize {
         ("int4", Quantize::Int4),
         ("8da4w", Quantize::Int8DynInt4),
     ];
-}
-
-/// How a language model's token embedding table is stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EmbeddingQuantize {
-    None,
-    Int8,
-    Int4,
-}
-
-impl Choice for EmbeddingQuantize {
-    const WHAT: &'static str = "embedding quantization";
-    const ALL: &'static [(&'static str, Self)] =
-        &[("none", EmbeddingQuantize::None), ("int8", EmbeddingQuantize::Int8), ("int4", EmbeddingQuantize::Int4)];
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -434,8 +394,6 @@ pub(crate) const PT2_ONLY: &[&str] = &["archive", "dim-max"];
 /// exported.
 pub(crate) const PTE_FIELDS: &[&str] = &["program", "quantize"];
 
-/// The `model` fields only language models take.
-pub(crate) const LLM_ONLY: &[&str] = &["max-seq-len", "group-size", "embedding-quantize", "tokenizer", "full-logits", "max-audio-seconds"];
 const BACKEND: &[&str] = &["fallback", "accelerator", "system-config", "memory-mode", "api", "dtype"];
 const RUNNER: &[&str] = &["embed-program", "top"];
 
@@ -640,7 +598,7 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
             if let Some(field) = fields.get("input-shape") {
                 d.report(no_input_shape(&written).at(d.source, field.name().span()));
             }
-            (Some(Vec::new()), llm(d, node, &fields, base).map(Some))
+            (Some(Vec::new()), llm::decode(d, node, &fields, base).map(Some))
         }
         ModelKind::Imported => {
             for field in fields.iter().filter(|n| LLM_ONLY.contains(&n.name().value())) {
@@ -819,54 +777,6 @@ pub(crate) fn resolve_calibration(text: &str, base: &Path) -> Result<PathBuf, Pa
     } else {
         Err(PathError::Missing(path))
     }
-}
-
-/// The language-model fields of a `model` block.
-fn llm(d: &mut Decoder, node: &KdlNode, fields: &Fields, base: &Path) -> Option<LlmSpec> {
-    let max_seq_len = d
-        .require(fields, Parent::Node(node), "max-seq-len", "`max-seq-len 128`")
-        .and_then(|n| d.int(n, 1, LlmSpec::MAX_SEQ_LEN as i128))
-        .map(|n| n.value as usize);
-    let group_size = match fields.get("group-size") {
-        Some(n) => d.int(n, 1, i128::from(u32::MAX)).and_then(|g| match check_group_size(g.value) {
-            Ok(g) => Some(g),
-            Err(r) => {
-                d.report(r.at(d.source, g.span));
-                None
-            }
-        }),
-        None => Some(LlmSpec::DEFAULT_GROUP_SIZE),
-    };
-    let embedding_quantize = match fields.get("embedding-quantize") {
-        Some(n) => d.string(n).and_then(|s| d.choice(&s)),
-        None => Some(EmbeddingQuantize::None),
-    };
-    let tokenizer = match fields.get("tokenizer") {
-        Some(n) => d.string(n).and_then(|t| match resolve_file(&t.value, base) {
-            Ok(path) => Some(Some(path)),
-            Err(e) => {
-                d.report(e.problem(d.source, t.span, "the recipe's folder", PathUse::Tokenizer));
-                None
-            }
-        }),
-        None => Some(None),
-    };
-    let full_logits = match fields.get("full-logits") {
-        Some(n) => d.boolean(n),
-        None => Some(false),
-    };
-    let max_audio_seconds = match fields.get("max-audio-seconds") {
-        Some(n) => d.int(n, 1, i128::from(LlmSpec::MAX_AUDIO_SECONDS)).map(|n| Some(n.value as u32)),
-        None => Some(None),
-    };
-    Some(LlmSpec {
-        max_audio_seconds: max_audio_seconds?,
-        max_seq_len: max_seq_len?,
-        group_size: group_size?,
-        embedding_quantize: embedding_quantize?,
-        tokenizer: tokenizer?,
-        full_logits: full_logits?,
-    })
 }
 
 fn backend(d: &mut Decoder, node: &KdlNode, catalog: &Catalog) -> Option<BackendSpec> {
@@ -1111,17 +1021,6 @@ pub(crate) fn no_input_shape(arch: &str) -> Rejection {
         message: format!("`input-shape` does not apply to `{arch}`: language models take token ids; use max-seq-len"),
         label: "not for language models",
         help: "remove it and give the longest sequence instead, e.g. `max-seq-len 128`".into(),
-    }
-}
-
-pub(crate) fn check_group_size(n: i128) -> Result<usize, Rejection> {
-    match LlmSpec::GROUP_SIZES.iter().find(|&&g| g as i128 == n) {
-        Some(&g) => Ok(g),
-        None => Err(Rejection {
-            message: format!("`group-size` must be 32, 64, 128 or 256, found {n}"),
-            label: "not a supported group size",
-            help: "the 4-bit kernels take groups of 32, 64, 128 or 256 elements (default 32)".into(),
-        }),
     }
 }
 

@@ -6,7 +6,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::{assert_snapshot, catalog, problems, RECIPES};
-use rbuild_recipe::{render, EmbeddingQuantize, LlmSpec, Quantize, Recipe, WeightsSource};
+use rbuild_recipe::{render, EmbeddingQuantize, LlmSpec, Quantize, Recipe, SizeRequest, WeightsSource};
 
 const LLAMA: &str = r#"description "Llama on CPU"
 model "llama" { weights "random:7"; max-seq-len 128; quantize "8da4w"; group-size 32; embedding-quantize "int8" }
@@ -50,7 +50,7 @@ fn llm_recipe_decodes() {
     let llm = r.model.llm.unwrap();
     assert_eq!(
         llm,
-        LlmSpec { max_seq_len: 128, group_size: 32, embedding_quantize: EmbeddingQuantize::Int8, tokenizer: None, full_logits: false, max_audio_seconds: None }
+        LlmSpec { max_seq_len: SizeRequest::Exactly(128), group_size: 32, embedding_quantize: EmbeddingQuantize::Int8, tokenizer: None, full_logits: false, max_audio_seconds: None }
     );
     assert_eq!(r.runner.template, "llm");
 }
@@ -65,7 +65,7 @@ fn llm_defaults_and_folder_weights() {
     assert_eq!(r.model.weights.to_string(), "tests/cases/hf-llama");
     assert_eq!(r.model.quantize, Quantize::None);
     let llm = r.model.llm.unwrap();
-    assert_eq!(llm.max_seq_len, 1_000_000);
+    assert_eq!(llm.max_seq_len, SizeRequest::Exactly(1_000_000));
     assert_eq!(llm.group_size, LlmSpec::DEFAULT_GROUP_SIZE);
     assert_eq!(llm.embedding_quantize, EmbeddingQuantize::None);
     assert_eq!(llm.tokenizer, Some(folder.join("tokenizer.json")));
@@ -199,7 +199,7 @@ fn good_llm_overrides_apply() {
     assert_eq!(
         llm,
         LlmSpec {
-            max_seq_len: 256,
+            max_seq_len: SizeRequest::Exactly(256),
             group_size: 128,
             embedding_quantize: EmbeddingQuantize::Int4,
             tokenizer: Some("tests/cases/hf-llama/tokenizer.json".into()),

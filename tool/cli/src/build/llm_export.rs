@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rbuild_models::family::{ExportOptions, Source};
+use rbuild_models::family::{ExportOptions, Fitted, Source};
 use rbuild_planner::cache::write_atomic;
 use rbuild_planner::{Dag, FileHashes, KeyHasher, StepSpec};
 use rbuild_recipe::{Backend, Choice, Quantize, WeightsSource};
@@ -31,9 +31,9 @@ fn checkpoint_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The export and tokenizer steps of a language model; returns the tokenizer files the
-/// runner needs next to the program.
-pub(super) fn add(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path, dir: &Path) -> CliResult<Vec<(PathBuf, &'static str)>> {
-    let checkpoint = add_program_export(dag, "export", r, hashes, version, program)?;
+/// runner needs next to the program, and the sizes the program gets.
+pub(super) fn add(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path, dir: &Path) -> CliResult<(Vec<(PathBuf, &'static str)>, Fitted)> {
+    let (checkpoint, fitted) = add_program_export(dag, "export", r, hashes, version, program)?;
     let llm = r.model.llm.clone().ok_or_else(|| CliError(format!("{}: not a language model", r.name)))?;
     let family = crate::family::family(&r.model.arch)?;
     let tokenizer_arch = r.model.arch.clone();
@@ -64,7 +64,7 @@ pub(super) fn add(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     // A GGUF file carries its tokenizer: converted to tokenizer.json + tokenizer_config.json.
     let gguf = checkpoint.clone().filter(|d| rbuild_models::llama::gguf::is_gguf(d));
     if let (Some(file), None) = (&gguf, &llm.tokenizer) {
-        return add_gguf_tokenizer(dag, file, hashes, version, dir, outputs);
+        return Ok((add_gguf_tokenizer(dag, file, hashes, version, dir, outputs)?, fitted));
     }
     let tokenizer_source = llm
         .tokenizer
@@ -73,7 +73,7 @@ pub(super) fn add(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
     if checkpoint.is_some() && tokenizer_source.is_none() {
         if !family.tokenizer_required() {
             eprintln!("note: {}: {} has no {} (give one with tokenizer=PATH); the runner will print token ids", r.name, r.model.weights, tokenizer_names.join(" or "));
-            return Ok(outputs);
+            return Ok((outputs, fitted));
         }
         return Err(CliError(format!(
             "{}: {} has no {}; give one with tokenizer=PATH",
@@ -122,7 +122,7 @@ pub(super) fn add(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
         Ok(())
     })
     .map_err(CliError)?;
-    Ok(outputs)
+    Ok((outputs, fitted))
 }
 
 /// The tokenizer step of a GGUF checkpoint: its `tokenizer.ggml.*` vocabulary as
@@ -156,8 +156,8 @@ fn add_gguf_tokenizer(
 }
 
 /// The step `id` that exports the recipe's language model to `program`; returns the checkpoint
-/// folder (None for the demo's seeded weights).
-pub(super) fn add_program_export(dag: &mut Dag<'_>, id: &str, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path) -> CliResult<Option<PathBuf>> {
+/// (None for the demo's seeded weights) and the sizes the program gets (fitted to the model).
+pub(super) fn add_program_export(dag: &mut Dag<'_>, id: &str, r: &rbuild_recipe::Recipe, hashes: &mut FileHashes, version: &str, program: &Path) -> CliResult<(Option<PathBuf>, Fitted)> {
     let llm = r.model.llm.clone().ok_or_else(|| CliError(format!("{}: not a language model", r.name)))?;
     let mut key = KeyHasher::new();
     key.add("tool", version).add("model", &r.model.arch).add("llm", &format!("{llm:?}")).add("quantize", &format!("{:?}", r.model.quantize));
@@ -182,17 +182,19 @@ pub(super) fn add_program_export(dag: &mut Dag<'_>, id: &str, r: &rbuild_recipe:
         (None, WeightsSource::Random(seed)) => Source::Demo { seed: *seed },
         (None, _) => Source::Demo { seed: 0 },
     };
-    let options = ExportOptions {
-        max_seq_len: Some(llm.max_seq_len),
+    let base = ExportOptions {
         full_logits: llm.full_logits,
-        max_audio_seconds: llm.max_audio_seconds.map(f64::from),
         linear: crate::family::parse_linear_quant(linear, llm.group_size)?,
         embedding: crate::family::parse_embedding_quant(embedding, llm.group_size)?,
         ..ExportOptions::default()
     };
+    let family = crate::family::family(&r.model.arch)?;
+    let (options, fitted) = super::llm_sizes::fit(&r.name, family, &source, &llm, base)?;
+    let sizes = super::llm_sizes::describe(&fitted);
+    key.add("sizes", &sizes);
     let arch = r.model.arch.clone();
     let program_out = program.to_path_buf();
-    let mut label = format!("export {} ({}, {linear}, max_seq_len {})", r.model.arch, r.model.weights, llm.max_seq_len);
+    let mut label = format!("export {} ({}, {linear}, {sizes})", r.model.arch, r.model.weights);
     let mut export_outputs = vec![program.to_path_buf()];
     // backend "gpu": the float program with its GPU subgraphs delegated; weights stored in the
     // backend's dtype (quantization is the CPU backends' business).
@@ -222,5 +224,5 @@ pub(super) fn add_program_export(dag: &mut Dag<'_>, id: &str, r: &rbuild_recipe:
         write_atomic(&program_out, &bytes).map_err(step_err)
     })
     .map_err(CliError)?;
-    Ok(checkpoint)
+    Ok((checkpoint, fitted))
 }

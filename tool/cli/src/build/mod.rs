@@ -9,6 +9,7 @@ pub mod xnnpack;
 mod firmware;
 pub mod int8_quality;
 mod llm_export;
+mod llm_sizes;
 mod steps;
 mod verify_input;
 

@@ -117,14 +117,16 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
     let version = tool_version();
     let int8_quality = (r.model.quantize == Quantize::Int8 && !r.model.is_language_model()).then(|| super::int8_quality::path(&program));
 
-    let extra_files = if r.model.is_language_model() {
-        super::llm_export::add(dag, r, hashes, &version, &program, &recipe_out.join("program"))?
+    // A language model's files beside the program, and the sizes it gets (fitted to the model).
+    let (extra_files, llm_sizes) = if r.model.is_language_model() {
+        let (files, sizes) = super::llm_export::add(dag, r, hashes, &version, &program, &recipe_out.join("program"))?;
+        (files, Some(sizes))
     } else if r.model.is_prebuilt() {
         add_prebuilt_program(dag, r, hashes, &version, &program)?;
-        vec![]
+        (vec![], None)
     } else {
         add_image_export(dag, "export", project, r, hashes, &version, &program)?;
-        vec![]
+        (vec![], None)
     };
 
     // select: the program's operators → kernels; fails with every missing op listed.
@@ -330,7 +332,7 @@ pub fn add_steps(dag: &mut Dag<'_>, project: &Project, l: &Loaded, hashes: &mut 
             "weights": r.model.weights.to_string(),
             "input_shape": r.model.input_shape,
             "llm": r.model.llm.as_ref().map(|l| serde_json::json!({
-                "max_seq_len": l.max_seq_len,
+                "max_seq_len": llm_sizes.as_ref().map(|s| s.max_seq_len),
                 "quantize": format!("{:?}", r.model.quantize),
                 "group_size": l.group_size,
                 "embedding_quantize": format!("{:?}", l.embedding_quantize),

@@ -9,7 +9,7 @@ use rbuild_export::{emit, passes, plan};
 
 use crate::error::{bail, CliError, CliResult};
 use crate::io::write_atomic;
-use rbuild_models::family::{ExportOptions, Source};
+use rbuild_models::family::{ExportOptions, SizeRequest, Source};
 
 #[derive(clap::Args)]
 pub struct ExportArgs {
@@ -37,8 +37,9 @@ pub struct ExportArgs {
     pub input_shape: Vec<usize>,
     /// Language models (`--model llama`; `--weights` is the Hugging Face folder, or
     /// `--random-weights SEED` for the built-in demo): the longest prompt + generation
-    /// (default 128). Speech models: the decoder's cache length (default: the model's
-    /// max_target_positions).
+    /// (default 128, or the model's max_position_embeddings when that is shorter). Speech
+    /// models: the decoder's cache length (default: the model's max_target_positions). A value
+    /// the model cannot hold is an error.
     #[arg(long, alias = "seq-len")]
     pub max_seq_len: Option<usize>,
     /// Speech models: the longest audio the program's preprocessor accepts, in seconds
@@ -132,11 +133,13 @@ pub fn export(a: ExportArgs) -> CliResult {
             (Some(dir), _) => Source::Checkpoint(dir.clone()),
             (None, seed) => Source::Demo { seed: seed.unwrap_or(0) },
         };
+        // Flags the user gave are exact; without them the family's defaults apply, lowered
+        // (with a note) to what the model holds.
         let options = ExportOptions {
-            max_seq_len: a.max_seq_len,
+            max_seq_len: a.max_seq_len.map(SizeRequest::Exactly),
             full_logits: a.full_logits,
             core_aten: a.core_aten,
-            max_audio_seconds: a.max_audio_seconds,
+            max_audio_seconds: a.max_audio_seconds.map(SizeRequest::Exactly),
             only_methods: (!a.methods.is_empty()).then(|| a.methods.clone()),
             as_forward: a.as_forward,
             linear: crate::family::parse_linear_quant(&a.quant, a.group_size)?,

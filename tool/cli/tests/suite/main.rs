@@ -27,6 +27,7 @@ mod pte_recipe;
 mod quant_embedding_oracle;
 mod recipe_build;
 mod recipe_plans;
+mod recipe_sizes;
 mod testdata_cases;
 mod testdata_reexport;
 mod voxtral_cuda_recipe;

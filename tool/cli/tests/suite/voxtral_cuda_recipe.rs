@@ -37,8 +37,10 @@ fn voxtral_cuda_builds_anywhere_and_runs_where_there_is_a_gpu() {
     let out = tempfile::tempdir().unwrap();
     let dir = testdata().join("models/voxtral_tiny");
     let weights = format!("weights={}", dir.display());
-    let (ok, log) = rbuild(out.path(), &["voxtral-cuda", &weights, "max-seq-len=256", "max-audio-seconds=6", "--strict"]);
+    // No size overrides: the recipe's defaults are lowered to what the checkpoint holds.
+    let (ok, log) = rbuild(out.path(), &["voxtral-cuda", &weights, "--strict"]);
     assert!(ok, "{log}");
+    assert!(log.contains("note: voxtral-cuda: max-seq-len 1024 (recipe default) lowered to 256"), "{log}");
     let built = out.path().join("voxtral-cuda/linux-cuda");
     let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(built.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["delegation"]["weights"], "bfloat16", "{manifest}");
@@ -59,7 +61,7 @@ fn voxtral_cuda_builds_anywhere_and_runs_where_there_is_a_gpu() {
             let (auto, stderr) = runner(&built, &args("auto")).unwrap_or_else(|e| panic!("--device auto: {e}"));
             assert!(stderr.contains("notice: CUDA: no NVIDIA driver found"), "auto says why it fell back:\n{stderr}");
             assert_eq!(ids(&auto["generated_token_ids"]), want, "--device auto (fallback) vs the CPU reference");
-            let (ok, log) = rbuild(out.path(), &["verify", "voxtral-cuda", &weights, "max-seq-len=256", "max-audio-seconds=6"]);
+            let (ok, log) = rbuild(out.path(), &["verify", "voxtral-cuda", &weights]);
             assert!(ok && log.contains("needs an NVIDIA GPU"), "{log}");
         }
         Ok(driver) => {
@@ -67,7 +69,7 @@ fn voxtral_cuda_builds_anywhere_and_runs_where_there_is_a_gpu() {
             let (cuda, stderr) = runner(&built, &args("cuda")).unwrap_or_else(|e| panic!("--device cuda: {e}"));
             assert!(stderr.contains("GPU delegates run on CUDA"), "{stderr}");
             assert_eq!(ids(&cuda["generated_token_ids"]), want, "CUDA (bfloat16 weights) vs the CPU reference of the same program");
-            let (ok, log) = rbuild(out.path(), &["verify", "voxtral-cuda", &weights, "max-seq-len=256", "max-audio-seconds=6"]);
+            let (ok, log) = rbuild(out.path(), &["verify", "voxtral-cuda", &weights]);
             assert!(ok && log.contains("pass"), "{log}");
         }
     }

@@ -75,8 +75,12 @@ fn voxtral_cpu_demo_and_voxtral_tiny_match_hugging_face() {
     let dir = testdata().join("models/voxtral_tiny");
     let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("greedy.json")).unwrap()).unwrap();
     let weights = format!("weights={}", dir.display());
-    let (ok, log) = rbuild(out.path(), &["voxtral-cpu", &weights, "platform=host", "max-seq-len=256", "max-audio-seconds=6"]);
+    // No size overrides: the recipe's defaults are lowered to what the checkpoint holds.
+    let (ok, log) = rbuild(out.path(), &["voxtral-cpu", &weights, "platform=host"]);
     assert!(ok, "{log}");
+    assert!(log.contains("note: voxtral-cpu: max-seq-len 1024 (recipe default) lowered to 256, the model's max_position_embeddings"), "{log}");
+    let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(host.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["llm"]["max_seq_len"], 256, "the manifest records the size the program has");
     let fox = testdata().join("models/audio/fox_16k.wav");
     let hf_prompt = hf_prompt_ids(&dir);
     let flag = prompt_ids_flag(&hf_prompt, meta["audio_token_id"].as_i64().unwrap());
