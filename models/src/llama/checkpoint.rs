@@ -25,6 +25,8 @@ pub fn open_checkpoint(dir: &Path) -> Result<(LlamaConfig, Weights)> {
 /// The config of `source`: a checkpoint folder's `config.json` (no weights read), or the demo's.
 pub fn config_of(source: &Source) -> Result<LlamaConfig> {
     match source {
+        // Only the metadata: the config of a GGUF file, no tensor read.
+        Source::Checkpoint(file) if super::gguf::is_gguf(file) => super::gguf::read_config(file),
         Source::Checkpoint(dir) if !dir.is_dir() => Err(not_a_checkpoint(dir)),
         Source::Checkpoint(dir) => LlamaConfig::load(&dir.join("config.json")),
         Source::Demo { .. } => Ok(demo_config()),

@@ -48,6 +48,11 @@ pub fn open_gguf(path: &Path) -> Result<(LlamaConfig, Weights)> {
     Ok((config, weights))
 }
 
+/// The config of the GGUF file at `path` (its metadata only).
+pub fn read_config(path: &Path) -> Result<LlamaConfig> {
+    config(&GgufFile::open(path).map_err(gguf_err)?)
+}
+
 /// `general.architecture`, checked against the ones the Llama forward implements.
 fn architecture(file: &GgufFile) -> Result<&str> {
     let arch = file.get_str("general.architecture").map_err(gguf_err)?.ok_or_else(|| invalid(file, "general.architecture is missing"))?;
