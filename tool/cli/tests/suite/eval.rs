@@ -193,7 +193,7 @@ fn gated_recipe(weights: &Path, limit: &str) -> String {
     let shipped = std::fs::read_to_string(common::repo().join("recipes/llama-cpu.kdl")).unwrap();
     let recipe = shipped
         .replace("weights \"random:7\"", &format!("weights \"{}\"", weights.display()))
-        .replace("max-seq-len 256", "max-seq-len 64\n    full-logits #true")
+        .replace("max-seq-len up-to=256", "max-seq-len 64\n    full-logits #true")
         .replace("quantize \"none\"", "quantize \"int4\"");
     assert!(recipe.contains("int4") && recipe.contains("full-logits"), "llama-cpu.kdl changed:\n{recipe}");
     format!(
