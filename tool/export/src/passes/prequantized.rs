@@ -13,7 +13,7 @@ use half::f16;
 use rbuild_kernels::portable::quant_linear::GROUP_SIZES;
 use rbuild_runtime::ScalarType;
 
-use super::quantize::QuantReport;
+use super::quantize::{replace_op, QuantReport};
 use crate::error::{ExportError, Result};
 use crate::graph::{Arg, ConstData, Graph, Origin, TensorMeta, ValueId};
 
@@ -200,13 +200,7 @@ pub fn use_prequantized_embeddings(g: &mut Graph, weights: &HashMap<String, PreQ
         });
         let op = "quantized_decomposed::embedding_byte";
         let args = vec![Arg::Tensor(table), Arg::Tensor(scale), Arg::None, Arg::Int(-128), Arg::Int(127), g.nodes[i].args[1].clone()];
-        let metas = crate::shape::infer(g, op, &args)?;
-        let old = &g.values[g.nodes[i].outputs[0]].meta;
-        if metas.len() != 1 || metas[0] != *old {
-            return Err(ExportError::Invalid(format!("{op} for {name} gives {metas:?}, the embedding gave {old:?}")));
-        }
-        g.nodes[i].op = op.to_string();
-        g.nodes[i].args = args;
+        replace_op(g, i, op, args, "embedding", &name)?;
         report.quantized += 1;
     }
     Ok(report)
@@ -228,15 +222,7 @@ fn rewrite(g: &mut Graph, node: usize, w: &PreQuantized, weight_args: Vec<Arg>, 
     args.extend(weight_args);
     args.push(n.args.get(2).cloned().unwrap_or(Arg::None));
     args.push(Arg::Int(w.group as i64));
-    let metas = crate::shape::infer(g, op, &args)?;
-    let old = &g.values[n.outputs[0]].meta;
-    if metas.len() != 1 || metas[0] != *old {
-        return Err(ExportError::Invalid(format!("{op} for {name} gives {metas:?}, the linear gave {old:?}")));
-    }
-    let n = &mut g.nodes[node];
-    n.op = op.to_string();
-    n.args = args;
-    Ok(())
+    replace_op(g, node, op, args, "linear", name)
 }
 
 #[cfg(test)]

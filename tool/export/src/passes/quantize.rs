@@ -192,13 +192,7 @@ pub fn quantize_linears(g: &mut Graph, mode: LinearQuant) -> Result<QuantReport>
         if let Some(gs) = group {
             args.push(Arg::Int(gs as i64));
         }
-        let metas = crate::shape::infer(g, op, &args)?;
-        let old = &g.values[g.nodes[i].outputs[0]].meta;
-        if metas.len() != 1 || metas[0] != *old {
-            return Err(ExportError::Invalid(format!("{op} for {name} gives {metas:?}, the linear gave {old:?}")));
-        }
-        g.nodes[i].op = op.to_string();
-        g.nodes[i].args = args;
+        replace_op(g, i, op, args, "linear", &name)?;
         report.quantized += 1;
     }
     Ok(report)
@@ -240,16 +234,23 @@ pub fn quantize_embeddings(g: &mut Graph, mode: EmbeddingQuant) -> Result<QuantR
             }
         };
         let args = vec![Arg::Tensor(table), Arg::Tensor(scales), Arg::None, Arg::Int(qmin), Arg::Int(qmax), idx];
-        let metas = crate::shape::infer(g, op, &args)?;
-        let old = &g.values[g.nodes[i].outputs[0]].meta;
-        if metas.len() != 1 || metas[0] != *old {
-            return Err(ExportError::Invalid(format!("{op} for {name} gives {metas:?}, the embedding gave {old:?}")));
-        }
-        g.nodes[i].op = op.to_string();
-        g.nodes[i].args = args;
+        replace_op(g, i, op, args, "embedding", &name)?;
         report.quantized += 1;
     }
     Ok(report)
+}
+
+/// Rewrites node `node` to `op` with `args`, after checking that the new op gives exactly the
+/// output the old one did (`was` names the old op in the error, `name` the weight).
+pub(crate) fn replace_op(g: &mut Graph, node: usize, op: &str, args: Vec<Arg>, was: &str, name: &str) -> Result<()> {
+    let metas = crate::shape::infer(g, op, &args)?;
+    let old = &g.values[g.nodes[node].outputs[0]].meta;
+    if metas.len() != 1 || metas[0] != *old {
+        return Err(ExportError::Invalid(format!("{op} for {name} gives {metas:?}, the {was} gave {old:?}")));
+    }
+    g.nodes[node].op = op.to_string();
+    g.nodes[node].args = args;
+    Ok(())
 }
 
 #[cfg(test)]
