@@ -11,7 +11,7 @@ use half::f16;
 use rbuild_runtime::kernel::{KernelArgs, KernelContext, KernelResult};
 
 use super::pool;
-use super::qblocks::{self, ActQ4Min, ActQ8};
+use super::qblocks::{self, ActQ4Min};
 use super::qgemv::{self, Act8};
 use super::simd::{self, Isa};
 use crate::optimized::gemm::{sgemm, Mat};
@@ -52,13 +52,12 @@ fn compute(ctx: &KernelContext, p: &Linear<'_>, out: &mut [f32]) {
     compute_with(simd::isa(), ctx.threads, p, out)
 }
 
-/// Activation rows prepared for the weight format: int8 per group for the int4 formats, per
-/// 32-element block for grouped int8.
+/// Activation rows prepared for the weight format: int8 per group for rbuild's int4, reordered
+/// with group sums for GGUF's Q4_1 (kept at float precision).
 enum Prepared {
     Plain,
     Int8(Vec<Act8>),
-    Int8Blocks(Vec<ActQ8>),
-    Int8WithSums(Vec<ActQ4Min>),
+    WithSums(Vec<ActQ4Min>),
 }
 
 /// `out [M, N] = x [M, K] · Wᵀ (+ bias)` on instruction set `isa` with up to `threads` threads.
@@ -101,27 +100,15 @@ pub(crate) fn compute_with(isa: Isa, threads: usize, p: &Linear<'_>, out: &mut [
                     .collect(),
             )
         }
-        Weights::Q8Group { .. } => Prepared::Int8Blocks(
+        Weights::Q4Min { group, .. } => Prepared::WithSums(
             p.x.chunks_exact(k)
                 .map(|x| {
-                    let mut a = ActQ8::default();
-                    qblocks::prep_q8(x, &mut a);
+                    let mut a = ActQ4Min::default();
+                    qblocks::prep_q4_1(x, group, &mut a);
                     a
                 })
                 .collect(),
         ),
-        Weights::Q4Min { group, .. } => {
-            let mut scratch = Vec::new();
-            Prepared::Int8WithSums(
-                p.x.chunks_exact(k)
-                    .map(|x| {
-                        let mut a = ActQ4Min::default();
-                        qblocks::prep_q4_1(x, group, &mut a, &mut scratch);
-                        a
-                    })
-                    .collect(),
-            )
-        }
         _ => Prepared::Plain,
     };
     // Weight rows per sub-block: ~32 KiB of weights, so M > 1 reuses them from cache.
@@ -133,7 +120,7 @@ pub(crate) fn compute_with(isa: Isa, threads: usize, p: &Linear<'_>, out: &mut [
     };
     let sub = ((32 << 10) / row_bytes.max(1)).clamp(4, 256) & !3;
     pool::for_col_blocks(threads, out, m, n, 4, &|mut blk| {
-        let (mut scale_buf, mut min_buf, mut tmp): (Vec<f32>, Vec<f32>, Vec<f32>) = Default::default();
+        let (mut scale_buf, mut min_buf): (Vec<f32>, Vec<f32>) = Default::default();
         let mut nb = blk.start;
         while nb < blk.end {
             let ne = (nb + sub).min(blk.end);
@@ -173,18 +160,17 @@ pub(crate) fn compute_with(isa: Isa, threads: usize, p: &Linear<'_>, out: &mut [
                 Weights::Q8Group { w, scales, group } => {
                     let groups = k / group;
                     let s = row_scales(isa, scales, nb * groups, ne * groups, &mut scale_buf);
-                    let Prepared::Int8Blocks(acts) = &prepared else { unreachable!("grouped int8 prepares int8 blocks") };
-                    for (i, a) in acts.iter().enumerate() {
-                        qblocks::rows_q8g(isa, &w[nb * k..ne * k], k, s, group, a, &mut blk.row(i)[lo..hi]);
+                    for i in 0..m {
+                        qblocks::rows_q8g(isa, &w[nb * k..ne * k], k, s, group, &p.x[i * k..(i + 1) * k], &mut blk.row(i)[lo..hi]);
                     }
                 }
                 Weights::Q4Min { w, scales, mins, group } => {
                     let groups = k / group;
                     let d = row_scales(isa, scales, nb * groups, ne * groups, &mut scale_buf);
                     let mn = row_scales(isa, mins, nb * groups, ne * groups, &mut min_buf);
-                    let Prepared::Int8WithSums(acts) = &prepared else { unreachable!("int4 with minimums prepares sums") };
+                    let Prepared::WithSums(acts) = &prepared else { unreachable!("int4 with minimums prepares sums") };
                     for (i, a) in acts.iter().enumerate() {
-                        qblocks::rows_q4_1(isa, &w[nb * k / 2..ne * k / 2], k, d, mn, group, a, &mut blk.row(i)[lo..hi], &mut tmp);
+                        qblocks::rows_q4_1(isa, &w[nb * k / 2..ne * k / 2], k, d, mn, group, a, &mut blk.row(i)[lo..hi]);
                     }
                 }
             }
