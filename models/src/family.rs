@@ -109,6 +109,11 @@ pub trait Family: Sync {
     fn demo_tokenizer_json(&self) -> Option<String> {
         None
     }
+    /// The demo tokenizer's `tokenizer_config.json` (a chat template, so `--chat` works on the
+    /// demo too), when the family's runner has a chat mode.
+    fn demo_tokenizer_config_json(&self) -> Option<String> {
+        None
+    }
     /// The tokenizer files a checkpoint folder may hold, preferred first (the demo's tokenizer
     /// is written under the first name).
     fn tokenizer_files(&self) -> &'static [&'static str] {

@@ -81,4 +81,12 @@ impl Family for Llama {
     fn demo_tokenizer_json(&self) -> Option<String> {
         Some(crate::tokenizer_json::byte_level(&["<unk>", "<s>", "</s>"], Some("<s>")))
     }
+
+    fn demo_tokenizer_config_json(&self) -> Option<String> {
+        // A plain role-per-turn template over the demo's own special tokens.
+        let template = "{% for message in messages %}<s>{{ message['role'] }}\n{{ message['content'] }}</s>\n{% endfor %}\
+                        {% if add_generation_prompt %}<s>assistant\n{% endif %}";
+        let config = serde_json::json!({ "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "chat_template": template });
+        Some(format!("{config:#}\n"))
+    }
 }

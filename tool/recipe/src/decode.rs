@@ -298,7 +298,7 @@ impl<'s> Decoder<'s> {
         found
     }
 
-    fn expect_string(&mut self, node: &KdlNode, entry: &KdlEntry) -> Option<Spanned<String>> {
+    pub(crate) fn expect_string(&mut self, node: &KdlNode, entry: &KdlEntry) -> Option<Spanned<String>> {
         match entry.value() {
             KdlValue::String(s) => Some(Spanned { value: s.clone(), span: entry.span() }),
             other => {

@@ -19,12 +19,15 @@ mod decode;
 mod diag;
 mod llm;
 mod overrides;
+mod paths;
 mod probe;
 mod probe_cache;
 mod recipe;
+mod rejection;
 mod size_request;
 pub mod suggest;
 mod toolchain;
+mod weights;
 
 pub use accuracy::{AccuracyMetric, AccuracyReference, AccuracySpec, MIN_CTX};
 pub use board::{Board, FirmwareLayout, Npu, Region, RegionKind};
@@ -36,7 +39,7 @@ pub use probe_cache::{Captured, Probes};
 pub use llm::{EmbeddingQuantize, LlmSpec};
 pub use recipe::{
     recipe_names, Accelerator, Backend, BackendSpec, Catalog, GpuApi, GpuOptions, DimMax, Dtype, Fallback, NpuOptions, ModelSpec, Pt2Spec, Quantize, Recipe, RunnerSpec,
-    VerifyInput, VerifySpec, WeightsSource, GENERIC_RUNNER, PT2_MODEL, PTE_MODEL,
+    VerifyInput, VerifySpec, WeightsSource, PackageFile, PYPI, GENERIC_RUNNER, PT2_MODEL, PTE_MODEL,
 };
 pub use size_request::{SizeRequest, UP_TO};
 pub use toolchain::{load_platform, load_platforms, InstallStep, Platform, PlatformGpu, RunSpec, Tool};

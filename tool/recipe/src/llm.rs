@@ -7,7 +7,8 @@ use kdl::KdlNode;
 
 use crate::choice::Choice;
 use crate::decode::{Decoder, Fields, Parent};
-use crate::recipe::{resolve_file, PathUse, Rejection};
+use crate::paths::{resolve_file, PathUse};
+use crate::recipe::Rejection;
 use crate::size_request::{self, SizeRequest};
 
 /// Settings of a language model (`Catalog::language_models`).

@@ -9,10 +9,12 @@ use miette::{Report, SourceSpan};
 use crate::choice::Choice;
 use crate::diag::{LoadError, Problem, Source};
 use crate::llm::{check_group_size, EmbeddingQuantize, LlmSpec, LLM_ONLY};
+use crate::paths::{resolve_file, resolve_folder, PathUse};
 use crate::recipe::{
-    calibration_needs_int8, keep_float_needs_int8, language_only, no_input_shape, not_for_prebuilt, resolve_calibration, resolve_file, resolve_folder, resolve_program, resolve_weights,
-    Catalog, Dtype, Fallback, ModelKind, PathUse, Quantize, Recipe, WeightsSource, PTE_MODEL,
+    calibration_needs_int8, keep_float_needs_int8, language_only, no_input_shape, not_for_prebuilt, resolve_calibration, resolve_program, Catalog, Dtype,
+    Fallback, ModelKind, Quantize, Recipe, PTE_MODEL,
 };
+use crate::weights::{resolve_weights, WeightsSource};
 use crate::size_request::SizeRequest;
 use crate::suggest;
 

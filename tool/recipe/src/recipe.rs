@@ -1,7 +1,6 @@
 //! Recipes (`recipes/<name>.kdl`): which model to export, for which backend, with which runner,
 //! for which platforms. Decoded by hand from KDL so every mistake gets a labelled diagnostic.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use kdl::{KdlDocument, KdlNode};
@@ -12,7 +11,11 @@ use crate::choice::Choice;
 use crate::decode::{Decoder, Fields, Parent, Spanned};
 use crate::diag::{syntax_problems, LoadError, Problem, Source};
 use crate::llm::{self, LlmSpec, LLM_ONLY};
+pub(crate) use crate::rejection::{calibration_needs_int8, keep_float_needs_int8, language_only, no_input_shape, not_for_prebuilt, Rejection};
+use crate::paths::{resolve_file, resolve_folder, resolve_path, PathError, PathUse};
 use crate::suggest;
+use crate::weights::resolve_weights;
+pub use crate::weights::{PackageFile, WeightsSource, PYPI};
 
 /// A loaded, validated recipe.
 #[derive(Clone, Debug)]
@@ -119,25 +122,6 @@ pub struct DimMax {
 }
 
 /// Where the model's parameters come from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WeightsSource {
-    /// A safetensors state dict; relative paths in a recipe are resolved against its folder.
-    File(PathBuf),
-    /// A Hugging Face checkpoint folder (`config.json`, safetensors), for language models.
-    Folder(PathBuf),
-    /// Seeded random weights: a demo that runs without a download (its outputs mean nothing).
-    Random(u64),
-}
-
-impl fmt::Display for WeightsSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WeightsSource::File(path) | WeightsSource::Folder(path) => write!(f, "{}", path.display()),
-            WeightsSource::Random(seed) => write!(f, "random weights (seed {seed}, demo only)"),
-        }
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dtype {
     Float32,
@@ -570,14 +554,7 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
     let weights_field = if kind == ModelKind::Imported { "archive" } else { "weights" };
     let weights = d
         .require(&fields, Parent::Node(node), weights_field, kind.weights_example())
-        .and_then(|n| d.string(n))
-        .and_then(|w| match resolve_weights(&w.value, base, kind) {
-            Ok(weights) => Some(weights),
-            Err(e) => {
-                d.report(e.problem(d.source, w.span, "the recipe's folder", kind.path_use()));
-                None
-            }
-        });
+        .and_then(|n| if kind == ModelKind::Imported { d.string(n).and_then(|w| archive(d, &w, base, kind)) } else { crate::weights::decode(d, n, base, kind) });
     let dtype = match fields.get("dtype") {
         Some(n) => d.string(n).and_then(|s| d.choice(&s)),
         None => Some(Dtype::Float32),
@@ -675,6 +652,17 @@ fn model(d: &mut Decoder, node: &KdlNode, base: &Path, catalog: &Catalog) -> Opt
 }
 
 /// The `quantize` field, checked against what the model kind takes.
+/// An imported model's `archive` path.
+fn archive(d: &mut Decoder, w: &Spanned<String>, base: &Path, kind: ModelKind) -> Option<WeightsSource> {
+    match resolve_weights(&w.value, base, kind) {
+        Ok(weights) => Some(weights),
+        Err(e) => {
+            d.report(e.problem(d.source, w.span, "the recipe's folder", kind.path_use()));
+            None
+        }
+    }
+}
+
 fn quantize(d: &mut Decoder, fields: &Fields, kind: ModelKind) -> Option<Quantize> {
     match fields.get("quantize") {
         Some(n) => d.string(n).and_then(|s| {
@@ -724,18 +712,6 @@ fn prebuilt(d: &mut Decoder, node: &KdlNode, fields: &Fields, base: &Path, arch:
         prebuilt: true,
         span: node.name().span(),
     })
-}
-
-/// A model field (or override key) set on a prebuilt program, which fixed it when exported.
-pub(crate) fn not_for_prebuilt(field: &str) -> Rejection {
-    let help = match field {
-        "weights" | "seed" => "a prebuilt program carries its weights: name the file with `program \"model.pte\"` (`program=PATH` on the command line)".to_string(),
-        "archive" => "`archive` is for `model \"pt2\"`; a `.pte` file is named with `program \"model.pte\"`".to_string(),
-        "input-shape" | "dtype" | "dim-max" => format!("a prebuilt program's inputs, dtypes and shapes come from its method signature: remove `{field}`"),
-        "calibration" | "keep-float" => format!("a prebuilt program was quantized (or not) when it was exported: remove `{field}`"),
-        _ => format!("a prebuilt program's settings were fixed when it was exported: remove `{field}`"),
-    };
-    Rejection { message: format!("`{field}` does not apply to a prebuilt program"), label: "not for `pte`", help }
 }
 
 /// A prebuilt program's path: `~` expanded, relative to `base`. It must be a file when it
@@ -941,7 +917,7 @@ impl ModelKind {
         }
     }
 
-    fn weights_example(self) -> &'static str {
+    pub(crate) fn weights_example(self) -> &'static str {
         match self {
             ModelKind::Image => "`weights \"random:1\"` or `weights \"model.safetensors\"`",
             ModelKind::Language => "`weights \"random:1\"` or `weights \"~/models/Llama-3.2-1B\"`",
@@ -989,200 +965,4 @@ impl Catalog<'_> {
     pub(crate) fn all_models(&self) -> Vec<&str> {
         self.models.iter().chain(self.language_models).copied().chain([PT2_MODEL, PTE_MODEL]).collect()
     }
-}
-
-/// A setting that is well-formed but not allowed where it is; placed at a span by [`Rejection::at`].
-pub(crate) struct Rejection {
-    pub message: String,
-    pub label: &'static str,
-    pub help: String,
-}
-
-impl Rejection {
-    pub(crate) fn at(self, source: &Source, span: SourceSpan) -> Problem {
-        source.problem(span, self.message, self.label).help(self.help)
-    }
-}
-
-/// `field` set for image model `arch`.
-pub(crate) fn language_only(field: &str, arch: &str, catalog: &Catalog) -> Rejection {
-    let listed: Vec<String> = catalog.language_models.iter().map(|m| format!("`{m}`")).collect();
-    let listed = if listed.is_empty() { "none in this build".to_string() } else { listed.join(", ") };
-    Rejection {
-        message: format!("`{field}` applies to language models only"),
-        label: "not for image models",
-        help: format!("`{arch}` is an image model: remove `{field}` (language models: {listed})"),
-    }
-}
-
-/// `input-shape` set for language model `arch`.
-pub(crate) fn no_input_shape(arch: &str) -> Rejection {
-    Rejection {
-        message: format!("`input-shape` does not apply to `{arch}`: language models take token ids; use max-seq-len"),
-        label: "not for language models",
-        help: "remove it and give the longest sequence instead, e.g. `max-seq-len 128`".into(),
-    }
-}
-
-/// What a path setting names, for its checks and messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PathUse {
-    /// A safetensors file.
-    ImageWeights,
-    /// A Hugging Face checkpoint folder.
-    LanguageWeights,
-    Tokenizer,
-    VerifyInput,
-    /// A folder of calibration images.
-    Calibration,
-    /// A `torch.export.save` archive.
-    Archive,
-    /// A prebuilt ExecuTorch program (`.pte`).
-    Program,
-}
-
-/// Why a path (or `random:SEED`) setting was rejected.
-#[derive(Debug)]
-pub(crate) enum PathError {
-    BadSeed,
-    NoHome,
-    Missing(PathBuf),
-    NotAFile(PathBuf),
-    NotAFolder(PathBuf),
-    NoConfig(PathBuf),
-}
-
-impl PathError {
-    /// The problem for a setting at `span`; relative paths were resolved against `base`.
-    pub(crate) fn problem(&self, source: &Source, span: SourceSpan, base: &str, what: PathUse) -> Problem {
-        let (noun, forms) = match what {
-            PathUse::ImageWeights => (
-                "weights",
-                format!("give a safetensors path (absolute, ~/…, or relative to {base}) or `random:SEED`"),
-            ),
-            PathUse::LanguageWeights => (
-                "weights",
-                format!("expected a Hugging Face folder with config.json or a .gguf file (absolute, ~/…, or relative to {base}) or `random:SEED`"),
-            ),
-            PathUse::Tokenizer => ("tokenizer", format!("give a tokenizer file path (absolute, ~/…, or relative to {base})")),
-            PathUse::VerifyInput => ("verify input", format!("give a PNG or JPEG path (absolute, ~/…, or relative to {base}), or `seed N` for random input")),
-            PathUse::Calibration => ("calibration", format!("give a folder of PNG/JPEG images (absolute, ~/…, or relative to {base})")),
-            PathUse::Archive => ("archive", format!("give the .pt2 file torch.export.save wrote (absolute, ~/…, or relative to {base})")),
-            PathUse::Program => ("program", format!("give an ExecuTorch program's .pte file (absolute, ~/…, or relative to {base})")),
-        };
-        match self {
-            PathError::BadSeed => source
-                .problem(span, "random weights need an integer seed", "not `random:SEED`")
-                .help("write e.g. `random:1` (a seed from 0 to 18446744073709551615)"),
-            PathError::NoHome => source
-                .problem(span, "cannot expand `~`: HOME is not set", "starts with ~")
-                .help("write the full path"),
-            PathError::Missing(path) => {
-                let (thing, label) =
-                    if matches!(what, PathUse::LanguageWeights | PathUse::Calibration) { ("folder", "no such folder") } else { ("file", "no such file") };
-                source
-                    .problem(span, format!("{noun} {thing} `{}` does not exist", path.display()), label)
-                    .help(forms)
-            }
-            PathError::NotAFile(path) => source
-                .problem(span, format!("{noun} path `{}` is not a file", path.display()), "not a file")
-                .help(forms),
-            PathError::NotAFolder(path) => source
-                .problem(span, format!("{noun} path `{}` is not a folder", path.display()), "not a folder")
-                .help(forms),
-            PathError::NoConfig(path) => source
-                .problem(span, format!("weights folder `{}` has no config.json", path.display()), "no config.json")
-                .help(forms),
-        }
-    }
-}
-
-/// Reads a weights setting: `random:SEED`, or a path (`~` expanded, relative to `base`) that
-/// must name an existing file (image models) or a folder holding `config.json` or a `.gguf`
-/// file (language models).
-pub(crate) fn resolve_weights(text: &str, base: &Path, kind: ModelKind) -> Result<WeightsSource, PathError> {
-    // An archive carries its own weights: no `random:` form. Its existence is checked by the
-    // build, so a shipped example recipe loads (and lists) before the user names their file.
-    if matches!(kind, ModelKind::Imported | ModelKind::Prebuilt) {
-        return resolve_path(text, base).map(WeightsSource::File);
-    }
-    if let Some(seed) = text.strip_prefix("random:") {
-        return seed.trim().parse().map(WeightsSource::Random).map_err(|_| PathError::BadSeed);
-    }
-    match kind {
-        ModelKind::Image | ModelKind::Imported | ModelKind::Prebuilt => resolve_file(text, base).map(WeightsSource::File),
-        ModelKind::Language => {
-            let path = resolve_path(text, base)?;
-            if !path.exists() {
-                Err(PathError::Missing(path))
-            } else if path.is_file() && path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
-                // llama.cpp's single-file format: config, tokenizer and weights in one.
-                Ok(WeightsSource::File(path))
-            } else if !path.is_dir() {
-                Err(PathError::NotAFolder(path))
-            } else if !path.join("config.json").is_file() {
-                Err(PathError::NoConfig(path))
-            } else {
-                Ok(WeightsSource::Folder(path))
-            }
-        }
-    }
-}
-
-/// A path setting that must name an existing folder.
-pub(crate) fn resolve_folder(text: &str, base: &Path) -> Result<PathBuf, PathError> {
-    let path = resolve_path(text, base)?;
-    if path.is_dir() {
-        Ok(path)
-    } else if path.exists() {
-        Err(PathError::NotAFolder(path))
-    } else {
-        Err(PathError::Missing(path))
-    }
-}
-
-/// `keep-float` on a model that is not an int8 image model.
-pub(crate) fn keep_float_needs_int8(arch: &str) -> Rejection {
-    Rejection {
-        message: format!("`keep-float` applies to image models quantized to int8; `{arch}` is not"),
-        label: "not used here",
-        help: "set `quantize \"int8\"` on an image model, or remove `keep-float`".into(),
-    }
-}
-
-/// `calibration` on a model that is not an int8 image model.
-pub(crate) fn calibration_needs_int8(arch: &str) -> Rejection {
-    Rejection {
-        message: format!("`calibration` applies to image models quantized to int8; `{arch}` is not"),
-        label: "not used here",
-        help: "set `quantize \"int8\"` on an image model, or remove `calibration`".into(),
-    }
-}
-
-/// A path setting that must name an existing file.
-pub(crate) fn resolve_file(text: &str, base: &Path) -> Result<PathBuf, PathError> {
-    let path = resolve_path(text, base)?;
-    if path.is_file() {
-        Ok(path)
-    } else if path.exists() {
-        Err(PathError::NotAFile(path))
-    } else {
-        Err(PathError::Missing(path))
-    }
-}
-
-/// `~` expanded, then relative paths joined to `base`.
-pub(crate) fn resolve_path(text: &str, base: &Path) -> Result<PathBuf, PathError> {
-    let path = expand_home(text)?;
-    Ok(if path.is_absolute() { path } else { base.join(path) })
-}
-
-/// `~` and `~/…` become paths under $HOME; anything else is taken as written.
-fn expand_home(text: &str) -> Result<PathBuf, PathError> {
-    let rest = match text.strip_prefix('~') {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest.trim_start_matches('/'),
-        _ => return Ok(PathBuf::from(text)),
-    };
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).ok_or(PathError::NoHome)?;
-    Ok(PathBuf::from(home).join(rest))
 }

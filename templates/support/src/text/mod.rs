@@ -8,6 +8,7 @@ pub mod generate;
 #[cfg(feature = "runner")]
 pub mod metadata;
 pub mod hf;
+pub mod printable;
 pub mod sampling;
 pub mod stream;
 pub mod tekken;

@@ -98,8 +98,10 @@ pub(super) fn add(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
         let h = hashes.hash(f).map_err(|e| CliError(format!("{}: {}: {e}", r.name, f.display())))?;
         key.add(&f.display().to_string(), &h);
     }
+    // The demo's chat template, when its family has one (so `--chat` works offline too).
+    let demo_cfg = if tokenizer_source.is_none() { family.demo_tokenizer_config_json() } else { None };
     let mut tokenizer_outputs = vec![tok_out.clone()];
-    if cfg_in.is_some() {
+    if cfg_in.is_some() || demo_cfg.is_some() {
         tokenizer_outputs.push(cfg_out.clone());
     }
     outputs.extend(tokenizer_outputs.iter().map(|p| (p.clone(), "tokenizer")));
@@ -118,6 +120,9 @@ pub(super) fn add(dag: &mut Dag<'_>, r: &rbuild_recipe::Recipe, hashes: &mut Fil
         }
         if let Some(c) = &cfg_in {
             copy_atomic(c, &co)?;
+        }
+        if let Some(c) = &demo_cfg {
+            write_atomic(&co, c.as_bytes()).map_err(step_err)?;
         }
         Ok(())
     })
@@ -173,6 +178,7 @@ pub(super) fn add_program_export(dag: &mut Dag<'_>, id: &str, r: &rbuild_recipe:
             key.add("weights", &format!("demo seed {seed}"));
             None
         }
+        WeightsSource::Package { file, .. } => return Err(CliError(format!("{}: weights {file} were not fetched before the export", r.name))),
     };
     // The recipe's names are the export's names (one table: the recipe crate's choices).
     let linear = r.model.quantize.name();

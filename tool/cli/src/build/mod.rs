@@ -2,6 +2,7 @@
 //! cargo build → package, as a cached step DAG (see `rbuild-planner`).
 
 pub mod accuracy;
+mod baseline;
 pub mod bundle_step;
 pub mod ethosu;
 pub mod gpu;
@@ -214,6 +215,7 @@ pub fn build(project: &Project, name: &str, overrides: &[String], options: Optio
     let t0 = Instant::now();
     let mut loaded = load(project, name, overrides)?;
     let skipped = leave_out_unbuildable(project, &mut loaded, overrides, options.strict)?;
+    loaded.recipe.model.weights = crate::fetch::resolve(&loaded.recipe.model.weights, name, !options.dry_run).map_err(CliError)?;
     // Said before the work too, so a long build does not hide it until the end.
     print_skipped(&skipped);
     let dry_run = options.dry_run;

