@@ -28,6 +28,7 @@ fn options(features: &[&str], env: &[(&str, &Path)]) -> rbuild_selective::Compil
         features: features.iter().map(|f| f.to_string()).collect(),
         env: env.iter().map(|(k, v)| (k.to_string(), v.display().to_string())).collect(),
         release: true,
+        bin_rustc_args: Vec::new(),
     }
 }
 

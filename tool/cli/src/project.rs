@@ -65,9 +65,14 @@ impl Project {
     }
 
     /// Cargo's target directory for runner and firmware builds: `$RBUILD_TARGET_DIR` (shared
-    /// by several output folders, e.g. the test suite's), else `.target/` in the output folder.
+    /// by several output folders, e.g. the test suite's), else the target folder this rbuild
+    /// was built in (`cargo run --release -p rbuild`: runners reuse the dependencies compiled
+    /// for the tool), else `.target/` in the output folder (an installed rbuild).
     pub fn runner_target_dir(&self) -> PathBuf {
-        std::env::var_os("RBUILD_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| self.out_dir().join(".target"))
+        std::env::var_os("RBUILD_TARGET_DIR")
+            .map(PathBuf::from)
+            .or_else(own_target_dir)
+            .unwrap_or_else(|| self.out_dir().join(".target"))
     }
 
     /// Recipe names (file stems of `recipes/*.kdl`), sorted.
@@ -107,4 +112,11 @@ fn stems(dir: &Path, ext: &str) -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+/// The cargo target folder holding this executable (`<target>/release/rbuild`, or a
+/// `<target>/<triple>/release/rbuild`), recognised by cargo's `CACHEDIR.TAG`.
+fn own_target_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?.canonicalize().ok()?;
+    exe.ancestors().skip(2).take(2).find(|dir| dir.join("CACHEDIR.TAG").is_file()).map(Path::to_path_buf)
 }

@@ -22,27 +22,33 @@ pub struct CompileOptions {
     /// Extra environment (e.g. RBUILD_EMBED_PROGRAM, a cross linker).
     pub env: Vec<(String, String)>,
     pub release: bool,
+    /// Flags for the binary's own compile only (`cargo rustc … -- FLAGS`), e.g. `-C
+    /// strip=symbols`: unlike a profile setting, they leave the dependencies' build
+    /// fingerprints alone, so the dependencies compiled for rbuild itself are reused.
+    pub bin_rustc_args: Vec<String>,
 }
 
 /// Builds the crate at `dir` and hands its binary named `bin` to `install` (which copies it
 /// out) while the target directory is still locked.
 pub fn compile(dir: &Path, bin: &str, o: &CompileOptions, install: impl FnOnce(&Path) -> Result<(), String>) -> Result<(), String> {
     std::fs::create_dir_all(&o.target_dir).map_err(|e| format!("{}: {e}", o.target_dir.display()))?;
-    let lock_path = o.target_dir.join(".rbuild-build.lock");
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| format!("{}: {e}", lock_path.display()))?;
-    lock.lock().map_err(|e| format!("{}: cannot lock: {e}", lock_path.display()))?;
-    // Released when `lock` is dropped, on every path out of this function.
+    // Released when the file is dropped, on every path out of this function.
+    let _lock = lock_file(&o.target_dir.join(".rbuild-build.lock"))?;
     install(&build(dir, bin, o)?)
+}
+
+/// An exclusive lock on the file at `path` (created when absent), held until the returned file
+/// is dropped; waits while another process holds it.
+pub fn lock_file(path: &Path) -> Result<std::fs::File, String> {
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    file.lock().map_err(|e| format!("{}: cannot lock: {e}", path.display()))?;
+    Ok(file)
 }
 
 fn build(dir: &Path, bin: &str, o: &CompileOptions) -> Result<PathBuf, String> {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.arg("build").arg("--manifest-path").arg(dir.join("Cargo.toml")).arg("--bin").arg(bin);
+    // `cargo rustc` builds like `cargo build` and passes the flags after `--` to `bin` alone.
+    cmd.arg("rustc").arg("--manifest-path").arg(dir.join("Cargo.toml")).arg("--bin").arg(bin);
     cmd.arg("--message-format=json-render-diagnostics").arg("--target-dir").arg(&o.target_dir);
     if o.release {
         cmd.arg("--release");
@@ -52,6 +58,9 @@ fn build(dir: &Path, bin: &str, o: &CompileOptions) -> Result<PathBuf, String> {
     }
     if !o.features.is_empty() {
         cmd.arg("--features").arg(o.features.join(","));
+    }
+    if !o.bin_rustc_args.is_empty() {
+        cmd.arg("--").args(&o.bin_rustc_args);
     }
     cmd.envs(o.env.iter().map(|(k, v)| (k, v)));
     cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());

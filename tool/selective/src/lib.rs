@@ -13,7 +13,7 @@ mod generate;
 use std::collections::BTreeSet;
 use std::fmt;
 
-pub use compile::{compile, CompileOptions};
+pub use compile::{compile, lock_file, CompileOptions};
 pub use generate::{bin_name, generate, kernels_rs, path_dependencies};
 
 use rbuild_runtime::format::schema::InstructionArguments;

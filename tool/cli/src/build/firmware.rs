@@ -382,6 +382,7 @@ fn build(platform: &str, board: &Board, layout: &FirmwareLayout, target: &str, j
         features: [dsp.then_some("arm-dsp"), job.npu_base.map(|_| "ethos-u")].into_iter().flatten().map(String::from).collect(),
         env: vec![(format!("CARGO_TARGET_{}_RUSTFLAGS", target.to_uppercase().replace(['-', '.'], "_")), rustflags)],
         release: true,
+        bin_rustc_args: Vec::new(),
     };
     let [elf_out, input_out, script_out, report_out, layout_out] = outputs(&job.out_dir);
     rbuild_selective::compile(&src, "firmware", &opts, |built| super::steps::copy_atomic(built, &elf_out))?;
