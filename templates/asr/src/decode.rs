@@ -25,8 +25,10 @@ pub struct Vocab {
     pub no_timestamps: u32,
     /// `<|0.00|>`; None when the vocabulary has no timestamp tokens.
     pub timestamp_begin: Option<u32>,
-    pub transcribe: u32,
-    pub translate: u32,
+    /// `<|transcribe|>` / `<|translate|>`: multilingual models' task tokens (English-only
+    /// programs may leave them out: their prompts name no task).
+    pub transcribe: Option<u32>,
+    pub translate: Option<u32>,
     pub lang_ids: Vec<u32>,
     pub lang_codes: Vec<String>,
     pub suppress: Vec<u32>,
@@ -42,6 +44,18 @@ impl Vocab {
 
     pub fn lang_code(&self, id: u32) -> Option<&str> {
         self.lang_ids.iter().position(|&l| l == id).map(|i| self.lang_codes[i].as_str())
+    }
+
+    /// Checks `task` against the model: English-only models transcribe English only, and a
+    /// multilingual program must name the task's token.
+    pub fn check_task(&self, task: Task) -> Result<(), String> {
+        match (self.multilingual, task) {
+            (false, Task::Translate) => Err("--task translate: this is an English-only model; it only transcribes English (translation needs a multilingual model)".into()),
+            (false, Task::Transcribe) => Ok(()),
+            (true, Task::Transcribe) if self.transcribe.is_none() => Err("the model is multilingual but has no get_transcribe_id method".into()),
+            (true, Task::Translate) if self.translate.is_none() => Err("the model is multilingual but has no get_translate_id method".into()),
+            (true, _) => Ok(()),
+        }
     }
 
     /// The language token for a `--language` code: None means detect it (multilingual) or
@@ -175,7 +189,7 @@ pub fn prompt_tail(vocab: &Vocab, language: Option<u32>, task: Task, timestamps:
     let mut p = Vec::new();
     if vocab.multilingual {
         p.extend(language);
-        p.push(match task {
+        p.extend(match task {
             Task::Transcribe => vocab.transcribe,
             Task::Translate => vocab.translate,
         });
@@ -205,7 +219,7 @@ pub fn apply_filters(logits: &mut [f32], sampled: &[u32], vocab: &Vocab, opts: &
         vocab.begin_suppress.iter().for_each(|&t| ban(t));
     }
     vocab.suppress.iter().for_each(|&t| ban(t));
-    for t in [vocab.transcribe, vocab.translate, vocab.sot, vocab.sot_prev, vocab.no_speech] {
+    for t in [vocab.transcribe, vocab.translate].into_iter().flatten().chain([vocab.sot, vocab.sot_prev, vocab.no_speech]) {
         ban(t);
     }
     match (opts.timestamps, vocab.timestamp_begin) {

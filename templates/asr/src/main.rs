@@ -144,6 +144,7 @@ fn run(a: Args) -> Outcome {
     let vocab = model.meta.vocab.clone();
     let language = in_file(vocab.resolve_language(&a.language), model_name)?;
     let task = if a.task == "translate" { Task::Translate } else { Task::Transcribe };
+    in_file(vocab.check_task(task), model_name)?;
     if a.timestamps && vocab.timestamp_begin.is_none() {
         return Err(Failure(format!(
             "--timestamps: {} has no timestamp tokens (no get_timestamp_begin method)",

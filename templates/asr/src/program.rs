@@ -117,6 +117,7 @@ pub fn read_metadata(g: &Getters<'_>) -> Result<Metadata, String> {
         let v = g.required(name)?;
         check_id(name, v, vocab_size)
     };
+    let opt_id = |name: &str| -> Result<Option<u32>, String> { g.int(name)?.map(|v| check_id(name, v, vocab_size)).transpose() };
     let ids = |name: &str| -> Result<Vec<u32>, String> {
         g.ints(name)?.unwrap_or_default().into_iter().map(|v| check_id(name, v, vocab_size)).collect()
     };
@@ -143,8 +144,8 @@ pub fn read_metadata(g: &Getters<'_>) -> Result<Metadata, String> {
         no_speech: id("get_no_speech_id")?,
         no_timestamps: id("get_no_timestamps_id")?,
         timestamp_begin,
-        transcribe: id("get_transcribe_id")?,
-        translate: id("get_translate_id")?,
+        transcribe: opt_id("get_transcribe_id")?,
+        translate: opt_id("get_translate_id")?,
         multilingual: g.flag("get_is_multilingual")?.unwrap_or(!lang_ids.is_empty()),
         lang_ids,
         lang_codes,

@@ -55,9 +55,9 @@ pub fn check_matches(tok: &dyn Tokenizer, vocab: &Vocab) -> Result<(), String> {
             ("<|startoftranscript|>".into(), vocab.sot),
             ("<|startofprev|>".into(), vocab.sot_prev),
             ("<|notimestamps|>".into(), vocab.no_timestamps),
-            ("<|transcribe|>".into(), vocab.transcribe),
-            ("<|translate|>".into(), vocab.translate),
         ];
+        named.extend(vocab.transcribe.map(|id| ("<|transcribe|>".to_string(), id)));
+        named.extend(vocab.translate.map(|id| ("<|translate|>".to_string(), id)));
         named.extend(vocab.lang_codes.iter().zip(&vocab.lang_ids).map(|(c, &id)| (format!("<|{c}|>"), id)));
         for (name, id) in named {
             if let Some(t) = tok.token_to_id(&name) {

@@ -42,7 +42,7 @@ fn the_test_checkpoint_contract() {
     assert_eq!(m.padding_samples(), 48000);
     let v = &m.vocab;
     assert_eq!((v.eot, v.sot, v.sot_prev, v.no_speech, v.no_timestamps), (504, 505, 509, 510, 511));
-    assert_eq!((v.transcribe, v.translate), (508, 507));
+    assert_eq!((v.transcribe, v.translate), (Some(508), Some(507)));
     assert_eq!(v.lang_codes, vec!["en", "haw"]);
     assert_eq!(v.lang_id("haw"), Some(400));
     // Optional getters absent: no timestamps, nothing suppressed.
@@ -63,7 +63,7 @@ fn language_codes_pack_little_endian() {
 
 #[test]
 fn missing_required_getter_is_named() {
-    for name in ["get_eos_id", "get_frames_per_window", "get_vocab_size", "get_transcribe_id"] {
+    for name in ["get_eos_id", "get_frames_per_window", "get_vocab_size", "get_no_timestamps_id"] {
         let mut t = table();
         t.remove(name);
         let e = read(&t).unwrap_err();
@@ -101,7 +101,27 @@ fn optional_lists_and_language_choice() {
     assert_eq!(v.resolve_language("auto"), Ok(None));
     let e = v.resolve_language("xx").unwrap_err();
     assert!(e.contains("xx") && e.contains("en, haw"), "{e}");
-    let en_only = rbuild_asr_runner::decode::Vocab { multilingual: false, ..v };
+    let en_only = rbuild_asr_runner::decode::Vocab { multilingual: false, ..v.clone() };
     assert_eq!(en_only.resolve_language("en"), Ok(None));
     assert!(en_only.resolve_language("de").unwrap_err().contains("English-only"));
+    // English-only: no task, so translation is refused and the task getters may be absent.
+    use rbuild_asr_runner::decode::Task;
+    assert_eq!(en_only.check_task(Task::Transcribe), Ok(()));
+    assert!(en_only.check_task(Task::Translate).unwrap_err().contains("English-only model"));
+    assert_eq!(v.check_task(Task::Translate), Ok(()));
+}
+
+/// An English-only Whisper program (openai-whisper's `*.en`: no language or task tokens in its
+/// prompts; HF's generation config names no task ids) loads without task getters.
+#[test]
+fn english_only_programs_need_no_task_getters() {
+    let mut t = table();
+    for name in ["get_transcribe_id", "get_translate_id", "get_lang_ids", "get_lang_codes"] {
+        t.remove(name);
+    }
+    t.insert("get_is_multilingual", vec![Value::Bool(false)]);
+    let v = read(&t).unwrap().vocab;
+    assert!(!v.multilingual && v.transcribe.is_none() && v.translate.is_none());
+    let prompt: Vec<u32> = rbuild_asr_runner::decode::prompt_head(&v, &[]).into_iter().chain(rbuild_asr_runner::decode::prompt_tail(&v, None, rbuild_asr_runner::decode::Task::Transcribe, false)).collect();
+    assert_eq!(prompt, vec![v.sot, v.no_timestamps], "<|startoftranscript|><|notimestamps|>, as openai-whisper's English-only models");
 }
