@@ -32,6 +32,7 @@ mod testdata_cases;
 mod testdata_reexport;
 mod voxtral_cuda_recipe;
 mod voxtral_recipe;
+mod whisper_en;
 mod whisper_export;
 mod whisper_gpu_recipe;
 mod whisper_recipe;
