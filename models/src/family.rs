@@ -192,6 +192,8 @@ pub fn export_with(family: &dyn Family, source: &Source, o: &ExportOptions, dele
     }
     let mut description = built.description;
     let mut notes = built.notes;
+    // What the file's own blocks became, for the description (`… layers` counts rbuild's).
+    let mut kept_blocks = None;
     if o.linear.is_some() && !built.prequantized.is_empty() {
         let mut kept = BTreeMap::<&'static str, usize>::new();
         for m in &mut methods {
@@ -212,6 +214,7 @@ pub fn export_with(family: &dyn Family, source: &Source, o: &ExportOptions, dele
         }
         let list: Vec<String> = kept.iter().map(|(op, n)| format!("{n} × {op}")).collect();
         notes.push(format!("kept the file's quantization: {}", list.join(", ")));
+        kept_blocks = Some(list.join(", "));
     }
     if let Some(mode) = o.linear {
         let mut quantized = 0;
@@ -220,7 +223,11 @@ pub fn export_with(family: &dyn Family, source: &Source, o: &ExportOptions, dele
             quantized += r.quantized;
             notes.extend(r.skipped.iter().map(|s| format!("kept float32: {s}")));
         }
-        description += &format!(", linears {} ({quantized} layers)", mode.name());
+        description += &match (quantized, &kept_blocks) {
+            (0, Some(kept)) => format!(", the file's blocks kept ({kept})"),
+            (_, Some(kept)) => format!(", linears {} ({quantized} layers), the file's blocks kept ({kept})", mode.name()),
+            (_, None) => format!(", linears {} ({quantized} layers)", mode.name()),
+        };
     }
     if let Some(mode) = o.embedding {
         for m in &mut methods {
