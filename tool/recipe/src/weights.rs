@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use kdl::KdlNode;
+use kdl::{KdlEntry, KdlNode};
 
 use crate::decode::Decoder;
 use crate::paths::{resolve_file, resolve_path, PathError};
@@ -82,20 +82,17 @@ const OFFLINE: &str = "offline";
 pub(crate) fn decode(d: &mut Decoder, node: &KdlNode, base: &Path, kind: ModelKind) -> Option<WeightsSource> {
     d.no_children(node);
     let name = node.name().value();
-    let (mut value, mut offline, mut ok) = (None, None, true);
-    let values = node.entries().iter().filter(|e| e.name().is_none()).count();
-    let mut seen = 0;
-    for entry in node.entries() {
-        match entry.name().map(|k| k.value()) {
-            None if seen == 0 => {
-                seen += 1;
-                value = d.expect_string(node, entry);
-            }
-            None => {
-                d.error(entry.span(), format!("`{name}` takes one value, found {values}"), "extra value", "remove the extra values");
-                ok = false;
-            }
-            Some(OFFLINE) => {
+    let (positional, properties): (Vec<&KdlEntry>, Vec<&KdlEntry>) = node.entries().iter().partition(|e| e.name().is_none());
+    let mut ok = true;
+    for extra in positional.iter().skip(1) {
+        d.error(extra.span(), format!("`{name}` takes one value, found {}", positional.len()), "extra value", "remove the extra values");
+        ok = false;
+    }
+    let value = positional.first().and_then(|entry| d.expect_string(node, entry));
+    let mut offline = None;
+    for (key, entry) in properties.into_iter().filter_map(|e| e.name().map(|k| (k.value(), e))) {
+        match key {
+            OFFLINE => {
                 let Some(text) = d.expect_string(node, entry) else {
                     ok = false;
                     continue;
@@ -108,7 +105,7 @@ pub(crate) fn decode(d: &mut Decoder, node: &KdlNode, base: &Path, kind: ModelKi
                     }
                 }
             }
-            Some(key) => {
+            _ => {
                 let help = match suggest::closest(key, [OFFLINE]) {
                     Some(_) => format!("did you mean `{OFFLINE}`?"),
                     None => format!("`{name}` takes one value, and `{OFFLINE}=\"random:SEED\"` after a `{PYPI}` source"),
