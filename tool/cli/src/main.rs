@@ -153,7 +153,7 @@ fn main() -> ExitCode {
 
 /// `rbuild fetch SPEC`: the cached file's path on stdout.
 fn fetch_command(spec: &str) -> error::CliResult {
-    let rest = spec.strip_prefix("pypi:").ok_or_else(|| error::CliError(format!("'{spec}': expected pypi:PACKAGE==VERSION/PATH/IN/WHEEL")))?;
+    let rest = spec.strip_prefix(rbuild_recipe::PYPI).ok_or_else(|| error::CliError(format!("'{spec}': expected pypi:PACKAGE==VERSION/PATH/IN/WHEEL")))?;
     let file = fetch::PackageFile::parse(rest).map_err(error::CliError)?;
     let path = fetch::fetch(&file, &fetch::cache_dir()).map_err(error::CliError)?;
     println!("{}", path.display());

@@ -158,10 +158,11 @@ pub struct Options {
     pub strict: bool,
 }
 
-/// What a build left out.
-#[derive(Debug, Default)]
+/// What a build left out, and the weights it used (a package source made local).
+#[derive(Debug)]
 pub struct Built {
     pub skipped: Vec<Skipped>,
+    pub weights: rbuild_recipe::WeightsSource,
 }
 
 /// Drops the platforms that lack tools from `loaded` and returns them, or fails (before any
@@ -241,7 +242,7 @@ pub fn build(project: &Project, name: &str, overrides: &[String], options: Optio
             }
         }
         println!("{} steps: {} cached, {} would run", plan.steps.len(), plan.cached(), plan.steps.len() - plan.cached());
-        return Ok(Built { skipped });
+        return Ok(Built { skipped, weights: loaded.recipe.model.weights });
     }
     let bar = indicatif::ProgressBar::new_spinner();
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
@@ -270,7 +271,7 @@ pub fn build(project: &Project, name: &str, overrides: &[String], options: Optio
                 }
             }
             print_skipped(&skipped);
-            Ok(Built { skipped })
+            Ok(Built { skipped, weights: loaded.recipe.model.weights })
         }
         Err((summary, e)) => {
             print_summary(&summary, t0.elapsed().as_secs_f64());

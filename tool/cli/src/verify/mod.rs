@@ -304,8 +304,8 @@ pub fn verify(words: &[String], strict: bool) -> CliResult {
         return Err(CliError(format!("{name}: cannot verify: {why}")));
     }
     let built = crate::build::build(&project, name, overrides, crate::build::Options { dry_run: false, strict })?;
-    // The build fetched a package source (or fell back to its offline demo): the same here.
-    loaded.recipe.model.weights = crate::fetch::resolve(&loaded.recipe.model.weights, name, false).map_err(CliError)?;
+    // What the build used: a package source fetched, or its offline demo.
+    loaded.recipe.model.weights = built.weights.clone();
     let order: Vec<String> = loaded.platforms.iter().map(|p| p.name.clone()).collect();
     loaded.platforms.retain(|p| !built.skipped.iter().any(|s| s.platform == p.name));
     let mut rows = verify_loaded(&project, &loaded)?;
