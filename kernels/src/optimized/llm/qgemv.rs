@@ -32,7 +32,7 @@ pub struct Act8 {
     pub xq: Vec<i8>,
     /// Per group: sx_g.
     pub sx: Vec<f32>,
-    /// Per group: 8 · Σ xq (the nibble-offset correction; 0 for unsigned codes).
+    /// Per group: 8 · Σ xq (the nibble-offset correction).
     pub corr: Vec<i32>,
     /// Per lane-unit (a 64-chunk when group = 32, else a group): the correction placed in the
     /// first i32 lane of each group's lanes, others 0.
@@ -72,17 +72,6 @@ pub fn chunk_len(e0: usize, k: usize) -> usize {
 /// Quantizes `x` per group (the portable kernel's exact rounding) and lays it out for the dot
 /// products of signed nibbles (stored `q + 8`).
 pub fn prep_8da4w(x: &[f32], group: usize, a: &mut Act8, scratch: &mut Vec<i8>) {
-    prep_int4(x, group, 8, a, scratch)
-}
-
-/// [`prep_8da4w`] for unsigned nibbles (Q4_1's codes, `u` itself): no offset to correct, so
-/// [`rows_8da4w`] computes `Σ_g sx_g · s_g · Σ u·xq`.
-pub fn prep_unsigned4(x: &[f32], group: usize, a: &mut Act8, scratch: &mut Vec<i8>) {
-    prep_int4(x, group, 0, a, scratch)
-}
-
-/// Quantizes and lays out `x`; `offset` is the nibble offset the dot products subtract.
-fn prep_int4(x: &[f32], group: usize, offset: i32, a: &mut Act8, scratch: &mut Vec<i8>) {
     let k = x.len();
     scratch.clear();
     scratch.resize(k, 0);
@@ -90,7 +79,8 @@ fn prep_int4(x: &[f32], group: usize, offset: i32, a: &mut Act8, scratch: &mut V
     a.corr.clear();
     for (xg, qg) in x.chunks_exact(group).zip(scratch.chunks_exact_mut(group)) {
         a.sx.push(quantize_group(xg, qg));
-        a.corr.push(offset * qg.iter().map(|&q| q as i32).sum::<i32>());
+        // The dot products multiply by stored nibbles q + 8: 8 · Σ xq comes off again.
+        a.corr.push(8 * qg.iter().map(|&q| q as i32).sum::<i32>());
     }
     a.xq.clear();
     let mut e0 = 0;
